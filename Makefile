@@ -1,0 +1,130 @@
+# tng: one Makefile for every component. `make help` lists the targets.
+#
+# On a fresh Debian 12 machine as root, `make demo` and `make test` are each one command: both run `deps` first.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMPS := build/stamps
+CARGO ?= cargo
+FUZZ_SECONDS ?= 60
+# Exit status of p4/p4-check when the P4 toolchain is absent: 0 for people, 3 ("skipped") for the test runner.
+P4_SKIP_STATUS ?= 0
+
+# Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
+APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libnanomsg-dev libffi-dev \
+	iproute2 iputils-ping iperf3 ethtool
+RUST_COMPONENTS := rustfmt clippy
+
+P4_PROGRAMS := $(shell grep -v '^\s*\#' p4src/programs.txt 2>/dev/null)
+
+.PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
+
+help: ## Show this help
+	@echo "tng make targets (on a fresh machine run 'make demo' or 'make test'; both install what they need):"
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+deps: $(STAMPS)/apt $(STAMPS)/rust $(STAMPS)/venv ## Install apt packages, Rust components and the Python venv (idempotent)
+
+$(STAMPS)/apt: Makefile
+	@mkdir -p $(STAMPS)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing Debian packages:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "deps: need root to install $$missing (run as root or install them yourself)"; exit 1; fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@touch $@
+
+$(STAMPS)/rust: Makefile
+	@mkdir -p $(STAMPS)
+	@command -v $(CARGO) >/dev/null || { echo "deps: cargo not found; install Rust with rustup (https://rustup.rs)"; exit 1; }
+	@if command -v rustup >/dev/null; then rustup component add $(RUST_COMPONENTS) >/dev/null; fi
+	@touch $@
+
+$(STAMPS)/venv: requirements.lock pyproject.toml $(STAMPS)/apt
+	@mkdir -p $(STAMPS)
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@echo "deps: installing Python packages from requirements.lock into $(VENV)"
+	@$(PY) -m pip install -q -r requirements.lock
+	@$(PY) -m pip install -q --no-deps -e .
+	@touch $@
+
+build: deps ## Build the Rust workspace (release) and compile P4 programs when p4c is present
+	$(CARGO) build --workspace --release
+	@$(MAKE) --no-print-directory p4
+
+test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
+	@$(PY) -m tng_lab.testsuites
+
+bench: deps ## Run the benchmarks and write JSON under build/bench/
+	@mkdir -p build/bench
+	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
+	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/proto.json
+
+demo: deps ## Run the main scenario and print its results
+	@echo "not implemented yet: tng-lab on network namespaces (experiment-runner issue); showing the simulated LTE+Wi-Fi aggregation scenario"
+	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- run host-agent/scenarios/aggregation.toml --set duration_s=20
+
+lint: deps ## cargo fmt --check, clippy (warnings denied), ruff check, ruff format --check
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --profile ci -- -D warnings
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+fmt: deps ## Format Rust and Python sources
+	$(CARGO) fmt --all
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+p4: deps ## Compile every P4 program into p4src/build/ (prints why and exits 0 without p4c)
+	@if ! reason=$$($(PY) -m tng_p4.toolchain --require compile 2>&1 | tail -n 1); then echo "$$reason"; exit $(P4_SKIP_STATUS); fi
+	@for prog in $(P4_PROGRAMS); do \
+	  out=p4src/build/$$(basename $$prog .p4); mkdir -p $$out; \
+	  echo "p4c-bm2-ss $$prog -> $$out"; \
+	  p4c-bm2-ss --arch v1model -I p4src --p4runtime-files $$out/p4info.txtpb -o $$out/bmv2.json $$prog; \
+	done
+
+p4-check: deps ## Fail if the committed P4 artifacts differ from a fresh compile (skips with a reason without p4c)
+	@if ! reason=$$($(PY) -m tng_p4.toolchain --require compile 2>&1 | tail -n 1); then echo "$$reason"; exit $(P4_SKIP_STATUS); fi
+	@rm -rf build/p4-check; status=0; \
+	for prog in $(P4_PROGRAMS); do \
+	  name=$$(basename $$prog .p4); out=build/p4-check/$$name; mkdir -p $$out; \
+	  p4c-bm2-ss --arch v1model -I p4src --p4runtime-files $$out/p4info.txtpb -o $$out/bmv2.json $$prog; \
+	  for f in bmv2.json p4info.txtpb; do \
+	    if ! cmp -s $$out/$$f p4src/build/$$name/$$f; then \
+	      echo "p4-check: p4src/build/$$name/$$f differs from a fresh compile of $$prog (run 'make p4' and commit)"; status=1; \
+	    fi; \
+	  done; \
+	done; \
+	[ $$status = 0 ] && echo "p4-check: committed artifacts match the sources ($(words $(P4_PROGRAMS)) programs)"; exit $$status
+
+fuzz: deps ## Fuzz the wire parser for FUZZ_SECONDS (default 60) with cargo-fuzz
+	@command -v cargo-fuzz >/dev/null || { echo "fuzz: installing cargo-fuzz"; $(CARGO) install --locked cargo-fuzz; }
+	@mkdir -p host-agent/fuzz/corpus/parse_packet
+	@for v in testdata/wire/*.json; do \
+	  $(PY) -c 'import json,sys; sys.stdout.buffer.write(bytes.fromhex(json.load(open(sys.argv[1]))["hex"]))' $$v \
+	    > host-agent/fuzz/corpus/parse_packet/$$(basename $$v .json); done
+	cd host-agent/fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run parse_packet corpus/parse_packet -- -max_total_time=$(FUZZ_SECONDS)
+
+lock: ## Re-resolve requirements.in into requirements.lock (needs network access to PyPI)
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/pip install -q --upgrade pip
+	build/lock-venv/bin/pip install -q -r requirements.in
+	{ echo "# Generated by 'make lock' from requirements.in (pip freeze of a fresh venv). Do not edit by hand."; \
+	  build/lock-venv/bin/pip freeze; } > requirements.lock
+	rm -rf build/lock-venv
+
+clean: ## Remove build outputs (target/, build/); keeps the venv
+	$(CARGO) clean
+	rm -rf build
+
+distclean: clean ## Also remove the Python venv
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""tng lab: topologies, the link emulator front end, the scenario runner and the repository test runner."""
