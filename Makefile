@@ -111,7 +111,10 @@ fuzz: deps ## Fuzz the wire parser for FUZZ_SECONDS (default 60) with cargo-fuzz
 	@for v in testdata/wire/*.json; do \
 	  $(PY) -c 'import json,sys; sys.stdout.buffer.write(bytes.fromhex(json.load(open(sys.argv[1]))["hex"]))' $$v \
 	    > host-agent/fuzz/corpus/parse_packet/$$(basename $$v .json); done
-	cd host-agent/fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run parse_packet corpus/parse_packet -- -max_total_time=$(FUZZ_SECONDS)
+	@# cargo-fuzz needs nightly flags; without a nightly toolchain, let stable accept them.
+	@if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then toolchain=+nightly; else toolchain=; export RUSTC_BOOTSTRAP=1; fi; \
+	$(CARGO) $$toolchain fuzz run --fuzz-dir host-agent/fuzz parse_packet host-agent/fuzz/corpus/parse_packet \
+	  -- -max_total_time=$(FUZZ_SECONDS)
 
 lock: ## Re-resolve requirements.in into requirements.lock (needs network access to PyPI)
 	rm -rf build/lock-venv
