@@ -1,0 +1,289 @@
+//! `tng perf client`: runs one workload over a kernel transport and reports it as a person or as JSON.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::cpu::CpuClock;
+use super::kernel::{self, KernelTransport};
+use super::protocol::{count_corrupted, Request, SenderStats, STATS_LEN, UNBOUNDED};
+use super::stats::Summary;
+
+/// The workloads every transport runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One long download for the whole duration.
+    Bulk,
+    /// `parallel` clients, each running sequential flows with exponentially distributed sizes.
+    Shortflows,
+    /// Request/response on one connection: a small request, a response of `response_size` bytes.
+    Rr,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub connect: SocketAddr,
+    pub local: Vec<SocketAddr>,
+    pub mode: Mode,
+    pub duration: Duration,
+    pub transport: KernelTransport,
+    pub cc: Option<String>,
+    pub parallel: usize,
+    pub mean_flow_bytes: u64,
+    pub response_bytes: u64,
+    pub seed: u64,
+    pub progress: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PathReport {
+    pub name: String,
+    pub bytes: u64,
+    pub rtt_ms: f64,
+}
+
+/// The perf report; `tng-lab` and the benchmarks read these field names.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub transport: KernelTransport,
+    pub mode: Mode,
+    pub cc: Option<String>,
+    pub duration_s: f64,
+    pub goodput_mbps: f64,
+    pub bytes_received: u64,
+    pub bytes_corrupted: u64,
+    pub fct_ms: Summary,
+    pub rtt_ms: BTreeMap<String, f64>,
+    pub retransmitted_packets: u64,
+    pub sent_packets: u64,
+    pub cpu_percent: f64,
+    pub paths: Vec<PathReport>,
+}
+
+/// Byte counters shared by every worker of a run, for the progress line.
+#[derive(Default)]
+struct Progress {
+    bytes: AtomicU64,
+}
+
+pub async fn run(options: ClientOptions) -> Result<Report> {
+    let token = rand::random::<u64>();
+    let progress = Arc::new(Progress::default());
+    let ticker = options.progress.then(|| tokio::spawn(print_progress(progress.clone())));
+    let cpu = CpuClock::start();
+    let started = Instant::now();
+    let outcome = match options.mode {
+        Mode::Bulk => bulk(&options, token, &progress).await,
+        Mode::Shortflows => shortflows(&options, token, &progress).await,
+        Mode::Rr => request_response(&options, token, &progress).await,
+    };
+    if let Some(ticker) = ticker {
+        ticker.abort();
+    }
+    let outcome = outcome?;
+    let elapsed = started.elapsed().min(options.duration).as_secs_f64().max(1e-9);
+    let sender = fetch_sender_stats(&options, token).await?;
+    let mut paths: BTreeMap<String, PathReport> = BTreeMap::new();
+    for sample in outcome.paths {
+        let entry = paths.entry(sample.name.clone()).or_insert(PathReport { name: sample.name, bytes: 0, rtt_ms: 0.0 });
+        entry.bytes += sample.bytes;
+        entry.rtt_ms = sample.rtt_ms;
+    }
+    Ok(Report {
+        transport: options.transport,
+        mode: options.mode,
+        cc: options.cc.clone(),
+        duration_s: elapsed,
+        goodput_mbps: outcome.measured_bytes as f64 * 8.0 / elapsed / 1e6,
+        bytes_received: outcome.received_bytes,
+        bytes_corrupted: outcome.corrupted_bytes,
+        fct_ms: Summary::of(&outcome.fct_ms),
+        rtt_ms: paths.values().map(|p| (p.name.clone(), p.rtt_ms)).collect(),
+        retransmitted_packets: sender.retransmitted_packets,
+        sent_packets: sender.sent_packets,
+        cpu_percent: cpu.percent(),
+        paths: paths.into_values().collect(),
+    })
+}
+
+#[derive(Default)]
+struct Outcome {
+    /// Bytes received within the measured duration.
+    measured_bytes: u64,
+    received_bytes: u64,
+    corrupted_bytes: u64,
+    fct_ms: Vec<f64>,
+    paths: Vec<PathReport>,
+}
+
+impl Outcome {
+    fn merge(&mut self, other: Outcome) {
+        self.measured_bytes += other.measured_bytes;
+        self.received_bytes += other.received_bytes;
+        self.corrupted_bytes += other.corrupted_bytes;
+        self.fct_ms.extend(other.fct_ms);
+        self.paths.extend(other.paths);
+    }
+}
+
+async fn open(options: &ClientOptions, worker: usize) -> Result<TcpStream> {
+    let local = (!options.local.is_empty()).then(|| options.local[worker % options.local.len()]);
+    let stream = kernel::connect(options.transport, local, options.connect, options.cc.as_deref()).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Path counters of a finished connection, named by address pair (or subflow index for MPTCP).
+fn path_samples(stream: &TcpStream, transport: KernelTransport) -> Vec<PathReport> {
+    let subflows = kernel::subflow_info(stream);
+    let pair = match (stream.local_addr(), stream.peer_addr()) {
+        (Ok(l), Ok(r)) => format!("{l}->{r}"),
+        _ => "unknown".to_string(),
+    };
+    subflows
+        .iter()
+        .enumerate()
+        .map(|(i, info)| PathReport {
+            name: match transport {
+                KernelTransport::Tcp => pair.clone(),
+                KernelTransport::Mptcp => format!("subflow{i}"),
+            },
+            bytes: info.bytes_received,
+            rtt_ms: f64::from(info.rtt_us) / 1000.0,
+        })
+        .collect()
+}
+
+/// Reads exactly `size` bytes of the pattern (or until `deadline` for an unbounded response).
+async fn receive(
+    stream: &mut TcpStream,
+    size: u64,
+    deadline: Instant,
+    progress: &Progress,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut offset = 0u64;
+    while offset < size {
+        let want = (size - offset).min(buf.len() as u64) as usize;
+        let read = if size == UNBOUNDED {
+            // The timeout alone is not enough: it polls the read first, which is always ready on a fast link.
+            if Instant::now() >= deadline {
+                break;
+            }
+            match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf[..want])).await {
+                Ok(read) => read?,
+                Err(_) => break,
+            }
+        } else {
+            stream.read(&mut buf[..want]).await?
+        };
+        if read == 0 {
+            bail!("server closed the connection after {offset} of {size} bytes");
+        }
+        outcome.corrupted_bytes += count_corrupted(offset, &buf[..read]);
+        offset += read as u64;
+        outcome.received_bytes += read as u64;
+        if Instant::now() <= deadline {
+            outcome.measured_bytes += read as u64;
+        }
+        progress.bytes.fetch_add(read as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Closes our side and waits for the server's close, so it has recorded its counters.
+async fn finish(mut stream: TcpStream, transport: KernelTransport, outcome: &mut Outcome) -> Result<()> {
+    outcome.paths.extend(path_samples(&stream, transport));
+    stream.shutdown().await?;
+    let mut sink = vec![0u8; 64 * 1024];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
+}
+
+async fn bulk(options: &ClientOptions, token: u64, progress: &Progress) -> Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let mut stream = open(options, 0).await?;
+    let deadline = Instant::now() + options.duration;
+    stream.write_all(&Request::Data { size: UNBOUNDED, token }.encode()).await?;
+    receive(&mut stream, UNBOUNDED, deadline, progress, &mut outcome).await?;
+    finish(stream, options.transport, &mut outcome).await?;
+    Ok(outcome)
+}
+
+async fn shortflows(options: &ClientOptions, token: u64, progress: &Arc<Progress>) -> Result<Outcome> {
+    let sizes = Exp::new(1.0 / options.mean_flow_bytes.max(1) as f64).context("flow size distribution")?;
+    let deadline = Instant::now() + options.duration;
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..options.parallel.max(1) {
+        let options = options.clone();
+        let progress = progress.clone();
+        let mut rng = StdRng::seed_from_u64(options.seed.wrapping_add(worker as u64));
+        workers.spawn(async move {
+            let mut outcome = Outcome::default();
+            while Instant::now() < deadline {
+                let size = (sizes.sample(&mut rng) as u64).max(1);
+                let started = Instant::now();
+                let mut stream = open(&options, worker).await?;
+                stream.write_all(&Request::Data { size, token }.encode()).await?;
+                receive(&mut stream, size, Instant::now() + Duration::from_secs(3600), &progress, &mut outcome).await?;
+                outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                finish(stream, options.transport, &mut outcome).await?;
+            }
+            anyhow::Ok(outcome)
+        });
+    }
+    let mut total = Outcome::default();
+    while let Some(done) = workers.join_next().await {
+        total.merge(done??);
+    }
+    Ok(total)
+}
+
+async fn request_response(options: &ClientOptions, token: u64, progress: &Progress) -> Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let mut stream = open(options, 0).await?;
+    let deadline = Instant::now() + options.duration;
+    let far = Instant::now() + Duration::from_secs(3600);
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        stream.write_all(&Request::Data { size: options.response_bytes, token }.encode()).await?;
+        receive(&mut stream, options.response_bytes, far, progress, &mut outcome).await?;
+        outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    finish(stream, options.transport, &mut outcome).await?;
+    Ok(outcome)
+}
+
+async fn fetch_sender_stats(options: &ClientOptions, token: u64) -> Result<SenderStats> {
+    let mut stream = open(options, 0).await?;
+    stream.write_all(&Request::Stats { token }.encode()).await?;
+    let mut raw = [0u8; STATS_LEN];
+    stream.read_exact(&mut raw).await.context("server did not answer the statistics request")?;
+    Ok(SenderStats::decode(&raw))
+}
+
+async fn print_progress(progress: Arc<Progress>) {
+    let mut last = 0u64;
+    let mut second = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        second += 1;
+        let now = progress.bytes.load(Ordering::Relaxed);
+        eprintln!("[{second:>4} s] {:>9.2} Mbit/s", (now - last) as f64 * 8.0 / 1e6);
+        last = now;
+    }
+}

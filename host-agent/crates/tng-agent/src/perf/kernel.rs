@@ -1,0 +1,68 @@
+//! Kernel transports for the perf tool: TCP with a chosen congestion control, and Linux MPTCP.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use super::sockopt::{self, TcpInfo};
+
+/// Which kernel transport carries the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelTransport {
+    Tcp,
+    Mptcp,
+}
+
+fn new_socket(transport: KernelTransport, family: &SocketAddr) -> Result<Socket> {
+    let protocol = match transport {
+        KernelTransport::Tcp => Protocol::TCP,
+        KernelTransport::Mptcp => Protocol::from(libc::IPPROTO_MPTCP),
+    };
+    Socket::new(Domain::for_address(*family), Type::STREAM, Some(protocol)).with_context(|| match transport {
+        KernelTransport::Mptcp => "cannot open an MPTCP socket (is net.mptcp.enabled=1?)".to_string(),
+        KernelTransport::Tcp => "cannot open a TCP socket".to_string(),
+    })
+}
+
+/// Connects to `remote`, optionally from `local`, with congestion control `cc` (e.g. cubic, bbr, reno).
+pub async fn connect(
+    transport: KernelTransport,
+    local: Option<SocketAddr>,
+    remote: SocketAddr,
+    cc: Option<&str>,
+) -> Result<TcpStream> {
+    let socket = new_socket(transport, &remote)?;
+    if let Some(cc) = cc {
+        socket
+            .set_tcp_congestion(cc.as_bytes())
+            .with_context(|| format!("congestion control {cc:?} is not available in this kernel"))?;
+    }
+    socket.set_nonblocking(true)?;
+    let socket = TcpSocket::from_std_stream(socket.into());
+    if let Some(local) = local {
+        socket.bind(local).with_context(|| format!("cannot bind to local address {local}"))?;
+    }
+    socket.connect(remote).await.with_context(|| format!("cannot connect to {remote}"))
+}
+
+/// Listens on `addr` with an MPTCP socket, which also accepts plain TCP clients; falls back to TCP where MPTCP is
+/// disabled.
+pub fn listen(addr: SocketAddr) -> Result<TcpListener> {
+    let socket = new_socket(KernelTransport::Mptcp, &addr).or_else(|_| new_socket(KernelTransport::Tcp, &addr))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into()).with_context(|| format!("cannot listen on {addr}"))?;
+    socket.listen(1024)?;
+    Ok(TcpListener::from_std(socket.into())?)
+}
+
+/// Per-subflow counters of an MPTCP connection, or the one TCP connection's counters.
+pub fn subflow_info(stream: &TcpStream) -> Vec<TcpInfo> {
+    match sockopt::mptcp_subflows(stream) {
+        Ok(subflows) if !subflows.is_empty() => subflows,
+        _ => sockopt::tcp_info(stream).map(|i| vec![i]).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,121 @@
+//! `tng perf` end to end on loopback: the JSON report carries the fields the lab and benchmarks read.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const TNG: &str = env!("CARGO_BIN_EXE_tng");
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(TNG)
+            .args(["perf", "server", "--listen", &addr])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start tng perf server");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "perf server did not listen on {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, addr }
+    }
+
+    fn client(&self, extra: &[&str]) -> (bool, Value, String) {
+        let out = Command::new(TNG)
+            .args(["perf", "client", "--connect", &self.addr, "--json"])
+            .args(extra)
+            .output()
+            .expect("run tng perf client");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.success(), json, stderr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn assert_schema(report: &Value) {
+    for key in ["goodput_mbps", "retransmitted_packets", "cpu_percent", "bytes_received", "bytes_corrupted"] {
+        assert!(report[key].is_number(), "{key} missing in {report}");
+    }
+    for key in ["mean", "p50", "p99", "count"] {
+        assert!(report["fct_ms"][key].is_number(), "fct_ms.{key} missing in {report}");
+    }
+    assert!(report["rtt_ms"].is_object(), "rtt_ms per path missing in {report}");
+    let paths = report["paths"].as_array().expect("paths array");
+    assert!(!paths.is_empty());
+    for path in paths {
+        assert!(path["name"].is_string() && path["bytes"].is_number(), "bad path entry {path}");
+    }
+}
+
+#[test]
+fn bulk_over_tcp_reports_goodput_and_intact_bytes() {
+    let server = Server::start();
+    let (ok, report, stderr) = server.client(&["--mode", "bulk", "--duration", "1", "--cc", "cubic"]);
+    assert!(ok, "{stderr}");
+    assert_schema(&report);
+    assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
+    assert_eq!(report["bytes_corrupted"], 0);
+    assert!(report["duration_s"].as_f64().unwrap() <= 1.01, "{report}");
+    let path_bytes: u64 = report["paths"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+    assert!(path_bytes >= report["bytes_received"].as_u64().unwrap(), "{report}");
+}
+
+#[test]
+fn shortflows_over_mptcp_complete_flows() {
+    let server = Server::start();
+    let (ok, report, stderr) =
+        server.client(&["--mode", "shortflows", "--transport", "mptcp", "--parallel", "3", "--duration", "1"]);
+    assert!(ok, "{stderr}");
+    assert_schema(&report);
+    let fct = &report["fct_ms"];
+    assert!(fct["count"].as_u64().unwrap() > 0, "{report}");
+    assert!(fct["p50"].as_f64().unwrap() <= fct["p99"].as_f64().unwrap());
+}
+
+#[test]
+fn rr_measures_each_exchange() {
+    let server = Server::start();
+    let (ok, report, stderr) = server.client(&["--mode", "rr", "--response-size", "2000", "--duration", "0.5"]);
+    assert!(ok, "{stderr}");
+    let count = report["fct_ms"]["count"].as_u64().unwrap();
+    assert!(count > 10, "{report}");
+    assert_eq!(report["bytes_received"].as_u64().unwrap(), count * 2000);
+}
+
+#[test]
+fn unknown_congestion_control_is_one_clear_error() {
+    let server = Server::start();
+    let (ok, _, stderr) = server.client(&["--cc", "no-such-cc", "--duration", "0.2"]);
+    assert!(!ok);
+    assert!(stderr.contains("congestion control \"no-such-cc\" is not available"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "expected one line, got {stderr}");
+}
+
+#[test]
+fn unreachable_server_is_one_clear_error() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = Command::new(TNG)
+        .args(["perf", "client", "--connect", &format!("127.0.0.1:{port}"), "--duration", "0.2", "--json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("tng: error: cannot connect to 127.0.0.1:"), "{stderr}");
+}
