@@ -1,0 +1,215 @@
+//! The I/O driver: one thread per direction reads frames from the ingress interface, runs them through that
+//! direction's `Link` and writes them to the egress interface when they are due.
+//!
+//! Timing: timestamps come from `Instant`, which is CLOCK_MONOTONIC on Linux. The thread sleeps in `ppoll` (with a
+//! 1 ns timer slack) until shortly before the next deadline, then spins the last `SPIN_WINDOW` so that frames leave
+//! within a few microseconds of their deadline instead of a scheduler wake-up later. On a machine busy with other
+//! work the wake-up itself can wait for a CPU for milliseconds: run linkem under `chrt -f 10` there (docs/linkem.md).
+
+use std::io::{self, Read, Write};
+use std::num::NonZeroU64;
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+
+use crate::counters::{add, DirectionCounters};
+use crate::link::{ip_bytes, Link, LinkRandomness};
+use crate::packet_socket::{PacketSocket, Received};
+use crate::spec::LinkSpec;
+
+/// How long before a deadline the thread stops sleeping and spins.
+const SPIN_WINDOW_NS: u64 = 100_000;
+/// Longest sleep, so the kernel drop counter is read regularly even on an idle link.
+const MAX_SLEEP_NS: u64 = 100_000_000;
+/// Frames read per wake-up before due frames are sent again, so a flood cannot delay departures.
+const RECEIVE_BATCH: usize = 64;
+/// Large enough for any frame the kernel can hand over with offloads on (they should be off, see docs).
+const RECEIVE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Nanoseconds on CLOCK_MONOTONIC since the bridge started: the time base of every `Link`.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        Clock { origin: Instant::now() }
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The control side of one direction: sends new specs to its thread and reads its counters.
+#[derive(Debug)]
+pub struct DirectionHandle {
+    updates: mpsc::Sender<LinkSpec>,
+    wake: UnixStream,
+    pub counters: Arc<DirectionCounters>,
+}
+
+impl DirectionHandle {
+    /// Hands a new spec to the forwarding thread and wakes it so the change applies at once.
+    pub fn apply(&self, spec: LinkSpec) -> io::Result<()> {
+        self.updates.send(spec).map_err(|_| io::Error::other("the forwarding thread has stopped"))?;
+        match (&self.wake).write(&[1]) {
+            // A full wake socket means a wake-up is already pending.
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
+            other => other.map(drop),
+        }
+    }
+}
+
+/// One direction's forwarding loop and everything it owns.
+pub struct Forwarder {
+    name: &'static str,
+    ingress: PacketSocket,
+    egress: PacketSocket,
+    link: Link,
+    clock: Clock,
+    updates: mpsc::Receiver<LinkSpec>,
+    wake: UnixStream,
+    counters: Arc<DirectionCounters>,
+}
+
+/// Opens the sockets of one direction (frames read on `ingress`, written to `egress`).
+pub fn direction(
+    name: &'static str,
+    ingress: &str,
+    egress: &str,
+    spec: LinkSpec,
+    randomness: LinkRandomness,
+    clock: Clock,
+) -> io::Result<(Forwarder, DirectionHandle)> {
+    let ingress = PacketSocket::receiver(ingress)?;
+    let egress = PacketSocket::sender(egress)?;
+    let (wake_sender, wake_receiver) = UnixStream::pair()?;
+    wake_sender.set_nonblocking(true)?;
+    wake_receiver.set_nonblocking(true)?;
+    let (updates_sender, updates_receiver) = mpsc::channel();
+    let counters = Arc::new(DirectionCounters::default());
+    let link = Link::new(spec, randomness, clock.now_ns(), Arc::clone(&counters));
+    let forwarder = Forwarder {
+        name,
+        ingress,
+        egress,
+        link,
+        clock,
+        updates: updates_receiver,
+        wake: wake_receiver,
+        counters: Arc::clone(&counters),
+    };
+    let handle = DirectionHandle { updates: updates_sender, wake: wake_sender, counters };
+    Ok((forwarder, handle))
+}
+
+impl Forwarder {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Forwards until an interface disappears or a socket fails.
+    pub fn run(mut self) -> io::Result<()> {
+        // The default 50 us timer slack would add up to 50 us to every sleep; this thread wants its deadlines.
+        let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
+        let mut buffer = vec![0u8; RECEIVE_BUFFER_BYTES];
+        let mut next_statistics_ns = 0;
+        loop {
+            let now = self.clock.now_ns();
+            self.send_due(now)?;
+            while let Ok(spec) = self.updates.try_recv() {
+                self.link.reconfigure(spec, now);
+            }
+            if now >= next_statistics_ns {
+                add(&self.counters.dropped_kernel, self.ingress.take_kernel_drops()?);
+                next_statistics_ns = now + MAX_SLEEP_NS;
+            }
+            let until_deadline = self.link.next_deadline().map_or(u64::MAX, |deadline| deadline.saturating_sub(now));
+            let sleep_ns = until_deadline.min(MAX_SLEEP_NS);
+            if sleep_ns > SPIN_WINDOW_NS {
+                self.sleep(sleep_ns - SPIN_WINDOW_NS)?;
+            }
+            self.receive_batch(&mut buffer)?;
+        }
+    }
+
+    /// Waits until a frame arrives, a control update is signalled, or `nanoseconds` pass.
+    fn sleep(&mut self, nanoseconds: u64) -> io::Result<()> {
+        let timeout = Duration::from_nanos(nanoseconds);
+        let timeout = Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+        let mut fds = [PollFd::new(&self.ingress, PollFlags::IN), PollFd::new(&self.wake, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+        if fds[1].revents().contains(PollFlags::IN) {
+            let mut drain = [0u8; 64];
+            while matches!((&self.wake).read(&mut drain), Ok(n) if n > 0) {}
+        }
+        Ok(())
+    }
+
+    fn send_due(&mut self, now: u64) -> io::Result<()> {
+        while let Some(frame) = self.link.pop_due(now) {
+            match self.egress.send(&frame) {
+                Ok(()) => {
+                    add(&self.counters.forwarded_packets, 1);
+                    add(&self.counters.forwarded_bytes, ip_bytes(&frame));
+                }
+                Err(error) if interface_gone(&error) => {
+                    return Err(io::Error::new(
+                        error.kind(),
+                        format!("{}: sending on `{}`: {error}", self.name, self.egress.interface()),
+                    ))
+                }
+                Err(_) => add(&self.counters.dropped_send, 1),
+            }
+        }
+        Ok(())
+    }
+
+    fn receive_batch(&mut self, buffer: &mut [u8]) -> io::Result<()> {
+        for _ in 0..RECEIVE_BATCH {
+            let received = match self.ingress.receive(buffer) {
+                Ok(received) => received,
+                // The interface went down; its frames stop until it comes back up.
+                Err(error) if error.raw_os_error() == Some(libc::ENETDOWN) => return Ok(()),
+                Err(error) => {
+                    return Err(io::Error::new(
+                        error.kind(),
+                        format!("{}: receiving on `{}`: {error}", self.name, self.ingress.interface()),
+                    ))
+                }
+            };
+            match received {
+                Received::Frame(length) => {
+                    let now = self.clock.now_ns();
+                    self.link.arrive(now, buffer[..length].to_vec());
+                }
+                Received::Oversized(_) => add(&self.counters.dropped_oversize, 1),
+                Received::Outgoing => {}
+                Received::Nothing => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn interface_gone(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENXIO) | Some(libc::ENODEV))
+}
+
+/// A handle whose forwarding side is the returned receiver, for testing the control protocol without sockets.
+#[cfg(test)]
+pub(crate) fn detached_handle() -> (DirectionHandle, mpsc::Receiver<LinkSpec>, UnixStream) {
+    let (wake_sender, wake_receiver) = UnixStream::pair().expect("socket pair");
+    wake_sender.set_nonblocking(true).expect("nonblocking");
+    let (updates, receiver) = mpsc::channel();
+    let handle = DirectionHandle { updates, wake: wake_sender, counters: Arc::new(DirectionCounters::default()) };
+    (handle, receiver, wake_receiver)
+}

@@ -1,0 +1,261 @@
+//! The control socket: a Unix stream socket speaking one JSON object per line in each direction.
+//!
+//! Requests: `{"cmd":"set","dir":"ab"|"ba"|"both","spec":"loss=100%"}` changes the named keys of a running
+//! direction; `{"cmd":"get"}` returns both specs in full; `{"cmd":"counters"}` returns both directions' counters.
+//! Every answer carries `"ok"`; a failed request answers `{"ok":false,"error":"..."}` and changes nothing.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::bridge::DirectionHandle;
+use crate::spec::{LinkSpec, SpecUpdate};
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
+enum Request {
+    Set { dir: DirectionSelector, spec: String },
+    Get,
+    Counters,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum DirectionSelector {
+    Ab,
+    Ba,
+    Both,
+}
+
+/// One direction as the control socket sees it: its current spec and the handle that changes it.
+#[derive(Debug)]
+pub struct ControlledDirection {
+    name: &'static str,
+    spec: Mutex<LinkSpec>,
+    handle: DirectionHandle,
+}
+
+impl ControlledDirection {
+    pub fn new(name: &'static str, spec: LinkSpec, handle: DirectionHandle) -> ControlledDirection {
+        ControlledDirection { name, spec: Mutex::new(spec), handle }
+    }
+
+    fn current_spec(&self) -> LinkSpec {
+        // A poisoned lock only means another connection's thread panicked; the spec itself is still whole.
+        self.spec.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[derive(Debug)]
+pub struct Control {
+    ab: ControlledDirection,
+    ba: ControlledDirection,
+}
+
+fn failure(message: impl std::fmt::Display) -> Value {
+    json!({"ok": false, "error": message.to_string()})
+}
+
+impl Control {
+    pub fn new(ab: ControlledDirection, ba: ControlledDirection) -> Control {
+        Control { ab, ba }
+    }
+
+    fn selected(&self, selector: DirectionSelector) -> Vec<&ControlledDirection> {
+        match selector {
+            DirectionSelector::Ab => vec![&self.ab],
+            DirectionSelector::Ba => vec![&self.ba],
+            DirectionSelector::Both => vec![&self.ab, &self.ba],
+        }
+    }
+
+    /// Answers one request line.
+    pub fn handle_line(&self, line: &str) -> Value {
+        let request: Request = match serde_json::from_str(line) {
+            Ok(request) => request,
+            Err(error) => {
+                return failure(format!(
+                    "bad request ({error}); expected {{\"cmd\":\"set\",\"dir\":\"ab|ba|both\",\"spec\":\"...\"}}, \
+                     {{\"cmd\":\"get\"}} or {{\"cmd\":\"counters\"}}"
+                ))
+            }
+        };
+        match request {
+            Request::Set { dir, spec } => self.set(dir, &spec),
+            Request::Get => json!({
+                "ok": true,
+                "ab": self.ab.current_spec().to_string(),
+                "ba": self.ba.current_spec().to_string(),
+            }),
+            Request::Counters => json!({
+                "ok": true,
+                "ab": self.ab.handle.counters.snapshot(),
+                "ba": self.ba.handle.counters.snapshot(),
+            }),
+        }
+    }
+
+    /// Validates the update against every selected direction first, so a bad spec changes nothing.
+    fn set(&self, selector: DirectionSelector, text: &str) -> Value {
+        let update = match SpecUpdate::parse(text) {
+            Ok(update) => update,
+            Err(error) => return failure(format!("spec: {error}")),
+        };
+        let directions = self.selected(selector);
+        let mut guards: Vec<_> = directions.iter().map(|d| d.spec.lock().unwrap_or_else(|e| e.into_inner())).collect();
+        let mut updated = Vec::new();
+        for guard in &guards {
+            match guard.updated(&update) {
+                Ok(spec) => updated.push(spec),
+                Err(error) => return failure(format!("spec: {error}")),
+            }
+        }
+        let mut answer = json!({"ok": true});
+        for ((direction, guard), spec) in directions.iter().zip(guards.iter_mut()).zip(updated) {
+            if let Err(error) = direction.handle.apply(spec.clone()) {
+                return failure(format!("{}: {error}", direction.name));
+            }
+            answer[direction.name] = Value::String(spec.to_string());
+            **guard = spec;
+        }
+        answer
+    }
+}
+
+/// Binds the control socket (replacing a stale socket file nobody listens on) and serves it from a thread.
+pub fn serve(path: &Path, control: Arc<Control>) -> io::Result<()> {
+    let listener = match UnixListener::bind(path) {
+        Err(error) if error.kind() == io::ErrorKind::AddrInUse => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{}: another process is listening there", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+            UnixListener::bind(path)?
+        }
+        other => other?,
+    };
+    thread::Builder::new().name("linkem-control".into()).spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let control = Arc::clone(&control);
+            // A connection that cannot get a thread is simply closed; the listener keeps serving.
+            let _ = thread::Builder::new()
+                .name("linkem-control-conn".into())
+                .spawn(move || serve_connection(stream, &control));
+        }
+    })?;
+    Ok(())
+}
+
+fn serve_connection(stream: UnixStream, control: &Control) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else {
+            return;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = control.handle_line(&line);
+        if writeln!(writer, "{answer}").is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bridge::detached_handle;
+    use crate::counters::add;
+    use crate::spec::LossSpec;
+    use std::sync::mpsc;
+
+    struct Fixture {
+        control: Control,
+        ab_updates: mpsc::Receiver<LinkSpec>,
+        ba_updates: mpsc::Receiver<LinkSpec>,
+        _wakes: [UnixStream; 2],
+    }
+
+    fn fixture() -> Fixture {
+        let (ab, ab_updates, ab_wake) = detached_handle();
+        let (ba, ba_updates, ba_wake) = detached_handle();
+        let spec = LinkSpec::parse("rate=20mbit,delay=20ms").unwrap();
+        Fixture {
+            control: Control::new(
+                ControlledDirection::new("ab", spec.clone(), ab),
+                ControlledDirection::new("ba", spec, ba),
+            ),
+            ab_updates,
+            ba_updates,
+            _wakes: [ab_wake, ba_wake],
+        }
+    }
+
+    #[test]
+    fn set_changes_only_the_named_keys_of_the_named_direction() {
+        let f = fixture();
+        let answer = f.control.handle_line(r#"{"cmd":"set","dir":"ab","spec":"loss=100%"}"#);
+        assert_eq!(answer["ok"], true, "{answer}");
+        let applied = f.ab_updates.try_recv().unwrap();
+        assert_eq!(applied.loss, LossSpec::Bernoulli(1.0));
+        assert_eq!(applied.delay, std::time::Duration::from_millis(20));
+        assert!(f.ba_updates.try_recv().is_err());
+        let get = f.control.handle_line(r#"{"cmd":"get"}"#);
+        assert!(get["ab"].as_str().unwrap().contains("loss=100%"), "{get}");
+        assert!(get["ba"].as_str().unwrap().contains("loss=0%"), "{get}");
+    }
+
+    #[test]
+    fn a_bad_spec_changes_nothing_and_names_the_key() {
+        let f = fixture();
+        let answer = f.control.handle_line(r#"{"cmd":"set","dir":"both","spec":"delay=5ms,loss=7"}"#);
+        assert_eq!(answer["ok"], false);
+        assert!(answer["error"].as_str().unwrap().contains("`loss`"), "{answer}");
+        assert!(f.ab_updates.try_recv().is_err() && f.ba_updates.try_recv().is_err());
+        let both = f.control.handle_line(r#"{"cmd":"set","dir":"both","spec":"delay=5ms"}"#);
+        assert_eq!(both["ok"], true);
+        assert!(f.ab_updates.try_recv().is_ok() && f.ba_updates.try_recv().is_ok());
+    }
+
+    #[test]
+    fn counters_and_malformed_requests() {
+        let f = fixture();
+        add(&f.control.ab.handle.counters.dropped_loss, 3);
+        let counters = f.control.handle_line(r#"{"cmd":"counters"}"#);
+        assert_eq!(counters["ok"], true);
+        assert_eq!(counters["ab"]["dropped_loss"], 3);
+        assert_eq!(counters["ba"]["forwarded_packets"], 0);
+        for bad in ["not json", r#"{"cmd":"reboot"}"#, r#"{"cmd":"set","dir":"up","spec":""}"#] {
+            let answer = f.control.handle_line(bad);
+            assert_eq!(answer["ok"], false, "{bad}");
+            assert!(answer["error"].as_str().unwrap().starts_with("bad request"));
+        }
+    }
+
+    #[test]
+    fn serves_json_lines_over_a_unix_socket() {
+        let path = std::env::temp_dir().join(format!("linkem-control-{}.sock", std::process::id()));
+        let f = fixture();
+        serve(&path, Arc::new(f.control)).unwrap();
+        let stream = UnixStream::connect(&path).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        writeln!(&stream, r#"{{"cmd":"counters"}}"#).unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["ok"], true);
+        assert_eq!(answer["ab"]["packets_in"], 0);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
