@@ -1,39 +1,168 @@
 //! `tng`: the tng host agent's command line.
 
+mod config;
+mod control;
+mod driver;
+mod keys;
 mod perf;
+mod policy;
+mod service;
+mod sockopt;
+mod udp;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
 
-use perf::client::{ClientOptions, Mode};
+use driver::{with_timeout, Agent};
+use perf::client::{ClientOptions, Dialer, Mode};
 use perf::kernel::KernelTransport;
+use perf::server::StatsByToken;
+use perf::Transport;
+use policy::PolicyFile;
+use service::ProxyPolicy;
 
 #[derive(Parser)]
 #[command(name = "tng", version, about = "tng host agent: multipath transport over UDP, and tools")]
 struct Cli {
+    /// TOML file with defaults for every flag: one table per command (`[serve]`, `[connect]`, `[proxy]`,
+    /// `[perf-server]`, `[perf-client]`, `[status]`), keys named like the flags.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, global = true, default_value = "warn")]
+    log_level: tracing::Level,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Create an identity key file and print the identity (the hash peers pin).
+    Keygen {
+        #[arg(long)]
+        out: PathBuf,
+        /// Replace an existing key file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Accept tng connections: perf streams, and proxy streams to allowed targets.
+    Serve(ServeArgs),
+    /// Connect to a server, print the connection's channels and exit (a reachability check).
+    Connect(ConnectArgs),
+    /// Forward local TCP connections through a tng connection to a TCP target behind the server.
+    Proxy(ProxyArgs),
     /// Measure throughput and flow completion times (like iperf3), over tng, TCP or MPTCP.
     Perf {
         #[command(subcommand)]
         role: PerfRole,
     },
+    /// Show a running daemon's connections and channels.
+    Status {
+        #[arg(long, default_value_os_t = control::default_path())]
+        control: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Transport settings shared by every command that runs an endpoint.
+#[derive(Args, Clone)]
+struct TransportArgs {
+    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr (kernel names for tcp/mptcp).
+    #[arg(long)]
+    cc: Option<String>,
+    /// Multipath scheduler: ack-clocked, lowest-rtt, weighted.
+    #[arg(long)]
+    scheduler: Option<SchedulerKind>,
+    /// Where tail-loss probes go: same-path, alternate-path.
+    #[arg(long)]
+    tail_loss: Option<TailLossMode>,
+    /// Host policies (TOML, the controller API's schema) applied to matching connections.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Traffic class of this agent's connections, for policy matching.
+    #[arg(long, default_value = "")]
+    traffic_class: String,
+    /// Seconds without hearing from the peer after which a connection is closed.
+    #[arg(long)]
+    idle_timeout: Option<f64>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// UDP address to listen on (repeat for several).
+    #[arg(long, required = true)]
+    listen: Vec<SocketAddr>,
+    /// Identity key file (from `tng keygen`).
+    #[arg(long)]
+    identity: PathBuf,
+    /// A TCP target clients may reach through `tng proxy` (repeat for several).
+    #[arg(long)]
+    allow_proxy: Vec<SocketAddr>,
+    /// Control socket for `tng status`.
+    #[arg(long, default_value_os_t = control::default_path())]
+    control: PathBuf,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+#[derive(Args)]
+struct ClientArgs {
+    /// Local address to open a channel from (repeat for several paths; default: any address).
+    #[arg(long)]
+    local: Vec<SocketAddr>,
+    /// Fail unless the server proves this identity (64 hex digits, printed by its `tng keygen`).
+    #[arg(long)]
+    server_identity: Option<Identity>,
+    /// Identity key file; a fresh identity for this run if absent.
+    #[arg(long)]
+    identity: Option<PathBuf>,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+#[derive(Args)]
+struct ConnectArgs {
+    #[arg(long)]
+    server: SocketAddr,
+    #[command(flatten)]
+    client: ClientArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ProxyArgs {
+    /// Local TCP address applications connect to.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// The tng server.
+    #[arg(long)]
+    via: SocketAddr,
+    /// The TCP target, as the server reaches it.
+    #[arg(long)]
+    to: SocketAddr,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Subcommand)]
 enum PerfRole {
-    /// Answer perf clients.
+    /// Answer perf clients over tng (UDP) and kernel TCP/MPTCP on the same port number.
     Server {
-        /// Address to listen on.
         #[arg(long, default_value = "0.0.0.0:5201")]
         listen: SocketAddr,
+        /// Identity key file; a fresh identity for this run if absent.
+        #[arg(long)]
+        identity: Option<PathBuf>,
+        #[command(flatten)]
+        transport: TransportArgs,
     },
     /// Run a workload against a perf server.
     Client(PerfClientArgs),
@@ -44,9 +173,6 @@ struct PerfClientArgs {
     /// Server address.
     #[arg(long)]
     connect: SocketAddr,
-    /// Local address to send from (repeat for several; flows are spread over them).
-    #[arg(long)]
-    local: Vec<SocketAddr>,
     /// Workload.
     #[arg(long, value_enum, default_value_t = Mode::Bulk)]
     mode: Mode,
@@ -54,11 +180,8 @@ struct PerfClientArgs {
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
     /// Transport carrying the workload.
-    #[arg(long, value_enum, default_value_t = KernelTransport::Tcp)]
-    transport: KernelTransport,
-    /// Congestion control (kernel names for tcp/mptcp: cubic, bbr, reno).
-    #[arg(long)]
-    cc: Option<String>,
+    #[arg(long, value_enum, default_value_t = Transport::Tng)]
+    transport: Transport,
     /// Parallel clients in shortflows mode.
     #[arg(long, default_value_t = 10)]
     parallel: usize,
@@ -74,15 +197,22 @@ struct PerfClientArgs {
     /// Print one JSON object instead of a progress line per second and a summary.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = match config::expand_args(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(err) => return fail(&err),
+    };
+    let cli = Cli::parse_from(args);
+    tracing_subscriber::fmt().with_max_level(cli.log_level).with_writer(std::io::stderr).init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(err) => return fail(&anyhow::Error::from(err)),
+        Err(err) => return fail(&err.into()),
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
@@ -94,31 +224,204 @@ fn fail(err: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Perf { role: PerfRole::Server { listen } } => perf::server::serve(listen).await,
+async fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Keygen { out, force } => {
+            let keypair = keys::generate(&out, force)?;
+            println!("{}", keypair.identity());
+            Ok(())
+        }
+        Command::Serve(args) => serve(args).await,
+        Command::Connect(args) => connect(args).await,
+        Command::Proxy(args) => proxy(args).await,
+        Command::Perf { role: PerfRole::Server { listen, identity, transport } } => {
+            perf_server(listen, identity, transport).await
+        }
         Command::Perf { role: PerfRole::Client(args) } => perf_client(args).await,
+        Command::Status { control, json } => status(&control, json).await,
     }
 }
 
-async fn perf_client(args: PerfClientArgs) -> anyhow::Result<()> {
-    if !(args.duration.is_finite() && args.duration > 0.0) {
-        anyhow::bail!("--duration must be a positive number of seconds, not {}", args.duration);
+impl TransportArgs {
+    /// The endpoint configuration these flags describe (`server` adds the accepting side).
+    fn endpoint_config(&self, server: bool) -> Result<EndpointConfig> {
+        let mut config = if server { EndpointConfig::server() } else { EndpointConfig::client() };
+        if let Some(cc) = &self.cc {
+            config.transport.cc = cc.parse::<CcKind>()?;
+        }
+        if let Some(scheduler) = self.scheduler {
+            config.transport.scheduler = scheduler;
+        }
+        if let Some(tail_loss) = self.tail_loss {
+            config.transport.tail_loss = tail_loss;
+        }
+        if let Some(seconds) = self.idle_timeout {
+            if !(seconds.is_finite() && seconds > 0.0) {
+                bail!("--idle-timeout must be a positive number of seconds, not {seconds}");
+            }
+            config.transport.idle_timeout = Duration::from_secs_f64(seconds);
+        }
+        Ok(config)
     }
+
+    fn policies(&self) -> Result<Option<PolicyFile>> {
+        self.policy.as_deref().map(PolicyFile::load).transpose()
+    }
+
+    /// The endpoint configuration with the matching policy (if any) as every connection's default.
+    fn endpoint_config_with_policy(&self, server: bool) -> Result<(EndpointConfig, Option<policy::PolicyEntry>)> {
+        let mut config = self.endpoint_config(server)?;
+        let selected = self.policies()?.and_then(|file| file.select(&self.traffic_class, 0));
+        if let Some(entry) = &selected {
+            tracing::info!("policy {:?} applies", entry.name);
+            entry.apply_to_transport(&mut config.transport)?;
+        }
+        Ok((config, selected))
+    }
+}
+
+fn load_or_fresh_identity(path: Option<&std::path::Path>) -> Result<StaticKeypair> {
+    match path {
+        Some(path) => keys::load(path),
+        None => Ok(StaticKeypair::generate(&mut rand::rngs::OsRng)),
+    }
+}
+
+fn start_agent(config: EndpointConfig, keypair: StaticKeypair, locals: &[SocketAddr]) -> Result<Agent> {
+    let endpoint = Endpoint::new(config, keypair, rand::random());
+    Agent::start(endpoint, locals)
+}
+
+/// Connects a client agent to `server` over one channel per local address.
+async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto::ConnectionHandle)> {
+    let keypair = load_or_fresh_identity(args.identity.as_deref())?;
+    let (config, selected) = args.transport.endpoint_config_with_policy(false)?;
+    let unspecified: SocketAddr =
+        if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
+    let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
+    let agent = start_agent(config, keypair, &[])?;
+    let mut paths = Vec::new();
+    for local in locals {
+        let bound = agent.bind(local).await?;
+        paths.push((bound, server));
+    }
+    let conn = with_timeout(
+        &format!("connecting to {server}"),
+        Duration::from_secs(10),
+        agent.connect(paths, args.server_identity),
+    )
+    .await?;
+    if let Some(entry) = selected {
+        agent.set_policy(conn, entry.host_policy()?);
+    }
+    Ok((agent, conn))
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let keypair = keys::load(&args.identity)?;
+    println!("tng serve: identity {}", keypair.identity());
+    let (config, _) = args.transport.endpoint_config_with_policy(true)?;
+    let agent = start_agent(config, keypair, &args.listen)?;
+    let proxy = ProxyPolicy { allowed: args.allow_proxy };
+    let control = args.control.clone();
+    let control_agent = agent.clone();
+    tokio::select! {
+        result = service::serve_streams(agent, StatsByToken::default(), proxy) => result,
+        result = control::serve(&control, control_agent) => result,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+async fn connect(args: ConnectArgs) -> Result<()> {
+    let (agent, conn) = dial(args.server, &args.client).await?;
+    // Give every channel a moment to be validated before reporting them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = agent.status().await?;
+    let view = control::status_json(&status);
+    if args.json {
+        println!("{view:#}");
+    } else {
+        println!("connected to {} as {}", args.server, status.identity);
+        for connection in view["connections"].as_array().into_iter().flatten() {
+            for ch in connection["channels"].as_array().into_iter().flatten() {
+                println!(
+                    "  channel {} {} -> {}: {} srtt {:.2} ms",
+                    ch["id"], ch["local"], ch["remote"], ch["state"], ch["srtt_ms"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
+    }
+    agent.close(conn, "done");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+async fn proxy(args: ProxyArgs) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let (agent, conn) = dial(args.via, &args.client).await?;
+    eprintln!("tng proxy: {} -> {} via {}", args.listen, args.to, args.via);
+    loop {
+        let (mut tcp, peer) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let agent = agent.clone();
+        let target = args.to;
+        tokio::spawn(async move {
+            let result = async {
+                let mut io = agent.open_stream(conn).await?.into_io();
+                service::request_proxy(&mut io, target).await?;
+                tokio::io::copy_bidirectional(&mut tcp, &mut io).await?;
+                anyhow::Ok(())
+            }
+            .await;
+            if let Err(err) = result {
+                tracing::warn!("proxied connection from {peer}: {err:#}");
+            }
+        });
+    }
+}
+
+async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
+    let keypair = load_or_fresh_identity(identity.as_deref())?;
+    eprintln!("tng perf server on {listen} (tng over UDP, tcp and mptcp over TCP), identity {}", keypair.identity());
+    let agent = start_agent(transport.endpoint_config(true)?, keypair, &[listen])?;
+    let stats = StatsByToken::default();
+    tokio::select! {
+        result = perf::server::serve_kernel(listen, stats.clone()) => result,
+        result = service::serve_streams(agent, stats, ProxyPolicy::default()) => result,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+async fn perf_client(args: PerfClientArgs) -> Result<()> {
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        bail!("--duration must be a positive number of seconds, not {}", args.duration);
+    }
+    let dialer = match args.transport {
+        Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),
+        Transport::Mptcp => Dialer::Kernel(KernelTransport::Mptcp),
+        Transport::Tng => {
+            let (agent, conn) = dial(args.connect, &args.client).await?;
+            Dialer::Tng { agent, conn }
+        }
+    };
     let options = ClientOptions {
         connect: args.connect,
-        local: args.local,
+        local: args.client.local.clone(),
         mode: args.mode,
         duration: Duration::from_secs_f64(args.duration),
         transport: args.transport,
-        cc: args.cc,
+        cc: args.client.transport.cc.clone(),
         parallel: args.parallel,
         mean_flow_bytes: args.flow_size,
         response_bytes: args.response_size,
         seed: args.seed,
         progress: !args.json,
     };
-    let report = perf::client::run(options).await?;
+    let report = perf::client::run(options, dialer).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -139,7 +442,40 @@ async fn perf_client(args: PerfClientArgs) -> anyhow::Result<()> {
         }
     }
     if report.bytes_corrupted > 0 {
-        anyhow::bail!("{} received bytes did not match what the server sent", report.bytes_corrupted);
+        bail!("{} received bytes did not match what the server sent", report.bytes_corrupted);
+    }
+    Ok(())
+}
+
+async fn status(control: &std::path::Path, json: bool) -> Result<()> {
+    let view = control::query(control).await?;
+    if json {
+        println!("{view:#}");
+        return Ok(());
+    }
+    println!("identity {}", view["identity"].as_str().unwrap_or("?"));
+    println!("dropped datagrams {}", view["dropped_datagrams"]);
+    for connection in view["connections"].as_array().into_iter().flatten() {
+        println!("connection {} ({})", connection["connection_id"], connection["established"]);
+        println!(
+            "  {:>3} {:<22} {:<22} {:<10} {:>9} {:>10} {:>12} {:<8} {:>8} {:>8}",
+            "ch", "local", "remote", "state", "srtt ms", "cwnd", "pacing Mb/s", "cc", "lost", "queue us"
+        );
+        for ch in connection["channels"].as_array().into_iter().flatten() {
+            println!(
+                "  {:>3} {:<22} {:<22} {:<10} {:>9.2} {:>10} {:>12.2} {:<8} {:>8} {:>8}",
+                ch["id"],
+                ch["local"].as_str().unwrap_or(""),
+                ch["remote"].as_str().unwrap_or(""),
+                ch["state"].as_str().unwrap_or(""),
+                ch["srtt_ms"].as_f64().unwrap_or(0.0),
+                ch["cwnd_bytes"],
+                ch["pacing_rate_bps"].as_f64().unwrap_or(0.0) / 1e6,
+                ch["congestion_control"].as_str().unwrap_or(""),
+                ch["lost_packets"],
+                ch["feedback_queue_delay_us"],
+            );
+        }
     }
     Ok(())
 }

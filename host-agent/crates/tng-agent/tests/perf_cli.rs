@@ -67,7 +67,7 @@ fn assert_schema(report: &Value) {
 #[test]
 fn bulk_over_tcp_reports_goodput_and_intact_bytes() {
     let server = Server::start();
-    let (ok, report, stderr) = server.client(&["--mode", "bulk", "--duration", "1", "--cc", "cubic"]);
+    let (ok, report, stderr) = server.client(&["--transport", "tcp", "--mode", "bulk", "--duration", "1", "--cc", "cubic"]);
     assert!(ok, "{stderr}");
     assert_schema(&report);
     assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
@@ -90,9 +90,32 @@ fn shortflows_over_mptcp_complete_flows() {
 }
 
 #[test]
+fn bulk_over_tng_reports_per_channel_paths() {
+    let server = Server::start();
+    let (ok, report, stderr) = server.client(&["--transport", "tng", "--mode", "bulk", "--duration", "1"]);
+    assert!(ok, "{stderr}");
+    assert_schema(&report);
+    assert_eq!(report["transport"], "tng");
+    assert_eq!(report["bytes_corrupted"], 0);
+    assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
+    let paths = report["paths"].as_array().unwrap();
+    assert!(paths[0]["name"].as_str().unwrap().ends_with(&server.addr), "{report}");
+}
+
+#[test]
+fn shortflows_over_tng_use_one_stream_per_flow() {
+    let server = Server::start();
+    let (ok, report, stderr) =
+        server.client(&["--transport", "tng", "--mode", "shortflows", "--parallel", "4", "--duration", "1"]);
+    assert!(ok, "{stderr}");
+    assert!(report["fct_ms"]["count"].as_u64().unwrap() > 4, "{report}");
+    assert_eq!(report["bytes_corrupted"], 0);
+}
+
+#[test]
 fn rr_measures_each_exchange() {
     let server = Server::start();
-    let (ok, report, stderr) = server.client(&["--mode", "rr", "--response-size", "2000", "--duration", "0.5"]);
+    let (ok, report, stderr) = server.client(&["--transport", "tcp", "--mode", "rr", "--response-size", "2000", "--duration", "0.5"]);
     assert!(ok, "{stderr}");
     let count = report["fct_ms"]["count"].as_u64().unwrap();
     assert!(count > 10, "{report}");
@@ -102,17 +125,20 @@ fn rr_measures_each_exchange() {
 #[test]
 fn unknown_congestion_control_is_one_clear_error() {
     let server = Server::start();
-    let (ok, _, stderr) = server.client(&["--cc", "no-such-cc", "--duration", "0.2"]);
+    let (ok, _, stderr) = server.client(&["--transport", "tcp", "--cc", "no-such-cc", "--duration", "0.2"]);
     assert!(!ok);
     assert!(stderr.contains("congestion control \"no-such-cc\" is not available"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "expected one line, got {stderr}");
+    let (ok, _, stderr) = server.client(&["--transport", "tng", "--cc", "no-such-cc", "--duration", "0.2"]);
+    assert!(!ok);
+    assert!(stderr.contains("unknown congestion controller \"no-such-cc\""), "{stderr}");
 }
 
 #[test]
 fn unreachable_server_is_one_clear_error() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let out = Command::new(TNG)
-        .args(["perf", "client", "--connect", &format!("127.0.0.1:{port}"), "--duration", "0.2", "--json"])
+        .args(["perf", "client", "--transport", "tcp", "--connect", &format!("127.0.0.1:{port}"), "--duration", "0.2"])
         .output()
         .unwrap();
     assert!(!out.status.success());

@@ -6,18 +6,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::os::fd::OwnedFd;
+
 use anyhow::{bail, Context, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
+use tng_proto::ConnectionHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::cpu::CpuClock;
 use super::kernel::{self, KernelTransport};
 use super::protocol::{count_corrupted, Request, SenderStats, STATS_LEN, UNBOUNDED};
 use super::stats::Summary;
+use super::{BoxStream, Transport};
+use crate::driver::Agent;
+use crate::service;
 
 /// The workloads every transport runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -37,7 +42,7 @@ pub struct ClientOptions {
     pub local: Vec<SocketAddr>,
     pub mode: Mode,
     pub duration: Duration,
-    pub transport: KernelTransport,
+    pub transport: Transport,
     pub cc: Option<String>,
     pub parallel: usize,
     pub mean_flow_bytes: u64,
@@ -56,7 +61,7 @@ pub struct PathReport {
 /// The perf report; `tng-lab` and the benchmarks read these field names.
 #[derive(Debug, Serialize)]
 pub struct Report {
-    pub transport: KernelTransport,
+    pub transport: Transport,
     pub mode: Mode,
     pub cc: Option<String>,
     pub duration_s: f64,
@@ -77,23 +82,42 @@ struct Progress {
     bytes: AtomicU64,
 }
 
-pub async fn run(options: ClientOptions) -> Result<Report> {
+/// Opens the byte streams a workload runs on.
+#[derive(Clone)]
+pub enum Dialer {
+    /// A new kernel connection per stream.
+    Kernel(KernelTransport),
+    /// A new stream on one tng connection per stream.
+    Tng { agent: Agent, conn: ConnectionHandle },
+}
+
+/// A byte stream and, for kernel connections, a descriptor to read its counters when it is done.
+struct Opened {
+    io: BoxStream,
+    probe: Option<OwnedFd>,
+    name: String,
+}
+
+pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
     let token = rand::random::<u64>();
     let progress = Arc::new(Progress::default());
     let ticker = options.progress.then(|| tokio::spawn(print_progress(progress.clone())));
     let cpu = CpuClock::start();
     let started = Instant::now();
     let outcome = match options.mode {
-        Mode::Bulk => bulk(&options, token, &progress).await,
-        Mode::Shortflows => shortflows(&options, token, &progress).await,
-        Mode::Rr => request_response(&options, token, &progress).await,
+        Mode::Bulk => bulk(&options, &dialer, token, &progress).await,
+        Mode::Shortflows => shortflows(&options, &dialer, token, &progress).await,
+        Mode::Rr => request_response(&options, &dialer, token, &progress).await,
     };
     if let Some(ticker) = ticker {
         ticker.abort();
     }
-    let outcome = outcome?;
+    let mut outcome = outcome?;
     let elapsed = started.elapsed().min(options.duration).as_secs_f64().max(1e-9);
-    let sender = fetch_sender_stats(&options, token).await?;
+    let sender = fetch_sender_stats(&options, &dialer, token).await?;
+    if let Dialer::Tng { agent, conn } = &dialer {
+        outcome.paths.extend(tng_paths(agent, *conn).await?);
+    }
     let mut paths: BTreeMap<String, PathReport> = BTreeMap::new();
     for sample in outcome.paths {
         let entry = paths.entry(sample.name.clone()).or_insert(PathReport { name: sample.name, bytes: 0, rtt_ms: 0.0 });
@@ -137,37 +161,61 @@ impl Outcome {
     }
 }
 
-async fn open(options: &ClientOptions, worker: usize) -> Result<TcpStream> {
-    let local = (!options.local.is_empty()).then(|| options.local[worker % options.local.len()]);
-    let stream = kernel::connect(options.transport, local, options.connect, options.cc.as_deref()).await?;
-    stream.set_nodelay(true)?;
-    Ok(stream)
+async fn open(options: &ClientOptions, dialer: &Dialer, worker: usize) -> Result<Opened> {
+    match dialer {
+        Dialer::Kernel(transport) => {
+            let local = (!options.local.is_empty()).then(|| options.local[worker % options.local.len()]);
+            let stream = kernel::connect(*transport, local, options.connect, options.cc.as_deref()).await?;
+            let name = match (stream.local_addr(), stream.peer_addr()) {
+                (Ok(l), Ok(r)) => format!("{l}->{r}"),
+                _ => "unknown".to_string(),
+            };
+            Ok(Opened { probe: kernel::probe(&stream), io: Box::new(stream), name })
+        }
+        Dialer::Tng { agent, conn } => {
+            let mut io = agent.open_stream(*conn).await?.into_io();
+            io.write_all(&[service::PERF]).await?;
+            Ok(Opened { io: Box::new(io), probe: None, name: String::new() })
+        }
+    }
 }
 
-/// Path counters of a finished connection, named by address pair (or subflow index for MPTCP).
-fn path_samples(stream: &TcpStream, transport: KernelTransport) -> Vec<PathReport> {
-    let subflows = kernel::subflow_info(stream);
-    let pair = match (stream.local_addr(), stream.peer_addr()) {
-        (Ok(l), Ok(r)) => format!("{l}->{r}"),
-        _ => "unknown".to_string(),
-    };
+/// Path counters of a finished kernel connection, named by address pair (or subflow index for MPTCP).
+fn kernel_paths(opened: &Opened) -> Vec<PathReport> {
+    let Some(socket) = &opened.probe else { return Vec::new() };
+    let subflows = kernel::subflow_info(socket);
+    let multipath = subflows.len() > 1;
     subflows
         .iter()
         .enumerate()
         .map(|(i, info)| PathReport {
-            name: match transport {
-                KernelTransport::Tcp => pair.clone(),
-                KernelTransport::Mptcp => format!("subflow{i}"),
-            },
+            name: if multipath { format!("subflow{i}") } else { opened.name.clone() },
             bytes: info.bytes_received,
             rtt_ms: f64::from(info.rtt_us) / 1000.0,
         })
         .collect()
 }
 
+/// Per-channel counters of the tng connection, named by address pair.
+async fn tng_paths(agent: &Agent, conn: ConnectionHandle) -> Result<Vec<PathReport>> {
+    let status = agent.status().await?;
+    let Some((_, stats)) = status.connections.iter().find(|(h, _)| *h == conn) else {
+        bail!("the tng connection closed before its statistics could be read");
+    };
+    Ok(stats
+        .channels
+        .iter()
+        .map(|c| PathReport {
+            name: format!("{}->{}", c.local, c.remote),
+            bytes: c.bytes_received,
+            rtt_ms: c.srtt.as_secs_f64() * 1000.0,
+        })
+        .collect())
+}
+
 /// Reads exactly `size` bytes of the pattern (or until `deadline` for an unbounded response).
 async fn receive(
-    stream: &mut TcpStream,
+    stream: &mut BoxStream,
     size: u64,
     deadline: Instant,
     progress: &Progress,
@@ -204,30 +252,36 @@ async fn receive(
 }
 
 /// Closes our side and waits for the server's close, so it has recorded its counters.
-async fn finish(mut stream: TcpStream, transport: KernelTransport, outcome: &mut Outcome) -> Result<()> {
-    outcome.paths.extend(path_samples(&stream, transport));
-    stream.shutdown().await?;
+async fn finish(mut opened: Opened, outcome: &mut Outcome) -> Result<()> {
+    outcome.paths.extend(kernel_paths(&opened));
+    opened.io.shutdown().await?;
     let mut sink = vec![0u8; 64 * 1024];
-    while stream.read(&mut sink).await? > 0 {}
+    while opened.io.read(&mut sink).await? > 0 {}
     Ok(())
 }
 
-async fn bulk(options: &ClientOptions, token: u64, progress: &Progress) -> Result<Outcome> {
+async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &Progress) -> Result<Outcome> {
     let mut outcome = Outcome::default();
-    let mut stream = open(options, 0).await?;
+    let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;
-    stream.write_all(&Request::Data { size: UNBOUNDED, token }.encode()).await?;
-    receive(&mut stream, UNBOUNDED, deadline, progress, &mut outcome).await?;
-    finish(stream, options.transport, &mut outcome).await?;
+    opened.io.write_all(&Request::Data { size: UNBOUNDED, token }.encode()).await?;
+    receive(&mut opened.io, UNBOUNDED, deadline, progress, &mut outcome).await?;
+    finish(opened, &mut outcome).await?;
     Ok(outcome)
 }
 
-async fn shortflows(options: &ClientOptions, token: u64, progress: &Arc<Progress>) -> Result<Outcome> {
+async fn shortflows(
+    options: &ClientOptions,
+    dialer: &Dialer,
+    token: u64,
+    progress: &Arc<Progress>,
+) -> Result<Outcome> {
     let sizes = Exp::new(1.0 / options.mean_flow_bytes.max(1) as f64).context("flow size distribution")?;
     let deadline = Instant::now() + options.duration;
     let mut workers = tokio::task::JoinSet::new();
     for worker in 0..options.parallel.max(1) {
         let options = options.clone();
+        let dialer = dialer.clone();
         let progress = progress.clone();
         let mut rng = StdRng::seed_from_u64(options.seed.wrapping_add(worker as u64));
         workers.spawn(async move {
@@ -235,11 +289,12 @@ async fn shortflows(options: &ClientOptions, token: u64, progress: &Arc<Progress
             while Instant::now() < deadline {
                 let size = (sizes.sample(&mut rng) as u64).max(1);
                 let started = Instant::now();
-                let mut stream = open(&options, worker).await?;
-                stream.write_all(&Request::Data { size, token }.encode()).await?;
-                receive(&mut stream, size, Instant::now() + Duration::from_secs(3600), &progress, &mut outcome).await?;
+                let mut opened = open(&options, &dialer, worker).await?;
+                opened.io.write_all(&Request::Data { size, token }.encode()).await?;
+                let far = Instant::now() + Duration::from_secs(3600);
+                receive(&mut opened.io, size, far, &progress, &mut outcome).await?;
                 outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-                finish(stream, options.transport, &mut outcome).await?;
+                finish(opened, &mut outcome).await?;
             }
             anyhow::Ok(outcome)
         });
@@ -251,26 +306,27 @@ async fn shortflows(options: &ClientOptions, token: u64, progress: &Arc<Progress
     Ok(total)
 }
 
-async fn request_response(options: &ClientOptions, token: u64, progress: &Progress) -> Result<Outcome> {
+async fn request_response(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &Progress) -> Result<Outcome> {
     let mut outcome = Outcome::default();
-    let mut stream = open(options, 0).await?;
+    let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;
     let far = Instant::now() + Duration::from_secs(3600);
     while Instant::now() < deadline {
         let started = Instant::now();
-        stream.write_all(&Request::Data { size: options.response_bytes, token }.encode()).await?;
-        receive(&mut stream, options.response_bytes, far, progress, &mut outcome).await?;
+        opened.io.write_all(&Request::Data { size: options.response_bytes, token }.encode()).await?;
+        receive(&mut opened.io, options.response_bytes, far, progress, &mut outcome).await?;
         outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    finish(stream, options.transport, &mut outcome).await?;
+    finish(opened, &mut outcome).await?;
     Ok(outcome)
 }
 
-async fn fetch_sender_stats(options: &ClientOptions, token: u64) -> Result<SenderStats> {
-    let mut stream = open(options, 0).await?;
-    stream.write_all(&Request::Stats { token }.encode()).await?;
+async fn fetch_sender_stats(options: &ClientOptions, dialer: &Dialer, token: u64) -> Result<SenderStats> {
+    let mut opened = open(options, dialer, 0).await?;
+    opened.io.write_all(&Request::Stats { token }.encode()).await?;
     let mut raw = [0u8; STATS_LEN];
-    stream.read_exact(&mut raw).await.context("server did not answer the statistics request")?;
+    opened.io.read_exact(&mut raw).await.context("server did not answer the statistics request")?;
+    opened.io.shutdown().await?;
     Ok(SenderStats::decode(&raw))
 }
 

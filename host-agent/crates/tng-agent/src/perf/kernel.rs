@@ -1,16 +1,15 @@
 //! Kernel transports for the perf tool: TCP with a chosen congestion control, and Linux MPTCP.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
-use super::sockopt::{self, TcpInfo};
+use crate::sockopt::{self, TcpInfo};
 
-/// Which kernel transport carries the workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelTransport {
     Tcp,
     Mptcp,
@@ -45,7 +44,9 @@ pub async fn connect(
     if let Some(local) = local {
         socket.bind(local).with_context(|| format!("cannot bind to local address {local}"))?;
     }
-    socket.connect(remote).await.with_context(|| format!("cannot connect to {remote}"))
+    let stream = socket.connect(remote).await.with_context(|| format!("cannot connect to {remote}"))?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// Listens on `addr` with an MPTCP socket, which also accepts plain TCP clients; falls back to TCP where MPTCP is
@@ -59,10 +60,15 @@ pub fn listen(addr: SocketAddr) -> Result<TcpListener> {
     Ok(TcpListener::from_std(socket.into())?)
 }
 
+/// A second descriptor of a connection's socket, to read its counters after the stream was handed away.
+pub fn probe(stream: &TcpStream) -> Option<OwnedFd> {
+    stream.as_fd().try_clone_to_owned().ok()
+}
+
 /// Per-subflow counters of an MPTCP connection, or the one TCP connection's counters.
-pub fn subflow_info(stream: &TcpStream) -> Vec<TcpInfo> {
-    match sockopt::mptcp_subflows(stream) {
+pub fn subflow_info(socket: &OwnedFd) -> Vec<TcpInfo> {
+    match sockopt::mptcp_subflows(socket) {
         Ok(subflows) if !subflows.is_empty() => subflows,
-        _ => sockopt::tcp_info(stream).map(|i| vec![i]).unwrap_or_default(),
+        _ => sockopt::tcp_info(socket).map(|i| vec![i]).unwrap_or_default(),
     }
 }

@@ -6,5 +6,20 @@ mod cpu;
 pub mod kernel;
 pub mod protocol;
 pub mod server;
-mod sockopt;
 pub mod stats;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// Which transport carries a perf workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Tng,
+    Tcp,
+    Mptcp,
+}
+
+/// A reliable byte stream: a kernel socket or a tng stream.
+pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> ByteStream for T {}
+pub type BoxStream = Box<dyn ByteStream>;

@@ -1,5 +1,6 @@
-//! Kernel TCP and MPTCP socket options the perf tool needs and no safe crate exposes.
-#![allow(unsafe_code)] // getsockopt with a caller-owned buffer; the only unsafe code of the agent.
+//! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, and
+//! forced UDP buffer sizes for the daemon.
+#![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; the only unsafe code of the agent.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -68,6 +69,28 @@ pub fn mptcp_subflows(socket: &impl AsRawFd) -> io::Result<Vec<TcpInfo>> {
         .filter_map(|i| buf.get(SUBFLOW_HEADER + i * element..SUBFLOW_HEADER + (i + 1) * element))
         .map(TcpInfo::parse)
         .collect())
+}
+
+/// Sets the send and receive buffers to `bytes` past `net.core.{w,r}mem_max` (SO_SNDBUFFORCE / SO_RCVBUFFORCE);
+/// needs CAP_NET_ADMIN, so it fails for unprivileged users, who then get what the sysctls allow.
+pub fn force_buffer_sizes(socket: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    for name in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
+        // SAFETY: `value` is a valid c_int for the duration of the call and its size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                name,
+                std::ptr::from_ref(&value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 fn getsockopt(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {

@@ -1,0 +1,574 @@
+//! The daemon's event loop: one task owns the sans-IO `Endpoint` and moves datagrams, timers and application
+//! requests in and out of it. Everything else talks to it through an [`Agent`] handle.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use tng_proto::{
+    ConnectionHandle, ConnectionStats, Endpoint, EndpointStats, Event, HostPolicy, Identity, ReadOutcome, StreamError,
+    StreamId, Time, Transmit,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::udp::{self, Datagram, Socket};
+
+/// Bytes the driver reads from a stream per application read.
+const READ_CHUNK: usize = 64 * 1024;
+/// Error code of a stream reset because its application end went away.
+const ABANDONED: u64 = 1;
+/// Buffer of the in-process pipe between a stream and socket-style code.
+const PIPE_BYTES: usize = 256 * 1024;
+
+type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// Requests from the application side to the driver.
+enum Command {
+    Connect { paths: Vec<(SocketAddr, SocketAddr)>, pin: Option<Identity>, reply: Reply<ConnectionHandle> },
+    Open { conn: ConnectionHandle, reply: Reply<StreamId> },
+    Accept { reply: Reply<(ConnectionHandle, StreamId)> },
+    Write { conn: ConnectionHandle, id: StreamId, data: Vec<u8>, reply: Reply<()> },
+    Finish { conn: ConnectionHandle, id: StreamId, reply: Reply<()> },
+    /// Abandon both halves of a stream: the application is gone.
+    Abandon { conn: ConnectionHandle, id: StreamId },
+    Read { conn: ConnectionHandle, id: StreamId, reply: Reply<Option<Vec<u8>>> },
+    Close { conn: ConnectionHandle, reason: String },
+    SetPolicy { conn: ConnectionHandle, policy: HostPolicy },
+    Status { reply: Reply<Status> },
+    BindLocal { local: SocketAddr, reply: Reply<SocketAddr> },
+}
+
+/// What `tng status` shows.
+#[derive(Clone, Debug)]
+pub struct Status {
+    pub identity: Identity,
+    pub local_addresses: Vec<SocketAddr>,
+    pub endpoint: EndpointStats,
+    pub connections: Vec<(ConnectionHandle, ConnectionStats)>,
+}
+
+/// A handle to the driver task; cheap to clone.
+#[derive(Clone)]
+pub struct Agent {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Agent {
+    /// Starts the driver with sockets bound to `locals` (port 0 picks a free port). A server endpoint's sockets bound
+    /// to the unspecified address answer from the address each datagram was sent to.
+    pub fn start(endpoint: Endpoint, locals: &[SocketAddr]) -> Result<Agent> {
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let (datagrams_tx, datagrams) = mpsc::channel(1024);
+        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx);
+        for &local in locals {
+            driver.bind(local)?;
+        }
+        tokio::spawn(driver.run());
+        Ok(Agent { commands })
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(make(reply)).map_err(|_| anyhow!("the tng driver has stopped"))?;
+        answer.await.map_err(|_| anyhow!("the tng driver has stopped"))?
+    }
+
+    /// Connects over `paths` (handshake on the first) and waits for the handshake to finish.
+    pub async fn connect(&self, paths: Vec<(SocketAddr, SocketAddr)>, pin: Option<Identity>) -> Result<ConnectionHandle> {
+        self.ask(|reply| Command::Connect { paths, pin, reply }).await
+    }
+
+    pub async fn open_stream(&self, conn: ConnectionHandle) -> Result<Stream> {
+        let id = self.ask(|reply| Command::Open { conn, reply }).await?;
+        Ok(Stream { agent: self.clone(), conn, id })
+    }
+
+    /// The next stream a peer opened, on any connection.
+    pub async fn accept_stream(&self) -> Result<Stream> {
+        let (conn, id) = self.ask(|reply| Command::Accept { reply }).await?;
+        Ok(Stream { agent: self.clone(), conn, id })
+    }
+
+    pub fn close(&self, conn: ConnectionHandle, reason: &str) {
+        let _ = self.commands.send(Command::Close { conn, reason: reason.to_owned() });
+    }
+
+    pub fn set_policy(&self, conn: ConnectionHandle, policy: HostPolicy) {
+        let _ = self.commands.send(Command::SetPolicy { conn, policy });
+    }
+
+    pub async fn status(&self) -> Result<Status> {
+        self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// Binds another local address (multihoming) and returns the bound address.
+    pub async fn bind(&self, local: SocketAddr) -> Result<SocketAddr> {
+        self.ask(|reply| Command::BindLocal { local, reply }).await
+    }
+}
+
+/// One reliable ordered byte stream of a tng connection.
+#[derive(Clone)]
+pub struct Stream {
+    agent: Agent,
+    pub conn: ConnectionHandle,
+    pub id: StreamId,
+}
+
+impl Stream {
+    /// Queues all of `data`; returns once the connection took it (its send buffer applies backpressure).
+    pub async fn write_all(&self, data: &[u8]) -> Result<()> {
+        let (conn, id, data) = (self.conn, self.id, data.to_vec());
+        self.agent.ask(|reply| Command::Write { conn, id, data, reply }).await
+    }
+
+    /// Ends the sending half.
+    pub async fn finish(&self) -> Result<()> {
+        let (conn, id) = (self.conn, self.id);
+        self.agent.ask(|reply| Command::Finish { conn, id, reply }).await
+    }
+
+    /// The next bytes in order, or `None` once the peer finished the stream.
+    pub async fn read(&self) -> Result<Option<Vec<u8>>> {
+        let (conn, id) = (self.conn, self.id);
+        self.agent.ask(|reply| Command::Read { conn, id, reply }).await
+    }
+
+    /// Resets our sending half and asks the peer to stop sending, so that it learns the stream is dead instead of
+    /// waiting for flow-control credit forever.
+    pub fn abandon(&self) {
+        let _ = self.agent.commands.send(Command::Abandon { conn: self.conn, id: self.id });
+    }
+
+    /// An in-process byte pipe to this stream, so code written for sockets (`AsyncRead + AsyncWrite`) runs over tng
+    /// unchanged: shutting down its write half finishes the stream.
+    pub fn into_io(self) -> DuplexStream {
+        let (app, pump) = tokio::io::duplex(PIPE_BYTES);
+        let (mut from_app, mut to_app) = tokio::io::split(pump);
+        let sender = self.clone();
+        tokio::spawn(async move {
+            let mut buffer = vec![0u8; READ_CHUNK];
+            loop {
+                match from_app.read(&mut buffer).await {
+                    Ok(0) => {
+                        let _ = sender.finish().await;
+                        return;
+                    }
+                    Err(_) => {
+                        sender.abandon();
+                        return;
+                    }
+                    Ok(n) => {
+                        if sender.write_all(&buffer[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Ok(Some(data)) = self.read().await {
+                if to_app.write_all(&data).await.is_err() {
+                    // The application dropped its end.
+                    self.abandon();
+                    return;
+                }
+            }
+            let _ = to_app.shutdown().await;
+        });
+        app
+    }
+}
+
+struct PendingWrite {
+    data: Vec<u8>,
+    written: usize,
+    reply: Reply<()>,
+}
+
+struct Driver {
+    endpoint: Endpoint,
+    epoch: Instant,
+    sockets: HashMap<SocketAddr, Arc<Socket>>,
+    inbox: mpsc::UnboundedReceiver<Command>,
+    datagrams: mpsc::Receiver<Vec<Datagram>>,
+    datagrams_tx: mpsc::Sender<Vec<Datagram>>,
+    connecting: HashMap<ConnectionHandle, Reply<ConnectionHandle>>,
+    opening: HashMap<ConnectionHandle, Vec<Reply<StreamId>>>,
+    accepting: VecDeque<Reply<(ConnectionHandle, StreamId)>>,
+    incoming: VecDeque<(ConnectionHandle, StreamId)>,
+    writes: HashMap<(ConnectionHandle, StreamId), PendingWrite>,
+    reads: HashMap<(ConnectionHandle, StreamId), Reply<Option<Vec<u8>>>>,
+    closed: HashMap<ConnectionHandle, String>,
+}
+
+impl Driver {
+    fn new(
+        endpoint: Endpoint,
+        inbox: mpsc::UnboundedReceiver<Command>,
+        datagrams: mpsc::Receiver<Vec<Datagram>>,
+        datagrams_tx: mpsc::Sender<Vec<Datagram>>,
+    ) -> Driver {
+        Driver {
+            endpoint,
+            epoch: Instant::now(),
+            sockets: HashMap::new(),
+            inbox,
+            datagrams,
+            datagrams_tx,
+            connecting: HashMap::new(),
+            opening: HashMap::new(),
+            accepting: VecDeque::new(),
+            incoming: VecDeque::new(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+            closed: HashMap::new(),
+        }
+    }
+
+    fn now(&self) -> Time {
+        Time::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn instant(&self, time: Time) -> Instant {
+        self.epoch + Duration::from_nanos(time.as_nanos())
+    }
+
+    /// Binds a socket and starts its receive task, which feeds batches of datagrams to the driver.
+    fn bind(&mut self, local: SocketAddr) -> Result<SocketAddr> {
+        let socket = Socket::bind(local, self.endpoint.config().server.is_some())?;
+        let bound = socket.local;
+        self.sockets.insert(bound, socket.clone());
+        let now = self.now();
+        self.endpoint.add_local_address(now, bound);
+        let tx = self.datagrams_tx.clone();
+        tokio::spawn(async move {
+            let mut buffer = udp::recv_buffer();
+            loop {
+                let mut batch = Vec::new();
+                if let Err(err) = socket.recv(&mut buffer, &mut batch).await {
+                    tracing::warn!("receiving on {}: {err}", socket.local);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                if tx.send(batch).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tracing::info!("listening on UDP {bound}");
+        Ok(bound)
+    }
+
+    async fn run(mut self) {
+        loop {
+            self.process_events();
+            self.flush().await;
+            let deadline = self.endpoint.poll_timeout().map(|t| self.instant(t));
+            tokio::select! {
+                command = self.inbox.recv() => match command {
+                    Some(command) => self.handle(command),
+                    None => return,
+                },
+                Some(batch) = self.datagrams.recv() => {
+                    let now = self.now();
+                    for d in batch {
+                        self.endpoint.handle_datagram(now, d.local, d.remote, d.ecn, &d.payload);
+                    }
+                    // Drain what else arrived, so one wake-up handles a whole burst.
+                    while let Ok(batch) = self.datagrams.try_recv() {
+                        for d in batch {
+                            self.endpoint.handle_datagram(now, d.local, d.remote, d.ecn, &d.payload);
+                        }
+                    }
+                }
+                () = sleep_until(deadline) => {
+                    let now = self.now();
+                    self.endpoint.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO).
+    async fn flush(&mut self) {
+        let now = self.now();
+        let mut pending: Option<Transmit> = self.endpoint.poll_transmit(now);
+        while let Some(first) = pending.take() {
+            let Some(socket) = self.socket_for(first.local) else {
+                tracing::debug!("no socket for local address {}; dropping a datagram", first.local);
+                pending = self.endpoint.poll_transmit(now);
+                continue;
+            };
+            let segment = first.payload.len();
+            let mut contents = first.payload;
+            let mut segments = 1;
+            loop {
+                let next = self.endpoint.poll_transmit(now);
+                match next {
+                    Some(t)
+                        if segments < socket.max_segments()
+                            && t.local == first.local
+                            && t.remote == first.remote
+                            && t.ecn == first.ecn
+                            && t.payload.len() <= segment
+                            && contents.len() % segment == 0 =>
+                    {
+                        contents.extend_from_slice(&t.payload);
+                        segments += 1;
+                    }
+                    other => {
+                        pending = other;
+                        break;
+                    }
+                }
+            }
+            if let Err(err) = socket.send(first.local, first.remote, first.ecn, &contents, segment).await {
+                // A lost datagram is the flow layer's business; say why once in a while.
+                tracing::debug!("send from {} to {}: {err}", first.local, first.remote);
+            }
+        }
+    }
+
+    fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {
+        self.sockets.get(&local).cloned().or_else(|| {
+            // A socket bound to the unspecified address serves every address of its port.
+            self.sockets.values().find(|s| s.local.ip().is_unspecified() && s.local.port() == local.port()).cloned()
+        })
+    }
+
+    fn handle(&mut self, command: Command) {
+        let now = self.now();
+        match command {
+            Command::Connect { paths, pin, reply } => match self.endpoint.connect(now, &paths, pin) {
+                Ok(conn) => {
+                    self.connecting.insert(conn, reply);
+                }
+                Err(err) => {
+                    let _ = reply.send(Err(err.into()));
+                }
+            },
+            Command::Open { conn, reply } => self.open(conn, reply),
+            Command::Accept { reply } => match self.incoming.pop_front() {
+                Some(stream) => {
+                    let _ = reply.send(Ok(stream));
+                }
+                None => self.accepting.push_back(reply),
+            },
+            Command::Write { conn, id, data, reply } => {
+                self.writes.insert((conn, id), PendingWrite { data, written: 0, reply });
+                self.progress_write(conn, id);
+            }
+            Command::Finish { conn, id, reply } => {
+                let result = match self.endpoint.connection(conn) {
+                    Some(c) => c.finish(id).map_err(anyhow::Error::from),
+                    None => Err(self.gone(conn)),
+                };
+                let _ = reply.send(result);
+            }
+            Command::Abandon { conn, id } => {
+                if let Some(c) = self.endpoint.connection(conn) {
+                    // Either half may already be closed; what is left is torn down.
+                    let _ = c.reset(id, ABANDONED);
+                    let _ = c.stop_sending(id, ABANDONED);
+                }
+                if let Some(pending) = self.writes.remove(&(conn, id)) {
+                    let _ = pending.reply.send(Err(anyhow!("stream {id} was abandoned")));
+                }
+                if let Some(reply) = self.reads.remove(&(conn, id)) {
+                    let _ = reply.send(Err(anyhow!("stream {id} was abandoned")));
+                }
+            }
+            Command::Read { conn, id, reply } => {
+                self.reads.insert((conn, id), reply);
+                self.progress_read(conn, id);
+            }
+            Command::Close { conn, reason } => {
+                if let Some(c) = self.endpoint.connection(conn) {
+                    c.close(now, 0, reason.as_bytes());
+                }
+            }
+            Command::SetPolicy { conn, policy } => {
+                if let Some(c) = self.endpoint.connection(conn) {
+                    c.set_policy(policy);
+                }
+            }
+            Command::Status { reply } => {
+                let connections = self
+                    .endpoint
+                    .connection_handles()
+                    .into_iter()
+                    .filter_map(|h| self.endpoint.connection(h).map(|c| (h, c.stats())))
+                    .collect();
+                let _ = reply.send(Ok(Status {
+                    identity: self.endpoint.identity(),
+                    local_addresses: self.endpoint.local_addresses().to_vec(),
+                    endpoint: self.endpoint.stats(),
+                    connections,
+                }));
+            }
+            Command::BindLocal { local, reply } => {
+                let _ = reply.send(self.bind(local));
+            }
+        }
+    }
+
+    fn gone(&self, conn: ConnectionHandle) -> anyhow::Error {
+        match self.closed.get(&conn) {
+            Some(reason) => anyhow!("connection closed: {reason}"),
+            None => anyhow!("connection {conn} does not exist"),
+        }
+    }
+
+    fn open(&mut self, conn: ConnectionHandle, reply: Reply<StreamId>) {
+        let result = match self.endpoint.connection(conn) {
+            Some(c) => c.open_stream(),
+            None => {
+                let _ = reply.send(Err(self.gone(conn)));
+                return;
+            }
+        };
+        match result {
+            Ok(id) => {
+                let _ = reply.send(Ok(id));
+            }
+            // Wait for the peer to raise its limit (StreamsAvailable).
+            Err(StreamError::StreamLimit { .. }) => self.opening.entry(conn).or_default().push(reply),
+            Err(err) => {
+                let _ = reply.send(Err(err.into()));
+            }
+        }
+    }
+
+    fn progress_write(&mut self, conn: ConnectionHandle, id: StreamId) {
+        let Some(mut pending) = self.writes.remove(&(conn, id)) else { return };
+        let Some(c) = self.endpoint.connection(conn) else {
+            let _ = pending.reply.send(Err(self.gone(conn)));
+            return;
+        };
+        while pending.written < pending.data.len() {
+            match c.write(id, &pending.data[pending.written..]) {
+                Ok(0) | Err(StreamError::Blocked(_)) => {
+                    // Resumed by StreamWritable.
+                    self.writes.insert((conn, id), pending);
+                    return;
+                }
+                Ok(n) => pending.written += n,
+                Err(err) => {
+                    let _ = pending.reply.send(Err(err.into()));
+                    return;
+                }
+            }
+        }
+        let _ = pending.reply.send(Ok(()));
+    }
+
+    fn progress_read(&mut self, conn: ConnectionHandle, id: StreamId) {
+        let Some(reply) = self.reads.remove(&(conn, id)) else { return };
+        let Some(c) = self.endpoint.connection(conn) else {
+            let _ = reply.send(Err(self.gone(conn)));
+            return;
+        };
+        let mut buffer = vec![0u8; READ_CHUNK];
+        let result = match c.read(id, &mut buffer) {
+            Ok(ReadOutcome::Data(n)) => {
+                buffer.truncate(n);
+                Ok(Some(buffer))
+            }
+            Ok(ReadOutcome::Finished) => Ok(None),
+            Ok(ReadOutcome::Reset { error_code }) => Err(anyhow!("the peer reset stream {id} (error code {error_code})")),
+            Ok(ReadOutcome::Blocked) => {
+                // Resumed by StreamReadable.
+                self.reads.insert((conn, id), reply);
+                return;
+            }
+            Err(err) => Err(err.into()),
+        };
+        let _ = reply.send(result);
+    }
+
+    fn process_events(&mut self) {
+        while let Some((conn, event)) = self.endpoint.poll_event() {
+            match event {
+                Event::Connected { peer } => {
+                    tracing::info!("{conn} connected to {peer}");
+                    if let Some(reply) = self.connecting.remove(&conn) {
+                        let _ = reply.send(Ok(conn));
+                    }
+                }
+                Event::HandshakeFailed { reason } => {
+                    if let Some(reply) = self.connecting.remove(&conn) {
+                        let _ = reply.send(Err(anyhow!("handshake failed: {reason}")));
+                    }
+                }
+                Event::StreamOpened(id) => {
+                    if let Some(c) = self.endpoint.connection(conn) {
+                        while c.accept_stream().is_some() {}
+                    }
+                    match self.accepting.pop_front() {
+                        Some(reply) => {
+                            let _ = reply.send(Ok((conn, id)));
+                        }
+                        None => self.incoming.push_back((conn, id)),
+                    }
+                }
+                Event::StreamReadable(id) | Event::StreamReset { id, .. } => self.progress_read(conn, id),
+                Event::StreamWritable(id) | Event::StreamStopped { id, .. } => self.progress_write(conn, id),
+                Event::StreamsAvailable => {
+                    for reply in self.opening.remove(&conn).unwrap_or_default() {
+                        self.open(conn, reply);
+                    }
+                }
+                Event::StreamFinished(_) => {}
+                Event::ChannelUp(channel) => tracing::info!("{conn}: channel {channel} up"),
+                Event::ChannelDown(channel) => tracing::warn!("{conn}: channel {channel} down"),
+                Event::Closed { reason } => {
+                    tracing::info!("{conn} closed: {reason}");
+                    self.closed.insert(conn, reason.to_string());
+                    self.fail_connection(conn);
+                }
+            }
+        }
+    }
+
+    /// Answers every request parked on a connection that is gone.
+    fn fail_connection(&mut self, conn: ConnectionHandle) {
+        let error = |driver: &Driver| driver.gone(conn);
+        if let Some(reply) = self.connecting.remove(&conn) {
+            let _ = reply.send(Err(error(self)));
+        }
+        for reply in self.opening.remove(&conn).unwrap_or_default() {
+            let _ = reply.send(Err(error(self)));
+        }
+        let writes: Vec<_> = self.writes.keys().filter(|(c, _)| *c == conn).copied().collect();
+        for key in writes {
+            if let Some(pending) = self.writes.remove(&key) {
+                let _ = pending.reply.send(Err(error(self)));
+            }
+        }
+        let reads: Vec<_> = self.reads.keys().filter(|(c, _)| *c == conn).copied().collect();
+        for key in reads {
+            if let Some(reply) = self.reads.remove(&key) {
+                let _ = reply.send(Err(error(self)));
+            }
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Fails with a readable message when a connection attempt does not finish in time.
+pub async fn with_timeout<T>(what: &str, limit: Duration, future: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    match tokio::time::timeout(limit, future).await {
+        Ok(result) => result,
+        Err(_) => bail!("{what} did not finish within {} s", limit.as_secs_f64()),
+    }
+}

@@ -1,0 +1,152 @@
+//! The endpoint layer on real sockets: one UDP socket per local address, driven through quinn-udp for GSO, GRO,
+//! ECN and source-address control.
+
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use quinn_udp::{EcnCodepoint as UdpEcn, RecvMeta, Transmit, UdpSocketState};
+use tng_proto::EcnCodepoint;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+/// Largest datagram we read; GRO may coalesce several into one buffer.
+const RECV_BUFFER: usize = 64 * 1024;
+/// Socket buffers large enough for a bandwidth-delay product of ~1 Gbit/s x 50 ms.
+const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
+
+/// A bound UDP socket and its quinn-udp state.
+pub struct Socket {
+    pub local: SocketAddr,
+    io: UdpSocket,
+    state: UdpSocketState,
+    /// A server socket bound to the unspecified address reports each datagram's destination address as its local
+    /// address (IP_PKTINFO) and answers from that address, so that a multihomed server's replies come from the
+    /// address the client sent to.
+    per_destination: bool,
+}
+
+/// One received datagram.
+pub struct Datagram {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub ecn: Option<EcnCodepoint>,
+    pub payload: Vec<u8>,
+}
+
+impl Socket {
+    /// Binds `local`, sizes the buffers and warns when the kernel caps them. With `per_destination`, see
+    /// [`Socket::per_destination`].
+    pub fn bind(local: SocketAddr, per_destination: bool) -> Result<Arc<Socket>> {
+        let std_socket = std::net::UdpSocket::bind(local).with_context(|| format!("cannot bind UDP {local}"))?;
+        let local = std_socket.local_addr()?;
+        let state = UdpSocketState::new((&std_socket).into()).context("cannot configure the UDP socket")?;
+        let sock_ref = socket2::SockRef::from(&std_socket);
+        if crate::sockopt::force_buffer_sizes(&std_socket, SOCKET_BUFFER).is_err() {
+            let _ = sock_ref.set_send_buffer_size(SOCKET_BUFFER);
+            let _ = sock_ref.set_recv_buffer_size(SOCKET_BUFFER);
+        }
+        for (what, granted, sysctl) in [
+            ("send", sock_ref.send_buffer_size().unwrap_or(0), "wmem_max"),
+            ("receive", sock_ref.recv_buffer_size().unwrap_or(0), "rmem_max"),
+        ] {
+            // Linux reports twice the granted size; less than we asked means net.core.*mem_max caps us.
+            if granted / 2 < SOCKET_BUFFER {
+                tracing::warn!(
+                    "UDP {what} buffer of {local} capped at {} bytes (wanted {SOCKET_BUFFER}); raise \
+                     net.core.{sysctl} for high bandwidth-delay paths",
+                    granted / 2
+                );
+            }
+        }
+        std_socket.set_nonblocking(true)?;
+        let per_destination = per_destination && local.ip().is_unspecified();
+        Ok(Arc::new(Socket { local, io: UdpSocket::from_std(std_socket)?, state, per_destination }))
+    }
+
+    /// Largest number of equal-sized datagrams one send may carry (GSO), 1 without GSO.
+    pub fn max_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    /// Sends `contents` from `local` to `remote` as datagrams of `segment_size` bytes (the last may be shorter).
+    pub async fn send(
+        &self,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<()> {
+        let transmit = Transmit {
+            destination: remote,
+            ecn: ecn.map(to_udp_ecn),
+            contents,
+            segment_size: (contents.len() > segment_size).then_some(segment_size),
+            src_ip: (self.per_destination && !local.ip().is_unspecified()).then_some(local.ip()),
+        };
+        loop {
+            self.io.writable().await?;
+            match self.io.try_io(Interest::WRITABLE, || self.state.try_send((&self.io).into(), &transmit)) {
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits for datagrams and appends them to `out`.
+    pub async fn recv(&self, buffer: &mut [u8], out: &mut Vec<Datagram>) -> io::Result<()> {
+        let mut meta = [RecvMeta::default()];
+        loop {
+            self.io.readable().await?;
+            let mut slices = [IoSliceMut::new(buffer)];
+            let received =
+                self.io.try_io(Interest::READABLE, || self.state.recv((&self.io).into(), &mut slices, &mut meta));
+            match received {
+                Ok(count) => {
+                    for m in &meta[..count] {
+                        let data = &buffer[..m.len];
+                        let local = match m.dst_ip {
+                            Some(ip) if self.per_destination => SocketAddr::new(ip, self.local.port()),
+                            _ => self.local,
+                        };
+                        // GRO coalesces datagrams of `stride` bytes into one buffer.
+                        for payload in data.chunks(m.stride.max(1)) {
+                            out.push(Datagram {
+                                local,
+                                remote: m.addr,
+                                ecn: m.ecn.map(from_udp_ecn),
+                                payload: payload.to_vec(),
+                            });
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// Receive buffer for [`Socket::recv`].
+pub fn recv_buffer() -> Vec<u8> {
+    vec![0u8; RECV_BUFFER]
+}
+
+fn to_udp_ecn(ecn: EcnCodepoint) -> UdpEcn {
+    match ecn {
+        EcnCodepoint::Ect0 => UdpEcn::Ect0,
+        EcnCodepoint::Ect1 => UdpEcn::Ect1,
+        EcnCodepoint::Ce => UdpEcn::Ce,
+    }
+}
+
+fn from_udp_ecn(ecn: UdpEcn) -> EcnCodepoint {
+    match ecn {
+        UdpEcn::Ect0 => EcnCodepoint::Ect0,
+        UdpEcn::Ect1 => EcnCodepoint::Ect1,
+        UdpEcn::Ce => EcnCodepoint::Ce,
+    }
+}

@@ -1,0 +1,57 @@
+//! Helpers shared by the agent's end-to-end tests: free ports and child processes that die with the test.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const TNG: &str = env!("CARGO_BIN_EXE_tng");
+
+/// A port free for both TCP and UDP on 127.0.0.1.
+pub fn free_port() -> u16 {
+    loop {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A child process killed when dropped.
+pub struct Process(pub Child);
+
+impl Process {
+    pub fn spawn<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Process {
+        Process(Command::new(TNG).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn tng"))
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until a TCP port accepts connections.
+pub fn wait_tcp(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A key file in the temp directory, made with `tng keygen`; returns (path, identity).
+pub fn keygen(name: &str) -> (String, String) {
+    let path = std::env::temp_dir().join(format!("tng-test-{}-{name}.key", std::process::id()));
+    let out = Command::new(TNG).args(["keygen", "--force", "--out", path.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (path.to_str().unwrap().to_owned(), String::from_utf8(out.stdout).unwrap().trim().to_owned())
+}

@@ -1,0 +1,291 @@
+//! Packet protection (wire-format section 6): ChaCha20-Poly1305 with the per-direction keys the Noise handshake
+//! produced, an explicit nonce `(channel_id << 56) | packet_number`, and header bytes 0-17 as associated data.
+//!
+//! Why not snow's `StatelessTransportState`: its `write_message(nonce, ..)` takes no associated data, and the header
+//! must be bound to the payload. So the handshake hands over its raw split keys (`dangerously_get_raw_split`) and
+//! this module runs the same cipher the same way Noise does (Noise's ChaChaPoly nonce encoding: 4 zero bytes, then
+//! the 64-bit counter little-endian; Noise's `REKEY` for key updates), adding the associated data.
+
+use std::time::Duration;
+
+use chacha20poly1305::aead::AeadInPlace;
+use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
+use tng_wire::TAG_LEN;
+
+use crate::time::Time;
+
+/// Largest packet number a channel may use: nonce `u64::MAX` is reserved for Noise `REKEY`, and the nonce has 56
+/// bits for the packet number.
+pub(crate) const MAX_PACKET_NUMBER: u64 = (1 << 56) - 2;
+
+/// The AEAD nonce of a packet: unique per key because packet numbers are per channel and per direction.
+pub(crate) fn packet_nonce(channel_id: u8, packet_number: u64) -> u64 {
+    (u64::from(channel_id) << 56) | (packet_number & ((1 << 56) - 1))
+}
+
+fn noise_nonce(counter: u64) -> Nonce {
+    let mut bytes = [0u8; 12];
+    bytes[4..].copy_from_slice(&counter.to_le_bytes());
+    Nonce::from(bytes)
+}
+
+/// One direction's key of one generation.
+#[derive(Clone)]
+pub(crate) struct PacketKey {
+    cipher: ChaCha20Poly1305,
+}
+
+impl PacketKey {
+    pub(crate) fn new(raw: [u8; 32]) -> PacketKey {
+        PacketKey { cipher: ChaCha20Poly1305::new(Key::from_slice(&raw)) }
+    }
+
+    /// Noise `REKEY(k)`: the first 32 bytes of `ENCRYPT(k, 2^64 - 1, "", zeros)`.
+    pub(crate) fn next(&self) -> PacketKey {
+        let mut raw = [0u8; 32];
+        // Encryption with a valid key and a 32-byte buffer cannot fail; if it ever did, the zero key would make
+        // the peer fail to open every packet, never a silent reuse of the old key.
+        if self.cipher.encrypt_in_place_detached(&noise_nonce(u64::MAX), &[], &mut raw).is_err() {
+            raw = [0; 32];
+        }
+        PacketKey::new(raw)
+    }
+
+    /// Appends the sealed `plaintext` (ciphertext then tag) to `out`.
+    pub(crate) fn seal(&self, nonce: u64, associated_data: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        out.extend_from_slice(plaintext);
+        match self.cipher.encrypt_in_place_detached(&noise_nonce(nonce), associated_data, &mut out[start..]) {
+            Ok(tag) => {
+                out.extend_from_slice(&tag);
+                true
+            }
+            Err(_) => {
+                out.truncate(start);
+                false
+            }
+        }
+    }
+
+    /// The plaintext of `sealed`, or `None` if it does not authenticate under this key.
+    pub(crate) fn open(&self, nonce: u64, associated_data: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+        let split = sealed.len().checked_sub(TAG_LEN)?;
+        let (ciphertext, tag) = sealed.split_at(split);
+        let mut plaintext = ciphertext.to_vec();
+        self.cipher
+            .decrypt_in_place_detached(&noise_nonce(nonce), associated_data, &mut plaintext, Tag::from_slice(tag))
+            .ok()?;
+        Some(plaintext)
+    }
+}
+
+impl std::fmt::Debug for PacketKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PacketKey(..)")
+    }
+}
+
+/// Which receive key opened a packet; applied with [`PacketProtection::commit`] only once the packet proved valid.
+#[derive(Debug)]
+pub(crate) enum OpenedWith {
+    Current,
+    Previous,
+    /// The peer started a key update: the next generation's key opened the packet.
+    Next(PacketKey),
+}
+
+/// Both directions' keys with key update (wire-format section 6): `KEY_PHASE` is the low bit of the key
+/// generation; after a peer's update the previous receive key stays for a while to open reordered packets.
+#[derive(Debug)]
+pub(crate) struct PacketProtection {
+    send: PacketKey,
+    send_generation: u64,
+    sent_in_generation: u64,
+    recv: PacketKey,
+    recv_generation: u64,
+    /// The receive key of the previous generation and when it is discarded.
+    recv_previous: Option<(PacketKey, Time)>,
+    /// A packet of the current send generation was opened from the peer: it has the key, so the next update may
+    /// start.
+    peer_confirmed: bool,
+    updates: u64,
+}
+
+impl PacketProtection {
+    pub(crate) fn new(send: [u8; 32], recv: [u8; 32]) -> PacketProtection {
+        PacketProtection {
+            send: PacketKey::new(send),
+            send_generation: 0,
+            sent_in_generation: 0,
+            recv: PacketKey::new(recv),
+            recv_generation: 0,
+            recv_previous: None,
+            peer_confirmed: true,
+            updates: 0,
+        }
+    }
+
+    /// The `KEY_PHASE` bit of packets sealed now.
+    pub(crate) fn key_phase(&self) -> bool {
+        self.send_generation & 1 == 1
+    }
+
+    /// Key updates this side initiated or followed.
+    pub(crate) fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    pub(crate) fn seal(&mut self, nonce: u64, associated_data: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> bool {
+        self.sent_in_generation = self.sent_in_generation.saturating_add(1);
+        self.send.seal(nonce, associated_data, plaintext, out)
+    }
+
+    /// Opens a packet sealed under `key_phase`, without changing any state.
+    pub(crate) fn open(
+        &self,
+        key_phase: bool,
+        nonce: u64,
+        associated_data: &[u8],
+        sealed: &[u8],
+    ) -> Option<(Vec<u8>, OpenedWith)> {
+        if key_phase == (self.recv_generation & 1 == 1) {
+            return self.recv.open(nonce, associated_data, sealed).map(|plain| (plain, OpenedWith::Current));
+        }
+        // The other phase is either a reordered packet of the previous generation or the peer's next generation;
+        // the AEAD tells which.
+        if let Some((previous, _)) = &self.recv_previous {
+            if let Some(plain) = previous.open(nonce, associated_data, sealed) {
+                return Some((plain, OpenedWith::Previous));
+            }
+        }
+        let next = self.recv.next();
+        next.open(nonce, associated_data, sealed).map(|plain| (plain, OpenedWith::Next(next)))
+    }
+
+    /// Applies what opening a valid packet revealed. `keep_previous` is how long the old receive key stays (3 PTO).
+    pub(crate) fn commit(&mut self, now: Time, opened: OpenedWith, keep_previous: Duration) {
+        match opened {
+            OpenedWith::Previous => {}
+            OpenedWith::Current => {
+                if self.recv_generation == self.send_generation {
+                    self.peer_confirmed = true;
+                }
+            }
+            OpenedWith::Next(next) => {
+                let old = std::mem::replace(&mut self.recv, next);
+                self.recv_previous = Some((old, now + keep_previous));
+                self.recv_generation += 1;
+                if self.send_generation < self.recv_generation {
+                    // The peer initiated: follow with our send key.
+                    self.send = self.send.next();
+                    self.send_generation += 1;
+                    self.sent_in_generation = 0;
+                    self.updates += 1;
+                }
+                self.peer_confirmed = self.recv_generation == self.send_generation;
+            }
+        }
+    }
+
+    /// Starts a key update when `interval` packets went out under the current key, the peer has caught up with the
+    /// current generation and the key before it is gone (so at most two receive keys exist on either side).
+    pub(crate) fn maybe_initiate_update(&mut self, interval: u64) -> bool {
+        if interval == 0
+            || self.sent_in_generation < interval
+            || !self.peer_confirmed
+            || self.recv_previous.is_some()
+            || self.send_generation != self.recv_generation
+        {
+            return false;
+        }
+        self.send = self.send.next();
+        self.send_generation += 1;
+        self.sent_in_generation = 0;
+        self.peer_confirmed = false;
+        self.updates += 1;
+        true
+    }
+
+    pub(crate) fn next_timeout(&self) -> Option<Time> {
+        self.recv_previous.as_ref().map(|(_, discard_at)| *discard_at)
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Time) {
+        if self.recv_previous.as_ref().is_some_and(|(_, discard_at)| *discard_at <= now) {
+            self.recv_previous = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (PacketProtection, PacketProtection) {
+        (PacketProtection::new([1; 32], [2; 32]), PacketProtection::new([2; 32], [1; 32]))
+    }
+
+    fn send(from: &mut PacketProtection, nonce: u64, text: &[u8]) -> (bool, Vec<u8>) {
+        let mut sealed = Vec::new();
+        assert!(from.seal(nonce, b"header", text, &mut sealed));
+        (from.key_phase(), sealed)
+    }
+
+    #[test]
+    fn seals_and_opens_and_rejects_tampering() {
+        let (mut client, server) = pair();
+        let (phase, sealed) = send(&mut client, 5, b"hello");
+        assert_eq!(sealed.len(), 5 + TAG_LEN);
+        let (plain, _) = server.open(phase, 5, b"header", &sealed).expect("opens");
+        assert_eq!(plain, b"hello");
+        assert!(server.open(phase, 6, b"header", &sealed).is_none(), "wrong nonce");
+        assert!(server.open(phase, 5, b"HEADER", &sealed).is_none(), "wrong associated data");
+        let mut tampered = sealed.clone();
+        tampered[0] ^= 1;
+        assert!(server.open(phase, 5, b"header", &tampered).is_none());
+        assert!(server.open(phase, 5, b"header", &sealed[..10]).is_none());
+    }
+
+    #[test]
+    fn rekey_matches_noise_definition() {
+        // REKEY output is deterministic and differs from the input key.
+        let key = PacketKey::new([9; 32]);
+        let seal = |key: &PacketKey| {
+            let mut out = Vec::new();
+            assert!(key.seal(0, &[], b"probe", &mut out));
+            out
+        };
+        assert_eq!(seal(&key.next()), seal(&key.next()));
+        assert_ne!(seal(&key.next()), seal(&key));
+        assert_eq!(seal(&key.next().next()), seal(&PacketKey::new([9; 32]).next().next()));
+    }
+
+    #[test]
+    fn key_update_is_followed_and_old_key_opens_reordered_packets() {
+        let (mut client, mut server) = pair();
+        let keep = Duration::from_secs(1);
+        let (old_phase, old_packet) = send(&mut client, 1, b"old");
+        assert!(!client.maybe_initiate_update(5), "not enough packets yet");
+        for nonce in 2..6 {
+            send(&mut client, nonce, b"x");
+        }
+        assert!(client.maybe_initiate_update(5));
+        let (new_phase, new_packet) = send(&mut client, 10, b"new");
+        assert_ne!(old_phase, new_phase);
+
+        let (plain, opened) = server.open(new_phase, 10, b"header", &new_packet).expect("next key");
+        assert_eq!(plain, b"new");
+        server.commit(Time::ZERO, opened, keep);
+        assert_eq!(server.key_phase(), new_phase, "server followed the update");
+        let (plain, opened) = server.open(old_phase, 1, b"header", &old_packet).expect("previous key");
+        assert_eq!(plain, b"old");
+        server.commit(Time::ZERO, opened, keep);
+        server.handle_timeout(Time::from_millis(1_000));
+        assert!(server.open(old_phase, 1, b"header", &old_packet).is_none(), "previous key discarded");
+
+        let (phase, reply) = send(&mut server, 3, b"reply");
+        let (_, opened) = client.open(phase, 3, b"header", &reply).expect("client opens reply");
+        client.commit(Time::ZERO, opened, keep);
+        assert_eq!((client.updates(), server.updates()), (1, 1));
+    }
+}

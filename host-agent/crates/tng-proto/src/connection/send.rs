@@ -1,0 +1,423 @@
+//! Assembling packets, in priority order: handshake datagrams, CLOSE, then per channel PROBE packets (challenges
+//! and responses), tail-loss probes, PINGs and due ACKs, and finally new data on the channel the scheduler picks.
+//!
+//! Probes and ACKs ignore the congestion window and the pacer (they are small and keep loss recovery and
+//! validation moving); data respects both, and the connection's rate cap.
+
+use std::net::SocketAddr;
+
+use tng_wire::{pn, Flags, FlowHeader, Frame, PacketType, HEADER_LEN, TAG_LEN};
+
+use super::channel::{Channel, ChannelState};
+use super::crypto::{packet_nonce, MAX_PACKET_NUMBER};
+use super::loss::{ControlFrame, Outgoing};
+use super::received::EcnCodepoint;
+use super::{Connection, State, Transmit};
+use crate::error::ConnectionError;
+use crate::scheduler::ChannelView;
+use crate::streams::SentChunk;
+use crate::time::Time;
+
+/// What a tracked (ack-eliciting or ACK-carrying) packet holds, for loss recovery.
+struct Contents {
+    chunks: Vec<SentChunk>,
+    control: Vec<ControlFrame>,
+    /// The packet carries retransmitted stream data.
+    retransmission: bool,
+    app_limited: bool,
+}
+
+/// Why a DATA packet is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    /// New or retransmitted data on the scheduler's channel; nothing to send means no packet.
+    Data,
+    /// A tail-loss probe: data to repeat if there is any, else a PING.
+    Probe,
+    /// Only a PING (keepalive, or the timed-out channel's companion of an alternate-path probe).
+    Ping,
+}
+
+/// Whether a sent packet enters loss recovery.
+enum Tracking {
+    /// PROBE and CLOSE packets: repeated by their own timers, never acknowledged for their own sake.
+    Untracked,
+    /// An ACK packet: tracked (its ACK frame being received lets us forget old ranges) but not in flight.
+    AckOnly,
+    Data(Contents),
+}
+
+/// A plaintext under construction: the ACK and FEEDBACK_ECHO prefix is added last so that its state is consumed
+/// only if the packet really leaves.
+struct Plaintext {
+    body: Vec<u8>,
+    with_ack: bool,
+    with_echo: bool,
+}
+
+impl Plaintext {
+    fn bare(body: Vec<u8>) -> Plaintext {
+        Plaintext { body, with_ack: false, with_echo: false }
+    }
+}
+
+impl Connection {
+    /// The next datagram to send, if any.
+    pub(crate) fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
+        if let Some(transmit) = self.poll_handshake_transmit(now) {
+            return Some(transmit);
+        }
+        match self.state {
+            State::Established => {}
+            State::Closing { .. } => return self.poll_close(now),
+            _ => return None,
+        }
+        let interval = self.config.key_update_interval_packets;
+        if let Some(protection) = self.protection.as_mut() {
+            protection.maybe_initiate_update(interval);
+        }
+        let mut ids: Vec<u8> = self.channels.keys().copied().collect();
+        let start = ids.iter().position(|&id| id >= self.cursor).unwrap_or(0);
+        ids.rotate_left(start);
+        for id in ids {
+            if let Some(transmit) = self.poll_channel_control(now, id) {
+                self.cursor = id.wrapping_add(1);
+                return Some(transmit);
+            }
+        }
+        self.poll_data(now)
+    }
+
+    /// When a pacer (a channel's, or the rate cap) next lets data out, if data waits only for that: later than
+    /// `self.now`, so that a caller never spins on a deadline that has passed.
+    pub(super) fn pacing_deadline(&self) -> Option<Time> {
+        if !self.has_data_to_send() {
+            return None;
+        }
+        let mtu = self.max_datagram_size();
+        let channel_release = self
+            .channels
+            .values()
+            .filter(|channel| channel.carries_data() && channel.window_allows(mtu))
+            .map(|channel| channel.pacer.next_release(mtu, channel.pacing_rate(mtu)))
+            .min()?;
+        let release = match &self.rate_cap {
+            Some((rate, pacer)) => channel_release.max(pacer.next_release(mtu, *rate)),
+            None => channel_release,
+        };
+        (release > self.now).then_some(release)
+    }
+
+    fn has_data_to_send(&self) -> bool {
+        !self.control.is_empty() || self.streams.as_ref().is_some_and(|streams| streams.has_pending_frames())
+    }
+
+    /// CLOSE packets owed while closing.
+    fn poll_close(&mut self, now: Time) -> Option<Transmit> {
+        let id = self.channels.values().find(|channel| channel.close_pending).map(|channel| channel.id)?;
+        let (code, reason) = self.close_frame.clone().unwrap_or_default();
+        let room = self.max_plaintext().saturating_sub(16);
+        let reason = reason.as_bytes();
+        let reason = &reason[..reason.len().min(room)];
+        let mut plaintext = Vec::new();
+        Frame::Close { error_code: code, reason }.encode(&mut plaintext);
+        if let Some(channel) = self.channels.get_mut(&id) {
+            channel.close_pending = false;
+        }
+        let (local, remote) = self.channels.get(&id).map(|channel| (channel.local, channel.remote))?;
+        self.seal(now, id, PacketType::Close, Plaintext::bare(plaintext), Tracking::Untracked, (local, remote))
+    }
+
+    /// PROBE packets, tail-loss probes, PINGs and due ACKs of one channel.
+    fn poll_channel_control(&mut self, now: Time, id: u8) -> Option<Transmit> {
+        if let Some(transmit) = self.poll_probe_packet(now, id) {
+            return Some(transmit);
+        }
+        let channel = self.channels.get(&id)?;
+        let active = channel.state == ChannelState::Active;
+        if active && channel.probes_pending > 0 {
+            if let Some(channel) = self.channels.get_mut(&id) {
+                channel.probes_pending -= 1;
+                channel.counters.tail_loss_probes += 1;
+            }
+            return self.send_data(now, id, Purpose::Probe);
+        }
+        if active && channel.ping_pending {
+            if let Some(channel) = self.channels.get_mut(&id) {
+                channel.ping_pending = false;
+            }
+            return self.send_data(now, id, Purpose::Ping);
+        }
+        let ack_due = channel.received.ack_deadline(self.config.max_ack_delay).is_some_and(|due| due <= now);
+        if ack_due {
+            let plaintext = self.plaintext_with_prefix(now, id, Vec::new());
+            let path = (channel.local, channel.remote);
+            let transmit = self.seal(now, id, PacketType::Ack, plaintext, Tracking::AckOnly, path);
+            if transmit.is_none() {
+                // Held back by the amplification limit: give up this ACK rather than retry it in a loop; the
+                // next packet from the peer asks again.
+                if let Some(channel) = self.channels.get_mut(&id) {
+                    channel.received.on_ack_sent();
+                }
+            }
+            return transmit;
+        }
+        None
+    }
+
+    /// A PROBE packet: owed PATH_RESPONSEs and a due PATH_CHALLENGE that go to the same addresses.
+    fn poll_probe_packet(&mut self, now: Time, id: u8) -> Option<Transmit> {
+        let channel = self.channels.get(&id)?;
+        let challenge = channel.challenge.filter(|_| channel.probe_pending);
+        let path = match (channel.responses.first(), challenge) {
+            (Some(response), _) => (response.local, response.remote),
+            (None, Some(challenge)) => (challenge.local, challenge.remote),
+            (None, None) => return None,
+        };
+        let mut plaintext = Vec::new();
+        for response in channel.responses.iter().filter(|response| (response.local, response.remote) == path) {
+            Frame::PathResponse(response.token).encode(&mut plaintext);
+        }
+        let with_challenge = challenge.filter(|challenge| (challenge.local, challenge.remote) == path);
+        if let Some(challenge) = with_challenge {
+            Frame::PathChallenge(challenge.token).encode(&mut plaintext);
+        }
+        let transmit = self.seal(now, id, PacketType::Probe, Plaintext::bare(plaintext), Tracking::Untracked, path);
+        let reprobe = self.config.reprobe_interval;
+        let channel = self.channels.get_mut(&id)?;
+        if transmit.is_some() || channel.budget_for(path).is_some() {
+            // Sent, or held back by the amplification limit: either way the responses are settled (the peer
+            // repeats its challenge) and the challenge waits for its timer.
+            channel.responses.retain(|response| (response.local, response.remote) != path);
+            if let (Some(_), Some(challenge)) = (with_challenge, channel.challenge.as_mut()) {
+                challenge.attempts += 1;
+                let attempts = challenge.attempts;
+                channel.probe_pending = false;
+                let wait =
+                    if channel.state == ChannelState::Down { reprobe } else { channel.challenge_interval(attempts) };
+                channel.probe_at = Some(now + wait);
+            }
+        }
+        transmit
+    }
+
+    /// New data on the channel the scheduler picks; it sees every channel (validation, window, pacer, standby)
+    /// and the rate cap gates them all.
+    fn poll_data(&mut self, now: Time) -> Option<Transmit> {
+        if !self.has_data_to_send() {
+            return None;
+        }
+        let mtu = self.max_datagram_size();
+        if let Some((rate, pacer)) = self.rate_cap.as_mut() {
+            if pacer.delay(now, mtu, *rate, mtu).is_some() {
+                return None;
+            }
+        }
+        let views: Vec<ChannelView> = self
+            .channels
+            .values()
+            .map(|channel| channel_view(channel, mtu, self.weights.get(&channel.id).copied().unwrap_or(1)))
+            .collect();
+        let id = self.scheduler.pick(now, &views, mtu)?;
+        let channel = self.channels.get_mut(&id)?;
+        let rate = channel.pacing_rate(mtu);
+        if channel.state != ChannelState::Active || channel.pacer.delay(now, mtu, rate, mtu).is_some() {
+            return None;
+        }
+        self.send_data(now, id, Purpose::Data)
+    }
+
+    /// A DATA packet on channel `id` with a piggybacked ACK: control frames and stream data, or just a PING.
+    fn send_data(&mut self, now: Time, id: u8, purpose: Purpose) -> Option<Transmit> {
+        let max_plaintext = self.max_plaintext();
+        let channel = self.channels.get(&id)?;
+        let prefix_len = self.prefix_len(channel, now);
+        let path = (channel.local, channel.remote);
+        let mut body = Vec::new();
+        let mut control = Vec::new();
+        let budget = if purpose == Purpose::Ping { 0 } else { max_plaintext.saturating_sub(prefix_len) };
+        while let Some(frame) = self.control.front() {
+            let encoded = control_frame(frame);
+            if body.len() + encoded.encoded_len() > budget {
+                break;
+            }
+            encoded.encode(&mut body);
+            if let Some(frame) = self.control.pop_front() {
+                control.push(frame);
+            }
+        }
+        let mut chunks = Vec::new();
+        let mut retransmission = false;
+        if let Some(streams) = self.streams.as_mut().filter(|_| purpose != Purpose::Ping) {
+            let retransmitted_before = streams.stats().bytes_retransmitted;
+            streams.write_frames(now, budget.saturating_sub(body.len()), &mut body, &mut chunks);
+            retransmission = streams.stats().bytes_retransmitted > retransmitted_before;
+        }
+        if body.is_empty() {
+            if purpose == Purpose::Data {
+                return None;
+            }
+            Frame::Ping.encode(&mut body);
+            // Nothing left to repeat: one PING elicits the ACK, further probes would only repeat it.
+            if let Some(channel) = self.channels.get_mut(&id) {
+                channel.probes_pending = 0;
+            }
+        }
+        let app_limited = body.len() + prefix_len < max_plaintext / 2;
+        let plaintext = self.plaintext_with_prefix(now, id, body);
+        let contents = Contents { chunks, control, retransmission, app_limited };
+        self.seal(now, id, PacketType::Data, plaintext, Tracking::Data(contents), path)
+    }
+
+    /// Bytes the ACK and FEEDBACK_ECHO prefix of a packet on `channel` would take.
+    fn prefix_len(&self, channel: &Channel, now: Time) -> usize {
+        let ack = if channel.received.has_news() {
+            channel.received.ack_frame(now).map_or(0, |ack| Frame::Ack(ack).encoded_len())
+        } else {
+            0
+        };
+        let echo = if channel.received.feedback().peek().is_some() { FEEDBACK_ECHO_LEN } else { 0 };
+        ack + echo
+    }
+
+    /// `body` behind the ACK and FEEDBACK_ECHO the channel owes (not yet marked as sent).
+    fn plaintext_with_prefix(&self, now: Time, id: u8, body: Vec<u8>) -> Plaintext {
+        let mut plaintext = Plaintext::bare(Vec::new());
+        if let Some(channel) = self.channels.get(&id) {
+            if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.has_news()) {
+                Frame::Ack(ack).encode(&mut plaintext.body);
+                plaintext.with_ack = true;
+            }
+            if let Some(feedback) = channel.received.feedback().peek() {
+                Frame::FeedbackEcho { max_queue_level: feedback.queue_level, min_rate_hint: feedback.rate_hint }
+                    .encode(&mut plaintext.body);
+                plaintext.with_echo = true;
+            }
+        }
+        plaintext.body.extend_from_slice(&body);
+        plaintext
+    }
+
+    /// Seals `plaintext` as a `packet_type` packet of channel `id` to `path` and does the sender's bookkeeping;
+    /// the ACK and echo state it carries count as sent only if it leaves.
+    fn seal(
+        &mut self,
+        now: Time,
+        id: u8,
+        packet_type: PacketType,
+        plaintext: Plaintext,
+        tracking: Tracking,
+        (local, remote): (SocketAddr, SocketAddr),
+    ) -> Option<Transmit> {
+        let ecn = self.config.ecn;
+        let connection_id = self.connection_id;
+        let size = (HEADER_LEN + plaintext.body.len() + TAG_LEN) as u64;
+        let channel = self.channels.get_mut(&id)?;
+        if channel.budget_for((local, remote)).is_some_and(|budget| !budget.allows(size)) {
+            self.amplification_limited_bytes += size;
+            return None;
+        }
+        let packet_number = channel.recovery.next_packet_number();
+        if packet_number > MAX_PACKET_NUMBER {
+            self.fail(ConnectionError::PacketNumbersExhausted(id));
+            return None;
+        }
+        let protection = self.protection.as_mut()?;
+        let flags = Flags::EMPTY
+            .with(Flags::ECN_CAPABLE, ecn)
+            .with(Flags::FEEDBACK_ECHO, plaintext.with_echo)
+            .with(Flags::KEY_PHASE, protection.key_phase());
+        let header = FlowHeader {
+            packet_type,
+            flags,
+            channel_id: id,
+            connection_id,
+            packet_number: pn::truncate(packet_number),
+            payload_length: u16::try_from(plaintext.body.len() + TAG_LEN).ok()?,
+            feedback: tng_wire::Feedback::NEUTRAL,
+        };
+        let mut datagram = header.encode().to_vec();
+        if !protection.seal(packet_nonce(id, packet_number), &header.associated_data(), &plaintext.body, &mut datagram)
+        {
+            return None;
+        }
+        let acked_up_to = if plaintext.with_ack { channel.received.largest_acknowledged() } else { None };
+        if plaintext.with_ack {
+            channel.received.on_ack_sent();
+        }
+        if plaintext.with_echo {
+            channel.received.feedback_mut().take();
+        }
+        match tracking {
+            Tracking::Untracked => {
+                channel.recovery.skip_untracked();
+            }
+            Tracking::AckOnly => {
+                let outgoing = Outgoing {
+                    size,
+                    ack_eliciting: false,
+                    chunks: Vec::new(),
+                    control: Vec::new(),
+                    acked_up_to,
+                    app_limited: true,
+                };
+                channel.recovery.on_sent(now, outgoing);
+            }
+            Tracking::Data(contents) => {
+                if contents.retransmission {
+                    channel.counters.retransmitted_packets += 1;
+                }
+                let outgoing = Outgoing {
+                    size,
+                    ack_eliciting: true,
+                    chunks: contents.chunks,
+                    control: contents.control,
+                    acked_up_to,
+                    app_limited: contents.app_limited,
+                };
+                channel.recovery.on_sent(now, outgoing);
+                channel.cc.on_sent(now, size, channel.recovery.bytes_in_flight());
+                channel.last_sent_eliciting = now;
+                channel.pacer.on_sent(size);
+                if let Some((_, pacer)) = self.rate_cap.as_mut() {
+                    pacer.on_sent(size);
+                }
+            }
+        }
+        channel.counters.sent_packets += 1;
+        channel.counters.bytes_sent += size;
+        if let Some(budget) = channel.budget_for((local, remote)) {
+            budget.sent += size;
+        }
+        Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), payload: datagram })
+    }
+
+    fn max_plaintext(&self) -> usize {
+        (self.max_datagram_size() as usize).saturating_sub(HEADER_LEN + TAG_LEN)
+    }
+}
+
+/// FEEDBACK_ECHO: type, length, 2 + 4 bytes of value.
+const FEEDBACK_ECHO_LEN: usize = 1 + 1 + 6;
+
+fn control_frame(frame: &ControlFrame) -> Frame<'static> {
+    match frame {
+        ControlFrame::PathStatus { channel_id, status } => {
+            Frame::PathStatus { channel_id: *channel_id, status: *status }
+        }
+        ControlFrame::NewAddress(address) => Frame::NewAddress(*address),
+    }
+}
+
+fn channel_view(channel: &Channel, mtu: u64, weight: u32) -> ChannelView {
+    ChannelView {
+        channel: channel.id,
+        srtt: channel.rtt.smoothed(),
+        cwnd: channel.cc.window(),
+        bytes_in_flight: channel.recovery.bytes_in_flight(),
+        can_send_at: channel.pacer.next_release(mtu, channel.pacing_rate(mtu)),
+        validated: channel.state == ChannelState::Active,
+        weight,
+        standby: channel.standby,
+    }
+}

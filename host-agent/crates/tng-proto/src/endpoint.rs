@@ -1,0 +1,528 @@
+//! The endpoint layer: one per host, owning every connection. It parses datagrams, routes them by connection id
+//! (never by address, so connections survive address changes), answers handshakes (with stateless RETRY when
+//! configured), and multiplexes the connections' transmits, timers and events.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use tng_wire::{Feedback, Flags, Packet, Payload, Stage};
+
+use crate::config::{EndpointConfig, RetryPolicy};
+use crate::connection::{Connection, ConnectionHandle, ConnectionStats, EcnCodepoint, Event, Transmit};
+use crate::error::{ConnectError, ConnectionError};
+use crate::identity::{Identity, StaticKeypair};
+use crate::retry::TokenKey;
+use crate::time::Time;
+
+/// Why a datagram was dropped (internal; counted in [`EndpointStats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DropReason {
+    /// Malformed packet or frame; the name is the wire format's (`WireError::as_str`).
+    Wire(&'static str),
+    /// A sealed packet that did not open: wrong key, tampered header or payload.
+    AuthFailed,
+    /// A packet number already seen, or below the replay window.
+    Replayed,
+    UnknownConnection,
+    UnknownChannel,
+    /// A sealed packet for a connection whose keys do not exist yet.
+    NotEstablished,
+    /// A stage-1 INITIAL at an endpoint that does not accept connections.
+    NotAServer,
+    /// A handshake message that failed to authenticate or decode.
+    HandshakeFailed,
+    /// A valid packet that does not fit the connection's state (a repeated stage 2, a late RETRY).
+    Unexpected,
+    /// A frame not allowed in the packet type carrying it.
+    ForbiddenFrame,
+    /// A new channel beyond `max_channels`.
+    ChannelLimit,
+    /// A handshake beyond `max_connections`.
+    Refused,
+    /// The connection is draining after a CLOSE.
+    Draining,
+}
+
+/// Counters of an endpoint: traffic and every reason a datagram was dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub datagrams_received: u64,
+    pub bytes_received: u64,
+    pub datagrams_sent: u64,
+    pub bytes_sent: u64,
+    /// Malformed packets and frames by wire-format error name (`bad_version`, `length_mismatch`, `unknown_frame`, ...).
+    pub wire_errors: BTreeMap<&'static str, u64>,
+    pub auth_failed: u64,
+    pub replayed: u64,
+    pub unknown_connection: u64,
+    pub unknown_channel: u64,
+    pub not_established: u64,
+    pub not_a_server: u64,
+    pub handshake_failed: u64,
+    pub unexpected: u64,
+    pub forbidden_frame: u64,
+    pub channel_limit: u64,
+    pub refused: u64,
+    pub while_draining: u64,
+    /// Retry tokens that were present but did not verify (forged, expired, other address).
+    pub invalid_tokens: u64,
+    pub retries_sent: u64,
+    pub handshakes_accepted: u64,
+    /// Bytes held back by the anti-amplification limit (3x what an unvalidated address sent).
+    pub amplification_limited_bytes: u64,
+    /// Connections currently held (any state).
+    pub connections: usize,
+}
+
+impl EndpointStats {
+    /// Every datagram dropped, whatever the reason.
+    pub fn dropped(&self) -> u64 {
+        self.wire_errors.values().sum::<u64>()
+            + self.auth_failed
+            + self.replayed
+            + self.unknown_connection
+            + self.unknown_channel
+            + self.not_established
+            + self.not_a_server
+            + self.handshake_failed
+            + self.unexpected
+            + self.forbidden_frame
+            + self.channel_limit
+            + self.refused
+            + self.while_draining
+    }
+
+    fn record(&mut self, reason: DropReason) {
+        let counter = match reason {
+            DropReason::Wire(name) => self.wire_errors.entry(name).or_default(),
+            DropReason::AuthFailed => &mut self.auth_failed,
+            DropReason::Replayed => &mut self.replayed,
+            DropReason::UnknownConnection => &mut self.unknown_connection,
+            DropReason::UnknownChannel => &mut self.unknown_channel,
+            DropReason::NotEstablished => &mut self.not_established,
+            DropReason::NotAServer => &mut self.not_a_server,
+            DropReason::HandshakeFailed => &mut self.handshake_failed,
+            DropReason::Unexpected => &mut self.unexpected,
+            DropReason::ForbiddenFrame => &mut self.forbidden_frame,
+            DropReason::ChannelLimit => &mut self.channel_limit,
+            DropReason::Refused => &mut self.refused,
+            DropReason::Draining => &mut self.while_draining,
+        };
+        *counter += 1;
+    }
+}
+
+/// A connection and the routing keys the endpoint registered for it.
+#[derive(Debug)]
+struct Entry {
+    connection: Connection,
+    /// The id under which it is registered in `by_id`.
+    id: u64,
+    /// Server, while stage 3 has not arrived: the client's provisional id and address, to recognise a repeated
+    /// stage 1.
+    hello: Option<(u64, SocketAddr)>,
+}
+
+/// A host's tng endpoint: a sans-IO state machine over all its connections.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: EndpointConfig,
+    keypair: StaticKeypair,
+    rng: ChaCha20Rng,
+    token_key: TokenKey,
+    connections: BTreeMap<ConnectionHandle, Entry>,
+    by_id: BTreeMap<u64, ConnectionHandle>,
+    hellos: BTreeMap<(u64, SocketAddr), ConnectionHandle>,
+    stateless: VecDeque<Transmit>,
+    events: VecDeque<(ConnectionHandle, Event)>,
+    local_addresses: Vec<SocketAddr>,
+    next_handle: u64,
+    /// Where the round robin over connections' transmits resumes.
+    cursor: ConnectionHandle,
+    stats: EndpointStats,
+    /// Amplification-limited bytes of connections already dropped.
+    retired_amplification_limited: u64,
+}
+
+impl Endpoint {
+    /// An endpoint whose every random choice (connection ids, ephemeral keys, challenges, retry secret) comes from
+    /// `seed`: the same inputs replay the same bytes.
+    pub fn new(config: EndpointConfig, keypair: StaticKeypair, seed: u64) -> Endpoint {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let mut secret = [0; 32];
+        rng.fill_bytes(&mut secret);
+        Endpoint {
+            config,
+            keypair,
+            rng,
+            token_key: TokenKey::new(secret),
+            connections: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            hellos: BTreeMap::new(),
+            stateless: VecDeque::new(),
+            events: VecDeque::new(),
+            local_addresses: Vec::new(),
+            next_handle: 0,
+            cursor: ConnectionHandle(0),
+            stats: EndpointStats::default(),
+            retired_amplification_limited: 0,
+        }
+    }
+
+    /// This host's identity (what clients pin).
+    pub fn identity(&self) -> Identity {
+        self.keypair.identity()
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// Starts a connection: the handshake runs on `paths[0]`; once it completes, channels open on all paths at once.
+    /// With `server_pin`, the handshake fails unless the server proves that identity.
+    pub fn connect(
+        &mut self,
+        now: Time,
+        paths: &[(SocketAddr, SocketAddr)],
+        server_pin: Option<Identity>,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        let provisional_id = self.fresh_connection_id();
+        let rng = self.connection_rng();
+        let connection = Connection::connect(
+            now,
+            self.config.transport.clone(),
+            &self.keypair,
+            rng,
+            paths,
+            server_pin,
+            provisional_id,
+        )?;
+        for &(local, _) in paths {
+            if !self.local_addresses.contains(&local) {
+                self.local_addresses.push(local);
+            }
+        }
+        let handle = self.insert(connection, provisional_id, None);
+        Ok(handle)
+    }
+
+    /// Feeds one received UDP datagram (`local` is the address it arrived on, `ecn` the IP header's codepoint).
+    pub fn handle_datagram(
+        &mut self,
+        now: Time,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ecn: Option<EcnCodepoint>,
+        datagram: &[u8],
+    ) {
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        if let Err(reason) = self.dispatch(now, (local, remote), ecn, datagram) {
+            self.stats.record(reason);
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        now: Time,
+        path: (SocketAddr, SocketAddr),
+        ecn: Option<EcnCodepoint>,
+        datagram: &[u8],
+    ) -> Result<(), DropReason> {
+        let packet = Packet::parse(datagram).map_err(|error| DropReason::Wire(error.as_str()))?;
+        if let Payload::Initial(handshake) = packet.payload {
+            if handshake.stage == Stage::ClientHello {
+                return self.handle_client_hello(now, path, &packet, handshake.token, handshake.noise, datagram.len());
+            }
+        }
+        let handle = *self.by_id.get(&packet.connection_id).ok_or(DropReason::UnknownConnection)?;
+        let entry = self.connections.get_mut(&handle).ok_or(DropReason::UnknownConnection)?;
+        let connection = &mut entry.connection;
+        connection.advance(now);
+        let result = match packet.payload {
+            Payload::Initial(handshake) => match handshake.stage {
+                Stage::ServerHello => connection.handle_server_hello(now, handshake.noise),
+                Stage::ClientFinish => connection.handle_client_finish(now, path, handshake.noise, datagram.len()),
+                Stage::ClientHello => Err(DropReason::Unexpected),
+            },
+            Payload::Retry { token } => connection.handle_retry(token),
+            Payload::Data(_) | Payload::Ack(_) | Payload::Probe(_) | Payload::Close(_) => {
+                connection.handle_sealed(now, path, ecn, &packet, datagram.len())
+            }
+        };
+        self.after_call(handle);
+        result
+    }
+
+    /// A stage-1 INITIAL: a repeat of a handshake in progress, or a new handshake (maybe answered by RETRY).
+    fn handle_client_hello(
+        &mut self,
+        now: Time,
+        (local, remote): (SocketAddr, SocketAddr),
+        packet: &Packet<'_>,
+        token: &[u8],
+        noise: &[u8],
+        datagram_len: usize,
+    ) -> Result<(), DropReason> {
+        let server = self.config.server.clone().ok_or(DropReason::NotAServer)?;
+        let provisional_id = packet.connection_id;
+        if let Some(&handle) = self.hellos.get(&(provisional_id, remote)) {
+            if let Some(entry) = self.connections.get_mut(&handle) {
+                entry.connection.advance(now);
+                entry.connection.handle_repeated_hello(datagram_len);
+            }
+            return Ok(());
+        }
+        let validated = !token.is_empty() && self.token_key.validate(now, token, remote, provisional_id);
+        if !token.is_empty() && !validated {
+            self.stats.invalid_tokens += 1;
+        }
+        let retry = match server.retry {
+            RetryPolicy::Never => false,
+            RetryPolicy::Always => true,
+            RetryPolicy::WhenBusy { max_pending } => self.hellos.len() >= max_pending,
+        };
+        if retry && !validated {
+            self.send_retry(now, (local, remote), provisional_id);
+            return Ok(());
+        }
+        if self.connections.len() >= server.max_connections {
+            return Err(DropReason::Refused);
+        }
+        let connection_id = self.fresh_connection_id();
+        let rng = self.connection_rng();
+        let transport = self.config.transport.clone();
+        let connection = Connection::accept(
+            now,
+            transport,
+            &self.keypair,
+            rng,
+            (local, remote),
+            provisional_id,
+            connection_id,
+            noise,
+            datagram_len,
+            validated,
+        )?;
+        self.stats.handshakes_accepted += 1;
+        self.insert(connection, connection_id, Some((provisional_id, remote)));
+        Ok(())
+    }
+
+    /// Answers a stage-1 INITIAL with a token and keeps nothing.
+    fn send_retry(&mut self, now: Time, (local, remote): (SocketAddr, SocketAddr), provisional_id: u64) {
+        let token = self.token_key.issue(now, remote, provisional_id);
+        let packet = Packet {
+            flags: Flags::EMPTY,
+            channel_id: 0,
+            connection_id: provisional_id,
+            packet_number: 0,
+            feedback: Feedback::NEUTRAL,
+            payload: Payload::Retry { token: &token },
+        };
+        let mut payload = Vec::with_capacity(packet.encoded_len());
+        if packet.encode(&mut payload).is_ok() {
+            self.stats.retries_sent += 1;
+            self.stateless.push_back(Transmit { local, remote, ecn: None, payload });
+        }
+    }
+
+    /// The next datagram to send, if any. Connections take turns.
+    pub fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
+        if let Some(transmit) = self.stateless.pop_front() {
+            self.count_sent(&transmit);
+            return Some(transmit);
+        }
+        let handles: Vec<ConnectionHandle> = self
+            .connections
+            .range(self.cursor..)
+            .chain(self.connections.range(..self.cursor))
+            .map(|(&handle, _)| handle)
+            .collect();
+        for handle in handles {
+            let Some(entry) = self.connections.get_mut(&handle) else { continue };
+            entry.connection.advance(now);
+            let transmit = entry.connection.poll_transmit(now);
+            self.after_call(handle);
+            if let Some(transmit) = transmit {
+                self.cursor = ConnectionHandle(handle.0 + 1);
+                self.count_sent(&transmit);
+                return Some(transmit);
+            }
+        }
+        None
+    }
+
+    fn count_sent(&mut self, transmit: &Transmit) {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += transmit.payload.len() as u64;
+    }
+
+    /// When [`Endpoint::handle_timeout`] next has work, if ever.
+    pub fn poll_timeout(&mut self) -> Option<Time> {
+        self.connections.values().filter_map(|entry| entry.connection.poll_timeout()).min()
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let due: Vec<ConnectionHandle> = self
+            .connections
+            .iter()
+            .filter(|(_, entry)| entry.connection.poll_timeout().is_some_and(|at| at <= now))
+            .map(|(&handle, _)| handle)
+            .collect();
+        for handle in due {
+            if let Some(entry) = self.connections.get_mut(&handle) {
+                entry.connection.advance(now);
+                entry.connection.handle_timeout(now);
+            }
+            self.after_call(handle);
+        }
+    }
+
+    /// The next application event of any connection.
+    pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        if self.events.is_empty() {
+            let handles: Vec<ConnectionHandle> = self.connections.keys().copied().collect();
+            for handle in handles {
+                self.after_call(handle);
+            }
+        }
+        self.events.pop_front()
+    }
+
+    /// The connection behind `handle`, while the endpoint holds it (until it has drained after closing).
+    pub fn connection(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(&handle).map(|entry| &mut entry.connection)
+    }
+
+    /// A snapshot of a connection's counters (without needing `&mut self`).
+    pub fn connection_stats(&self, handle: ConnectionHandle) -> Option<ConnectionStats> {
+        self.connections.get(&handle).map(|entry| entry.connection.stats())
+    }
+
+    /// Handles of every connection held.
+    pub fn connection_handles(&self) -> Vec<ConnectionHandle> {
+        self.connections.keys().copied().collect()
+    }
+
+    /// A local address changed (migration): channels bound to `old` move to `new` and are validated again.
+    pub fn local_address_changed(&mut self, now: Time, old: SocketAddr, new: SocketAddr) {
+        for address in &mut self.local_addresses {
+            if *address == old {
+                *address = new;
+            }
+        }
+        self.for_each_connection(now, |connection| connection.local_address_changed(now, old, new));
+    }
+
+    /// A new local address: clients open channels from it, servers advertise it.
+    pub fn add_local_address(&mut self, now: Time, address: SocketAddr) {
+        if !self.local_addresses.contains(&address) {
+            self.local_addresses.push(address);
+        }
+        self.for_each_connection(now, |connection| connection.add_local_address(now, address));
+    }
+
+    /// A local address is gone: its channels are abandoned.
+    pub fn remove_local_address(&mut self, now: Time, address: SocketAddr) {
+        self.local_addresses.retain(|known| *known != address);
+        self.for_each_connection(now, |connection| connection.remove_local_address(address));
+    }
+
+    /// Local addresses this endpoint knows of.
+    pub fn local_addresses(&self) -> &[SocketAddr] {
+        &self.local_addresses
+    }
+
+    pub fn stats(&self) -> EndpointStats {
+        let live: u64 = self.connections.values().map(|entry| entry.connection.amplification_limited_bytes()).sum();
+        EndpointStats {
+            amplification_limited_bytes: self.retired_amplification_limited + live,
+            connections: self.connections.len(),
+            ..self.stats.clone()
+        }
+    }
+
+    fn for_each_connection(&mut self, now: Time, mut apply: impl FnMut(&mut Connection)) {
+        let handles: Vec<ConnectionHandle> = self.connections.keys().copied().collect();
+        for handle in handles {
+            if let Some(entry) = self.connections.get_mut(&handle) {
+                entry.connection.advance(now);
+                apply(&mut entry.connection);
+            }
+            self.after_call(handle);
+        }
+    }
+
+    fn insert(&mut self, connection: Connection, id: u64, hello: Option<(u64, SocketAddr)>) -> ConnectionHandle {
+        let handle = ConnectionHandle(self.next_handle);
+        self.next_handle += 1;
+        self.by_id.insert(id, handle);
+        if let Some(key) = hello {
+            self.hellos.insert(key, handle);
+        }
+        self.connections.insert(handle, Entry { connection, id, hello });
+        self.after_call(handle);
+        handle
+    }
+
+    /// Brings the routing tables in line with the connection (its id changes once, on the client, when the server's
+    /// id arrives; a server's handshake stops being pending), collects its events, and drops it once drained.
+    fn after_call(&mut self, handle: ConnectionHandle) {
+        let Some(entry) = self.connections.get_mut(&handle) else { return };
+        while let Some(event) = entry.connection.poll_event() {
+            self.events.push_back((handle, event));
+        }
+        let current = entry.connection.connection_id();
+        if current != entry.id {
+            if self.by_id.contains_key(&current) {
+                // Another connection already answers to this id (a colliding or malicious server choice): this one
+                // cannot be routed, so it fails rather than steal the other's packets.
+                entry.connection.abort(ConnectionError::Handshake("connection id collision".into()));
+            } else {
+                self.by_id.remove(&entry.id);
+                self.by_id.insert(current, handle);
+                entry.id = current;
+            }
+        }
+        if entry.hello.is_some() && !entry.connection.is_pending_handshake() {
+            if let Some(key) = entry.hello.take() {
+                self.hellos.remove(&key);
+            }
+        }
+        if entry.connection.is_drained() {
+            while let Some(event) = entry.connection.poll_event() {
+                self.events.push_back((handle, event));
+            }
+            if let Some(entry) = self.connections.remove(&handle) {
+                self.retired_amplification_limited += entry.connection.amplification_limited_bytes();
+                if self.by_id.get(&entry.id) == Some(&handle) {
+                    self.by_id.remove(&entry.id);
+                }
+                if let Some(key) = entry.hello {
+                    self.hellos.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// A random connection id no connection here uses.
+    fn fresh_connection_id(&mut self) -> u64 {
+        loop {
+            let id = self.rng.next_u64();
+            if !self.by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// An independent deterministic RNG for a new connection.
+    fn connection_rng(&mut self) -> ChaCha20Rng {
+        let mut seed = [0; 32];
+        self.rng.fill_bytes(&mut seed);
+        ChaCha20Rng::from_seed(seed)
+    }
+}

@@ -1,0 +1,433 @@
+//! The event loop: virtual time, the network, and one real tng-proto endpoint per host.
+//!
+//! After anything touches an endpoint (a datagram, a timer, an application call) the simulator drains it: every
+//! datagram it wants to send enters the network, every event goes to the host's application (which may write and
+//! so produce more datagrams), and its next timeout is (re)armed.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair};
+
+use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse};
+use crate::datagram::Datagram;
+use crate::event_queue::EventQueue;
+use crate::ledger::Ledger;
+use crate::network::{server_address, HostId, InFlight, Network, NetworkChange, Progress};
+use crate::scenario::{Mode, Scenario};
+use crate::topology::{validate_scenario, NetworkPlan, ScenarioError};
+use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
+use crate::workload::{plan_client, ClientPlan};
+
+/// Keeps the server's key and seed apart from the clients' (which are the run seed plus 1, 2, ...).
+const SERVER_KEY_SALT: u64 = 0x5e7e_0000_0000_0000;
+/// Simulated time between two progress lines.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How to run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Print a line to stderr every 10 simulated seconds.
+    pub progress: bool,
+    /// Print every channel's state (RTT, window, bytes in flight, pacing rate, counters) to stderr as one JSON
+    /// line per channel at this interval, to see what limits a transfer.
+    pub channel_log: Option<Duration>,
+}
+
+/// What a run produced, before formatting.
+pub struct Outcome {
+    pub scenario: Scenario,
+    pub network: Network,
+    pub ledger: Ledger,
+    pub ended_at: Duration,
+    pub workload_completed: bool,
+    pub events: u64,
+    pub wall_time: Duration,
+    /// Per path: packets the endpoints sent on it, and those that carried retransmitted data.
+    pub path_packets: Vec<(u64, u64)>,
+}
+
+enum SimEvent {
+    Packet(InFlight),
+    Timer(HostId),
+    Change(NetworkChange),
+    Burst { client: usize, size: u64 },
+    Progress,
+    ChannelLog(Duration),
+}
+
+struct Host {
+    endpoint: Endpoint,
+    /// The timeout the agenda holds for this endpoint; other timer events for it are stale.
+    armed: Option<Duration>,
+}
+
+struct Simulation {
+    now: Duration,
+    end: Duration,
+    agenda: EventQueue<SimEvent>,
+    network: Network,
+    server: Host,
+    clients: Vec<Host>,
+    server_app: ServerApp,
+    client_apps: Vec<ClientApp>,
+    ledger: Ledger,
+    /// Responses written in full whose first transmission may not be over, while tail-drop rules watch for it.
+    unsent_responses: Vec<WrittenResponse>,
+    /// Connections that ended, and their per-path packet counts.
+    retired: BTreeSet<(HostId, ConnectionHandle)>,
+    retired_path_packets: Vec<(u64, u64)>,
+    events: u64,
+}
+
+/// Runs a scenario to completion (or to its duration).
+pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<Outcome, ScenarioError> {
+    validate_scenario(scenario)?;
+    let plan = NetworkPlan::from_scenario(scenario, base_dir)?;
+    let transport = transport_config(&scenario.transport)?;
+    let seed = scenario.seed;
+    let network = Network::new(&plan, scenario.clients, seed);
+
+    let mut server_config = EndpointConfig::server();
+    server_config.transport = transport.clone();
+    let server_keypair = StaticKeypair::from_seed(seed ^ SERVER_KEY_SALT);
+    let server = Host { endpoint: Endpoint::new(server_config, server_keypair, seed ^ SERVER_KEY_SALT), armed: None };
+    let mut clients = Vec::new();
+    let mut client_apps = Vec::new();
+    let mut client_identities = Vec::new();
+    let path_count = if scenario.mode == Mode::Tng { plan.paths.len() } else { 1 };
+    let plans: Vec<ClientPlan> =
+        (0..scenario.clients).map(|client| plan_client(&scenario.workload, client, seed)).collect();
+    for (client, client_plan) in plans.iter().enumerate() {
+        let mut config = EndpointConfig::client();
+        config.transport = transport.clone();
+        let client_seed = seed.wrapping_add(client as u64 + 1);
+        let keypair = StaticKeypair::from_seed(client_seed);
+        client_identities.push(keypair.identity());
+        clients.push(Host { endpoint: Endpoint::new(config, keypair, client_seed), armed: None });
+        let paths: Vec<(SocketAddr, SocketAddr)> =
+            (0..path_count).map(|path| (network.client_address(client, path), server_address(path))).collect();
+        client_apps.push(ClientApp::new(client, scenario.mode, paths, client_plan));
+    }
+
+    let mut simulation = Simulation {
+        now: Duration::ZERO,
+        end: Duration::from_secs_f64(scenario.duration_s),
+        agenda: EventQueue::new(),
+        network,
+        server,
+        clients,
+        server_app: ServerApp::new(client_identities),
+        client_apps,
+        ledger: Ledger::new(scenario.clients, Duration::from_secs_f64(scenario.measure_after_s)),
+        unsent_responses: Vec::new(),
+        retired: BTreeSet::new(),
+        retired_path_packets: vec![(0, 0); plan.paths.len()],
+        events: 0,
+    };
+    for (client, client_plan) in plans.iter().enumerate() {
+        for &(at, size) in &client_plan.bursts {
+            simulation.agenda.schedule(at, SimEvent::Burst { client, size });
+        }
+    }
+    for &(at, change) in simulation.network.scheduled_changes().to_vec().iter() {
+        simulation.agenda.schedule(at, SimEvent::Change(change));
+    }
+    if let Some(interval) = options.channel_log.filter(|interval| !interval.is_zero()) {
+        simulation.agenda.schedule(interval, SimEvent::ChannelLog(interval));
+    }
+    if options.progress {
+        simulation.agenda.schedule(PROGRESS_INTERVAL, SimEvent::Progress);
+    }
+
+    let started = Instant::now();
+    simulation.start_clients();
+    let workload_completed = simulation.run_loop();
+    let wall_time = started.elapsed();
+    let path_packets = simulation.path_packets();
+    Ok(Outcome {
+        scenario: scenario.clone(),
+        ended_at: simulation.now,
+        network: simulation.network,
+        ledger: simulation.ledger,
+        workload_completed,
+        events: simulation.events,
+        wall_time,
+        path_packets,
+    })
+}
+
+impl Simulation {
+    fn start_clients(&mut self) {
+        for client in 0..self.clients.len() {
+            self.client_apps[client].start(self.now, &mut self.clients[client].endpoint, &mut self.ledger);
+            self.drain(HostId::Client(client));
+        }
+    }
+
+    /// Processes events until the workload completes or the time limit; returns whether the workload completed.
+    fn run_loop(&mut self) -> bool {
+        while let Some((at, event)) = self.agenda.pop() {
+            if at > self.end {
+                self.now = self.end;
+                return false;
+            }
+            self.now = at;
+            self.events += 1;
+            self.dispatch(event);
+            if self.client_apps.iter().all(ClientApp::is_done) {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn dispatch(&mut self, event: SimEvent) {
+        match event {
+            SimEvent::Packet(packet) => {
+                let progress = self.network.arrive(self.now, packet);
+                self.follow(progress);
+            }
+            SimEvent::Timer(host) => {
+                let now = self.now;
+                if self.host(host).armed == Some(now) {
+                    self.host(host).armed = None;
+                    self.host(host).endpoint.handle_timeout(to_time(now));
+                    self.drain(host);
+                }
+            }
+            SimEvent::Change(change) => {
+                if let Some((old, new)) = self.network.apply(self.now, change) {
+                    if let NetworkChange::Address { client, path } = change {
+                        let now = to_time(self.now);
+                        self.clients[client].endpoint.local_address_changed(now, old, new);
+                        self.client_apps[client].local_address_changed(path, new);
+                        self.drain(HostId::Client(client));
+                    }
+                }
+            }
+            SimEvent::Burst { client, size } => {
+                self.network.open_tail_windows(client);
+                for released in self.network.take_released(self.now) {
+                    self.follow(released);
+                }
+                self.client_apps[client].start_burst(
+                    self.now,
+                    size,
+                    &mut self.clients[client].endpoint,
+                    &mut self.ledger,
+                );
+                self.drain(HostId::Client(client));
+            }
+            SimEvent::Progress => {
+                eprintln!(
+                    "tng-sim: {:>5.0} s simulated, {} events, {:.1} MB delivered",
+                    self.now.as_secs_f64(),
+                    self.events,
+                    self.ledger.bytes_delivered as f64 / 1e6
+                );
+                self.agenda.schedule(self.now + PROGRESS_INTERVAL, SimEvent::Progress);
+            }
+            SimEvent::ChannelLog(interval) => {
+                self.log_channels();
+                self.agenda.schedule(self.now + interval, SimEvent::ChannelLog(interval));
+            }
+        }
+    }
+
+    fn host(&mut self, host: HostId) -> &mut Host {
+        match host {
+            HostId::Server => &mut self.server,
+            HostId::Client(client) => &mut self.clients[client],
+        }
+    }
+
+    fn follow(&mut self, progress: Progress) {
+        match progress {
+            Progress::Travelling { arrives, packet } => self.agenda.schedule(arrives, SimEvent::Packet(packet)),
+            Progress::Delivered { to, datagram } => {
+                let now = to_time(self.now);
+                self.host(to).endpoint.handle_datagram(
+                    now,
+                    datagram.destination,
+                    datagram.source,
+                    ecn_to_proto(datagram.ecn),
+                    &datagram.payload,
+                );
+                self.drain(to);
+            }
+            Progress::Held | Progress::Lost => {}
+        }
+        for released in self.network.take_released(self.now) {
+            self.follow(released);
+        }
+    }
+
+    /// Sends what the endpoint wants to send, hands its events to the application, re-arms its timer.
+    fn drain(&mut self, host: HostId) {
+        loop {
+            let now = to_time(self.now);
+            while let Some(transmit) = self.host(host).endpoint.poll_transmit(now) {
+                if host == HostId::Server && !self.unsent_responses.is_empty() {
+                    // A loss-recovery packet ends the first transmission: it must not count as part of a tail.
+                    self.close_windows_where(|connection, response| {
+                        recovery_transmissions(connection) > response.recovery_mark
+                    });
+                }
+                let datagram = Datagram {
+                    source: transmit.local,
+                    destination: transmit.remote,
+                    ecn: ecn_from_proto(transmit.ecn),
+                    payload: transmit.payload,
+                };
+                let progress = self.network.send(self.now, host, datagram);
+                self.follow(progress);
+            }
+            let mut handled_any = false;
+            while let Some((handle, event)) = self.host(host).endpoint.poll_event() {
+                handled_any = true;
+                if matches!(event, Event::Closed { .. } | Event::HandshakeFailed { .. }) {
+                    self.retire(host, handle);
+                }
+                match host {
+                    HostId::Server => {
+                        self.server_app.on_event(self.now, handle, event, &mut self.server.endpoint, &mut self.ledger);
+                        let written = self.server_app.take_written();
+                        if self.network.has_tail_rules() {
+                            self.unsent_responses.extend(written);
+                        }
+                    }
+                    HostId::Client(client) => {
+                        self.client_apps[client].on_event(
+                            self.now,
+                            handle,
+                            event,
+                            &mut self.clients[client].endpoint,
+                            &mut self.ledger,
+                        );
+                    }
+                }
+            }
+            if !handled_any {
+                break;
+            }
+        }
+        if host == HostId::Server && !self.unsent_responses.is_empty() {
+            self.close_windows_where(|connection, response| sent_once(connection, response.bytes_written_mark));
+        }
+        self.arm_timer(host);
+    }
+
+    fn arm_timer(&mut self, host: HostId) {
+        // A deadline already past fires now; the armed time is what the agenda holds, so it matches on arrival.
+        let now = self.now;
+        let next = self.host(host).endpoint.poll_timeout().map(|at| (at - to_time(Duration::ZERO)).max(now));
+        if next != self.host(host).armed {
+            self.host(host).armed = next;
+            if let Some(at) = next {
+                self.agenda.schedule(at, SimEvent::Timer(host));
+            }
+        }
+    }
+
+    /// Closes the tail-drop windows of the clients whose written response satisfies `done` (or whose connection is
+    /// gone): the burst's first transmission is over.
+    fn close_windows_where(&mut self, done: impl Fn(&Connection, &WrittenResponse) -> bool) {
+        let endpoint = &mut self.server.endpoint;
+        let network = &mut self.network;
+        self.unsent_responses.retain(|response| {
+            let over = endpoint.connection(response.connection).is_none_or(|connection| done(connection, response));
+            if over {
+                network.close_tail_windows(response.client);
+            }
+            !over
+        });
+    }
+
+    fn log_channels(&mut self) {
+        let at_ms = self.now.as_secs_f64() * 1000.0;
+        let hosts: Vec<HostId> =
+            std::iter::once(HostId::Server).chain((0..self.clients.len()).map(HostId::Client)).collect();
+        for host in hosts {
+            let endpoint = &mut self.host(host).endpoint;
+            for handle in endpoint.connection_handles() {
+                let Some(connection) = endpoint.connection(handle) else {
+                    continue;
+                };
+                for channel in connection.stats().channels {
+                    let line = serde_json::json!({
+                        "t_ms": at_ms,
+                        "host": match host { HostId::Server => "server".to_owned(), HostId::Client(c) => format!("client{c}") },
+                        "connection": handle.0,
+                        "channel": channel.id,
+                        "local": channel.local.to_string(),
+                        "remote": channel.remote.to_string(),
+                        "state": format!("{:?}", channel.state),
+                        "cc": channel.cc,
+                        "srtt_ms": channel.srtt.as_secs_f64() * 1000.0,
+                        "min_rtt_ms": channel.min_rtt.as_secs_f64() * 1000.0,
+                        "cwnd": channel.cwnd,
+                        "bytes_in_flight": channel.bytes_in_flight,
+                        "pacing_mbps": channel.pacing_rate as f64 * 8.0 / 1e6,
+                        "sent_packets": channel.sent_packets,
+                        "bytes_sent": channel.bytes_sent,
+                        "lost_packets": channel.lost_packets,
+                        "retransmitted_packets": channel.retransmitted_packets,
+                        "probe_timeouts": channel.probe_timeouts,
+                    });
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+
+    /// A connection ended: its counters are kept, since the endpoint forgets it after draining.
+    fn retire(&mut self, host: HostId, handle: ConnectionHandle) {
+        if !self.retired.insert((host, handle)) {
+            return;
+        }
+        let counts = self.connection_path_packets(host, handle);
+        for (total, count) in self.retired_path_packets.iter_mut().zip(counts) {
+            total.0 += count.0;
+            total.1 += count.1;
+        }
+    }
+
+    /// Packets a connection sent on each path and those that carried retransmitted data, from its channel
+    /// counters (a channel belongs to the path of its client-side address).
+    fn connection_path_packets(&mut self, host: HostId, handle: ConnectionHandle) -> Vec<(u64, u64)> {
+        let mut counts = vec![(0, 0); self.network.path_count()];
+        let Some(connection) = self.host(host).endpoint.connection(handle) else {
+            return counts;
+        };
+        for channel in connection.stats().channels {
+            let client_side = if host == HostId::Server { channel.remote } else { channel.local };
+            if let Some(path) = self.network.path_of_address(client_side) {
+                counts[path].0 += channel.sent_packets;
+                counts[path].1 += channel.retransmitted_packets;
+            }
+        }
+        counts
+    }
+
+    /// Per path, over every connection of the run, ended or not.
+    fn path_packets(&mut self) -> Vec<(u64, u64)> {
+        let mut totals = self.retired_path_packets.clone();
+        let hosts: Vec<HostId> =
+            std::iter::once(HostId::Server).chain((0..self.clients.len()).map(HostId::Client)).collect();
+        for host in hosts {
+            for handle in self.host(host).endpoint.connection_handles() {
+                if self.retired.contains(&(host, handle)) {
+                    continue;
+                }
+                for (total, count) in totals.iter_mut().zip(self.connection_path_packets(host, handle)) {
+                    total.0 += count.0;
+                    total.1 += count.1;
+                }
+            }
+        }
+        totals
+    }
+}

@@ -1,0 +1,112 @@
+//! `tng-sim`: run a scenario file on the deterministic simulator, or measure the simulator's speed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use tng_sim::document::{load_scenario, Override};
+use tng_sim::engine::{run, RunOptions};
+use tng_sim::report::build_report;
+
+#[derive(Parser)]
+#[command(name = "tng-sim", about = "Deterministic network simulator driving real tng endpoints")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario file.
+    Run {
+        scenario: PathBuf,
+        /// Seed of every random decision (overrides the file's `seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override any scenario value: `--set paths.0.rate_mbps=15`, `--set mode=connection-per-flow`.
+        #[arg(long = "set", value_name = "DOTTED.KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Simulated seconds (overrides the file's `duration_s`).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Print one JSON object instead of a summary.
+        #[arg(long)]
+        json: bool,
+        /// Leave out the only machine-dependent field (`events_per_sec`): same seed, byte-identical output.
+        #[arg(long)]
+        deterministic: bool,
+        /// No progress lines on stderr.
+        #[arg(long)]
+        quiet: bool,
+        /// Every MS simulated milliseconds, print each channel's RTT, window, bytes in flight and pacing rate to
+        /// stderr as JSON lines (to see what limits a transfer).
+        #[arg(long, value_name = "MS")]
+        channel_log: Option<u64>,
+    },
+    /// Measure simulator speed (events per second) on a fixed workload; prints JSON.
+    Bench {
+        /// Simulated seconds of the benchmark run.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run { scenario, seed, overrides, duration, json, deterministic, quiet, channel_log } => {
+            let mut parsed = Vec::new();
+            for text in &overrides {
+                match Override::parse(text) {
+                    Ok(override_) => parsed.push(override_),
+                    Err(error) => return fail(&error),
+                }
+            }
+            if let Some(seed) = seed {
+                parsed.push(Override { key: vec!["seed".into()], value: toml::Value::Integer(seed as i64) });
+            }
+            if let Some(duration) = duration {
+                parsed.push(Override { key: vec!["duration_s".into()], value: toml::Value::Float(duration) });
+            }
+            let loaded = match load_scenario(&scenario, &parsed) {
+                Ok(loaded) => loaded,
+                Err(error) => return fail(&error),
+            };
+            let base_dir = scenario.parent().map(PathBuf::from).unwrap_or_default();
+            let options = RunOptions {
+                progress: !json && !quiet,
+                channel_log: channel_log.map(std::time::Duration::from_millis),
+            };
+            let outcome = match run(&loaded, &base_dir, options) {
+                Ok(outcome) => outcome,
+                Err(error) => return fail(&format!("{}: {error}", scenario.display())),
+            };
+            let name = scenario.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+            let report = build_report(&name, &outcome, !deterministic);
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.summary());
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Bench { duration, json } => match tng_sim::bench::run_bench(duration) {
+            Ok(result) if json => {
+                println!("{}", result.to_json());
+                ExitCode::SUCCESS
+            }
+            Ok(result) => {
+                println!("{}", result.summary());
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&error),
+        },
+    }
+}
+
+fn fail(error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("tng-sim: {error}");
+    ExitCode::FAILURE
+}

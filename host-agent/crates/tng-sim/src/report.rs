@@ -1,0 +1,201 @@
+//! The result of a run: one JSON object (`--json`) or a readable summary.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::engine::Outcome;
+use crate::metrics::{jain_fairness, CompletionSummary};
+
+/// Per-path counters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathReport {
+    pub name: String,
+    /// Packets the endpoints sent on the path, both directions, every client.
+    pub sent_packets: u64,
+    /// Of those, packets that carried retransmitted data.
+    pub retransmitted_packets: u64,
+    /// Share of the server-to-client capacity used over the run (mean over the clients' access links).
+    pub utilization: f64,
+}
+
+/// What the network did to packets, summed over every link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct NetworkReport {
+    pub queue_drops: u64,
+    pub random_drops: u64,
+    pub outage_drops: u64,
+    pub ecn_marks: u64,
+    pub feedback_rewrites: u64,
+    pub tail_drops: u64,
+    /// Tail-drop candidates that had already arrived when their burst was sent in full (pattern not applied).
+    pub tail_drops_missed: u64,
+    /// Packets a tail-drop rule held back and then let go (they turned out not to be a burst's last).
+    pub tail_holds_released: u64,
+    pub unroutable: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub mode: String,
+    pub seed: u64,
+    /// Simulated seconds the run lasted.
+    pub simulated_s: f64,
+    /// Every planned transfer finished (always false for an unbounded bulk transfer).
+    pub workload_completed: bool,
+    /// Application goodput summed over clients, from `measure_after_s` to the end of the transfers.
+    pub goodput_mbps: f64,
+    pub client_goodput_mbps: Vec<f64>,
+    pub jain_fairness: f64,
+    pub fct_ms: CompletionSummary,
+    pub burst_completion_ms: CompletionSummary,
+    pub max_stall_ms: f64,
+    pub app_bytes_sent: u64,
+    pub app_bytes_delivered: u64,
+    pub app_bytes_corrupted: u64,
+    pub handshakes: u64,
+    pub failed_connections: u64,
+    pub failed_transfers: u64,
+    pub paths: Vec<PathReport>,
+    pub network: NetworkReport,
+    pub events: u64,
+    /// Simulator speed: the only field that depends on the machine; absent in deterministic output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_per_sec: Option<f64>,
+}
+
+impl Report {
+    /// One JSON object on one line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+    }
+
+    /// A few readable lines.
+    pub fn summary(&self) -> String {
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "{} ({}, seed {}): {:.1} s simulated, workload {}",
+            self.scenario,
+            self.mode,
+            self.seed,
+            self.simulated_s,
+            if self.workload_completed { "completed" } else { "not completed" }
+        );
+        let _ = writeln!(
+            text,
+            "  goodput        {:.2} Mbit/s (Jain fairness {:.3})",
+            self.goodput_mbps, self.jain_fairness
+        );
+        if self.fct_ms.count > 0 {
+            let f = &self.fct_ms;
+            let _ = writeln!(
+                text,
+                "  flows          {} done, FCT mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms",
+                f.count, f.mean, f.p50, f.p99
+            );
+        }
+        if self.burst_completion_ms.count > 0 {
+            let b = &self.burst_completion_ms;
+            let _ = writeln!(
+                text,
+                "  bursts         {} done, completion mean {:.1} ms, p99 {:.1} ms",
+                b.count, b.mean, b.p99
+            );
+        }
+        let _ = writeln!(text, "  longest stall  {:.1} ms", self.max_stall_ms);
+        let _ = writeln!(
+            text,
+            "  app bytes      {} sent, {} delivered, {} corrupted",
+            self.app_bytes_sent, self.app_bytes_delivered, self.app_bytes_corrupted
+        );
+        for path in &self.paths {
+            let _ = writeln!(
+                text,
+                "  path {:<10} {} packets sent, {} retransmitted, {:.1}% utilized",
+                path.name,
+                path.sent_packets,
+                path.retransmitted_packets,
+                path.utilization * 100.0
+            );
+        }
+        let n = &self.network;
+        let _ = writeln!(
+            text,
+            "  network        drops: {} queue, {} random, {} outage, {} tail ({} missed), {} unroutable; {} ECN marks",
+            n.queue_drops, n.random_drops, n.outage_drops, n.tail_drops, n.tail_drops_missed, n.unroutable, n.ecn_marks
+        );
+        match self.events_per_sec {
+            Some(rate) => {
+                let _ = writeln!(text, "  simulator      {} events, {:.0} events/s", self.events, rate);
+            }
+            None => {
+                let _ = writeln!(text, "  simulator      {} events", self.events);
+            }
+        }
+        text
+    }
+}
+
+/// Turns a run's outcome into its report; `include_speed` adds the machine-dependent `events_per_sec`.
+pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Report {
+    let ledger = &outcome.ledger;
+    let client_goodput_mbps: Vec<f64> = ledger
+        .goodput
+        .iter()
+        .zip(&ledger.finished_at)
+        .map(|(meter, finished)| meter.mbps(finished.unwrap_or(outcome.ended_at)))
+        .collect();
+    let clients = outcome.scenario.clients;
+    let paths = outcome
+        .scenario
+        .paths
+        .iter()
+        .enumerate()
+        .map(|(index, path)| {
+            let (sent_packets, retransmitted_packets) = outcome.path_packets.get(index).copied().unwrap_or_default();
+            let utilization = (0..clients)
+                .map(|client| outcome.network.access_links(client, index).1.utilization(outcome.ended_at))
+                .sum::<f64>()
+                / clients as f64;
+            PathReport { name: path.name.clone(), sent_packets, retransmitted_packets, utilization }
+        })
+        .collect();
+    let links = outcome.network.total_link_stats();
+    let tail = outcome.network.tail_drop_stats();
+    let seconds = outcome.wall_time.as_secs_f64();
+    Report {
+        scenario: name.to_owned(),
+        mode: outcome.scenario.mode.name().to_owned(),
+        seed: outcome.scenario.seed,
+        simulated_s: outcome.ended_at.as_secs_f64(),
+        workload_completed: outcome.workload_completed,
+        goodput_mbps: client_goodput_mbps.iter().sum(),
+        jain_fairness: jain_fairness(&client_goodput_mbps),
+        client_goodput_mbps,
+        fct_ms: CompletionSummary::of(&ledger.flow_completion_times),
+        burst_completion_ms: CompletionSummary::of(&ledger.burst_completion_times),
+        max_stall_ms: ledger.stall.longest(outcome.ended_at).as_secs_f64() * 1000.0,
+        app_bytes_sent: ledger.bytes_sent,
+        app_bytes_delivered: ledger.bytes_delivered,
+        app_bytes_corrupted: ledger.bytes_corrupted,
+        handshakes: ledger.handshakes,
+        failed_connections: ledger.failed_connections,
+        failed_transfers: ledger.failed_transfers,
+        paths,
+        network: NetworkReport {
+            queue_drops: links.queue_drops,
+            random_drops: links.random_drops,
+            outage_drops: links.down_drops,
+            ecn_marks: links.ecn_marks,
+            feedback_rewrites: links.feedback_rewrites,
+            tail_drops: tail.dropped,
+            tail_drops_missed: tail.missed,
+            tail_holds_released: tail.held_then_released,
+            unroutable: outcome.network.routing_stats().unroutable,
+        },
+        events: outcome.events,
+        events_per_sec: (include_speed && seconds > 0.0).then(|| outcome.events as f64 / seconds),
+    }
+}

@@ -1,0 +1,124 @@
+//! The `tng-sim` binary: JSON output, overrides, determinism, error messages.
+
+use std::path::Path;
+use std::process::Command;
+
+/// A small lossy two-path bulk run, cheap enough for a debug build.
+const SMALL: &str = r#"
+duration_s = 1.5
+measure_after_s = 0.5
+[workload]
+kind = "bulk"
+[[paths]]
+name = "a"
+rate_mbps = 2
+delay_ms = 10
+jitter_ms = 2
+loss = 0.01
+[[paths]]
+name = "b"
+rate_mbps = 1
+delay_ms = 25
+"#;
+
+fn write_scenario(name: &str, text: &str) -> std::path::PathBuf {
+    let directory = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tng-sim-cli");
+    std::fs::create_dir_all(&directory).expect("temporary directory");
+    let path = directory.join(name);
+    std::fs::write(&path, text).expect("scenario written");
+    path
+}
+
+fn tng_sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tng-sim")).args(args).output().expect("tng-sim runs")
+}
+
+fn json_run(path: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", path.to_str().expect("utf-8 path"), "--json", "--deterministic"];
+    args.extend_from_slice(extra);
+    let output = tng_sim(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
+#[test]
+fn json_output_has_the_promised_fields_and_is_reproducible() {
+    let path = write_scenario("small.toml", SMALL);
+    let first = tng_sim(&["run", path.to_str().expect("utf-8"), "--json", "--deterministic"]);
+    let second = tng_sim(&["run", path.to_str().expect("utf-8"), "--json", "--deterministic"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(first.stdout, second.stdout, "same seed, same bytes");
+    assert!(first.stderr.is_empty(), "no progress lines with --json");
+
+    let report: serde_json::Value = serde_json::from_slice(&first.stdout).expect("JSON");
+    for field in [
+        "goodput_mbps",
+        "fct_ms",
+        "burst_completion_ms",
+        "max_stall_ms",
+        "app_bytes_sent",
+        "app_bytes_delivered",
+        "app_bytes_corrupted",
+        "paths",
+        "jain_fairness",
+    ] {
+        assert!(report.get(field).is_some(), "missing {field}");
+    }
+    assert!(report.get("events_per_sec").is_none(), "--deterministic leaves out the machine-dependent field");
+    assert_eq!(report["app_bytes_corrupted"], 0);
+    assert!(report["goodput_mbps"].as_f64().expect("number") > 0.5);
+    assert_eq!(report["paths"][0]["name"], "a");
+
+    let other_seed = json_run(&path, &["--seed", "2"]);
+    assert_ne!(other_seed, report, "another seed, other random decisions");
+    let timed = tng_sim(&["run", path.to_str().expect("utf-8"), "--json"]);
+    let timed: serde_json::Value = serde_json::from_slice(&timed.stdout).expect("JSON");
+    assert!(timed["events_per_sec"].as_f64().is_some_and(|rate| rate > 0.0));
+}
+
+#[test]
+fn overrides_change_the_run() {
+    let path = write_scenario("override.toml", SMALL);
+    let single = json_run(&path, &["--set", "mode=single-path", "--set", "paths.0.loss=0.0"]);
+    assert_eq!(single["mode"], "single-path");
+    assert_eq!(single["paths"][1]["sent_packets"], 0, "single-path mode never uses path 1");
+    let shorter = json_run(&path, &["--duration", "1"]);
+    assert!((shorter["simulated_s"].as_f64().expect("number") - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn errors_name_the_file_and_the_key() {
+    let path = write_scenario("typo.toml", &SMALL.replace("jitter_ms", "jiter_ms"));
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--json"]);
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("typo.toml") && message.contains("jiter_ms"), "{message}");
+
+    let path = write_scenario("bad-value.toml", SMALL);
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--set", "paths.1.loss=2"]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(message.contains("bad-value.toml") && message.contains("paths.1.loss"), "{message}");
+
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--set", "transport.cc=warp"]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("transport.cc") && message.contains("warp"), "{message}");
+}
+
+#[test]
+fn summary_and_progress_without_json() {
+    let path = write_scenario("summary.toml", SMALL);
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--quiet"]);
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("goodput") && text.contains("path a"), "{text}");
+}
+
+#[test]
+fn bench_reports_events_per_second() {
+    let output = tng_sim(&["bench", "--duration", "0.2", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert!(result["events_per_sec"].as_f64().is_some_and(|rate| rate > 0.0));
+    assert!(result["events"].as_u64().is_some_and(|events| events > 0));
+}
