@@ -63,10 +63,13 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
 	@$(PY) -m tng_lab.testsuites
 
-bench: deps ## Run the benchmarks and write JSON under build/bench/
+bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem)
 	@mkdir -p build/bench
+	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
-	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/proto.json
+	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
+	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
+	target/release/linkem bench --json | tee build/bench/linkem.json
 
 demo: deps ## Run the main scenario and print its results
 	@echo "not implemented yet: tng-lab on network namespaces (experiment-runner issue); showing the simulated LTE+Wi-Fi aggregation scenario"
