@@ -14,8 +14,8 @@ const NESTED: [&str; 1] = ["perf"];
 pub fn expand_args(args: Vec<OsString>) -> Result<Vec<OsString>> {
     let Some(config_at) = args.iter().position(|a| a == "--config") else { return Ok(args) };
     let Some(path) = args.get(config_at + 1) else { bail!("--config needs a file") };
-    let text =
-        std::fs::read_to_string(Path::new(path)).with_context(|| format!("cannot read config {}", path.to_string_lossy()))?;
+    let text = std::fs::read_to_string(Path::new(path))
+        .with_context(|| format!("cannot read config {}", path.to_string_lossy()))?;
     let table: toml::Table = toml::from_str(&text).with_context(|| format!("config {}", path.to_string_lossy()))?;
     // The command is the first argument that is not the program, --config, its value or another global flag.
     let mut command_at = None;
@@ -38,7 +38,9 @@ pub fn expand_args(args: Vec<OsString>) -> Result<Vec<OsString>> {
         }
     }
     let Some(section) = table.get(&name) else { return Ok(args) };
-    let Some(section) = section.as_table() else { bail!("config {}: [{name}] must be a table", path.to_string_lossy()) };
+    let Some(section) = section.as_table() else {
+        bail!("config {}: [{name}] must be a table", path.to_string_lossy())
+    };
     let mut injected = Vec::new();
     for (key, value) in section {
         let flag = format!("--{key}");
@@ -82,8 +84,20 @@ mod tests {
         assert_eq!(
             out,
             [
-                "tng", "--config", p, "perf", "client", "--duration", "3", "--json", "--local", "10.0.0.1:0",
-                "--local", "10.0.1.1:0", "--duration", "5"
+                "tng",
+                "--config",
+                p,
+                "perf",
+                "client",
+                "--duration",
+                "3",
+                "--json",
+                "--local",
+                "10.0.0.1:0",
+                "--local",
+                "10.0.1.1:0",
+                "--duration",
+                "5"
             ]
         );
         std::fs::remove_file(&path).unwrap();

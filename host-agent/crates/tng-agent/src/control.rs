@@ -23,7 +23,8 @@ pub async fn serve(path: &Path, agent: Agent) -> Result<()> {
     if UnixStream::connect(path).await.is_err() {
         let _ = std::fs::remove_file(path);
     }
-    let listener = UnixListener::bind(path).with_context(|| format!("cannot open control socket {}", path.display()))?;
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot open control socket {}", path.display()))?;
     loop {
         let (stream, _) = listener.accept().await?;
         let agent = agent.clone();

@@ -27,18 +27,54 @@ type Reply<T> = oneshot::Sender<Result<T>>;
 
 /// Requests from the application side to the driver.
 enum Command {
-    Connect { paths: Vec<(SocketAddr, SocketAddr)>, pin: Option<Identity>, reply: Reply<ConnectionHandle> },
-    Open { conn: ConnectionHandle, reply: Reply<StreamId> },
-    Accept { reply: Reply<(ConnectionHandle, StreamId)> },
-    Write { conn: ConnectionHandle, id: StreamId, data: Vec<u8>, reply: Reply<()> },
-    Finish { conn: ConnectionHandle, id: StreamId, reply: Reply<()> },
+    Connect {
+        paths: Vec<(SocketAddr, SocketAddr)>,
+        pin: Option<Identity>,
+        reply: Reply<ConnectionHandle>,
+    },
+    Open {
+        conn: ConnectionHandle,
+        reply: Reply<StreamId>,
+    },
+    Accept {
+        reply: Reply<(ConnectionHandle, StreamId)>,
+    },
+    Write {
+        conn: ConnectionHandle,
+        id: StreamId,
+        data: Vec<u8>,
+        reply: Reply<()>,
+    },
+    Finish {
+        conn: ConnectionHandle,
+        id: StreamId,
+        reply: Reply<()>,
+    },
     /// Abandon both halves of a stream: the application is gone.
-    Abandon { conn: ConnectionHandle, id: StreamId },
-    Read { conn: ConnectionHandle, id: StreamId, reply: Reply<Option<Vec<u8>>> },
-    Close { conn: ConnectionHandle, reason: String },
-    SetPolicy { conn: ConnectionHandle, policy: HostPolicy },
-    Status { reply: Reply<Status> },
-    BindLocal { local: SocketAddr, reply: Reply<SocketAddr> },
+    Abandon {
+        conn: ConnectionHandle,
+        id: StreamId,
+    },
+    Read {
+        conn: ConnectionHandle,
+        id: StreamId,
+        reply: Reply<Option<Vec<u8>>>,
+    },
+    Close {
+        conn: ConnectionHandle,
+        reason: String,
+    },
+    SetPolicy {
+        conn: ConnectionHandle,
+        policy: HostPolicy,
+    },
+    Status {
+        reply: Reply<Status>,
+    },
+    BindLocal {
+        local: SocketAddr,
+        reply: Reply<SocketAddr>,
+    },
 }
 
 /// What `tng status` shows.
@@ -77,7 +113,11 @@ impl Agent {
     }
 
     /// Connects over `paths` (handshake on the first) and waits for the handshake to finish.
-    pub async fn connect(&self, paths: Vec<(SocketAddr, SocketAddr)>, pin: Option<Identity>) -> Result<ConnectionHandle> {
+    pub async fn connect(
+        &self,
+        paths: Vec<(SocketAddr, SocketAddr)>,
+        pin: Option<Identity>,
+    ) -> Result<ConnectionHandle> {
         self.ask(|reply| Command::Connect { paths, pin, reply }).await
     }
 
@@ -479,7 +519,9 @@ impl Driver {
                 Ok(Some(buffer))
             }
             Ok(ReadOutcome::Finished) => Ok(None),
-            Ok(ReadOutcome::Reset { error_code }) => Err(anyhow!("the peer reset stream {id} (error code {error_code})")),
+            Ok(ReadOutcome::Reset { error_code }) => {
+                Err(anyhow!("the peer reset stream {id} (error code {error_code})"))
+            }
             Ok(ReadOutcome::Blocked) => {
                 // Resumed by StreamReadable.
                 self.reads.insert((conn, id), reply);
@@ -566,7 +608,11 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Fails with a readable message when a connection attempt does not finish in time.
-pub async fn with_timeout<T>(what: &str, limit: Duration, future: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+pub async fn with_timeout<T>(
+    what: &str,
+    limit: Duration,
+    future: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
     match tokio::time::timeout(limit, future).await {
         Ok(result) => result,
         Err(_) => bail!("{what} did not finish within {} s", limit.as_secs_f64()),

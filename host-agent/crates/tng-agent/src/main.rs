@@ -296,8 +296,7 @@ fn start_agent(config: EndpointConfig, keypair: StaticKeypair, locals: &[SocketA
 async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto::ConnectionHandle)> {
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
     let (config, selected) = args.transport.endpoint_config_with_policy(false)?;
-    let unspecified: SocketAddr =
-        if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
+    let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
     let agent = start_agent(config, keypair, &[])?;
     let mut paths = Vec::new();
@@ -346,7 +345,11 @@ async fn connect(args: ConnectArgs) -> Result<()> {
             for ch in connection["channels"].as_array().into_iter().flatten() {
                 println!(
                     "  channel {} {} -> {}: {} srtt {:.2} ms",
-                    ch["id"], ch["local"], ch["remote"], ch["state"], ch["srtt_ms"].as_f64().unwrap_or(0.0)
+                    ch["id"],
+                    ch["local"],
+                    ch["remote"],
+                    ch["state"],
+                    ch["srtt_ms"].as_f64().unwrap_or(0.0)
                 );
             }
         }

@@ -61,7 +61,8 @@ pub struct HostPolicyEntry {
 
 impl PolicyFile {
     pub fn load(path: &Path) -> Result<PolicyFile> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read policy file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read policy file {}", path.display()))?;
         let file: PolicyFile = toml::from_str(&text).with_context(|| format!("policy file {}", path.display()))?;
         for entry in &file.policy {
             entry.host_policy().with_context(|| format!("policy file {}: policy {:?}", path.display(), entry.name))?;
@@ -109,7 +110,8 @@ impl PolicyEntry {
             let channel: u8 = path.parse().with_context(|| {
                 format!("host_policy.congestion_control_per_path: key {path:?} is not a channel index 0-255")
             })?;
-            let kind = name.parse::<CcKind>().with_context(|| format!("host_policy.congestion_control_per_path.{path}"))?;
+            let kind =
+                name.parse::<CcKind>().with_context(|| format!("host_policy.congestion_control_per_path.{path}"))?;
             cc_per_channel.insert(channel, kind);
         }
         let scheduler = (!h.scheduler.is_empty())
@@ -165,8 +167,8 @@ mod tests {
         assert_eq!(video.tail_loss, Some(TailLossMode::AlternatePath));
         assert_eq!(video.rate_cap, Some(1_000_000));
         let mut transport = TransportConfig::default();
-        let shared = parse("[[policy]]\nname = \"q\"\nhost_policy = { queue_threshold_us = 5000, copa_delta = 0.1 }\n")
-            .unwrap();
+        let shared =
+            parse("[[policy]]\nname = \"q\"\nhost_policy = { queue_threshold_us = 5000, copa_delta = 0.1 }\n").unwrap();
         shared.policy[0].apply_to_transport(&mut transport).unwrap();
         assert_eq!(transport.cc_config.queue_threshold, Some(Duration::from_millis(5)));
         assert_eq!(transport.cc_config.copa_delta, 0.1);

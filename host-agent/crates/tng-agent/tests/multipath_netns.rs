@@ -23,7 +23,8 @@ fn ip(args: &str) -> Output {
 }
 
 fn sysctl(ns: &str, key: &str, value: &str) {
-    let out = Command::new("ip").args(["netns", "exec", ns, "sysctl", "-qw", &format!("{key}={value}")]).output().unwrap();
+    let out =
+        Command::new("ip").args(["netns", "exec", ns, "sysctl", "-qw", &format!("{key}={value}")]).output().unwrap();
     assert!(out.status.success(), "sysctl {key}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -114,7 +115,11 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
     assert!(total > 0, "{report}");
     let paths = report["paths"].as_array().unwrap();
     let bytes_from = |local: &str| -> u64 {
-        paths.iter().filter(|p| p["name"].as_str().unwrap().starts_with(local)).map(|p| p["bytes"].as_u64().unwrap()).sum()
+        paths
+            .iter()
+            .filter(|p| p["name"].as_str().unwrap().starts_with(local))
+            .map(|p| p["bytes"].as_u64().unwrap())
+            .sum()
     };
     let (path0, path1) = (bytes_from("10.77.0.1:"), bytes_from("10.77.1.1:"));
     eprintln!("path 0: {path0} bytes, path 1: {path1} bytes, goodput {} Mbit/s", report["goodput_mbps"]);

@@ -67,7 +67,8 @@ fn assert_schema(report: &Value) {
 #[test]
 fn bulk_over_tcp_reports_goodput_and_intact_bytes() {
     let server = Server::start();
-    let (ok, report, stderr) = server.client(&["--transport", "tcp", "--mode", "bulk", "--duration", "1", "--cc", "cubic"]);
+    let (ok, report, stderr) =
+        server.client(&["--transport", "tcp", "--mode", "bulk", "--duration", "1", "--cc", "cubic"]);
     assert!(ok, "{stderr}");
     assert_schema(&report);
     assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
@@ -115,7 +116,8 @@ fn shortflows_over_tng_use_one_stream_per_flow() {
 #[test]
 fn rr_measures_each_exchange() {
     let server = Server::start();
-    let (ok, report, stderr) = server.client(&["--transport", "tcp", "--mode", "rr", "--response-size", "2000", "--duration", "0.5"]);
+    let (ok, report, stderr) =
+        server.client(&["--transport", "tcp", "--mode", "rr", "--response-size", "2000", "--duration", "0.5"]);
     assert!(ok, "{stderr}");
     let count = report["fct_ms"]["count"].as_u64().unwrap();
     assert!(count > 10, "{report}");

@@ -62,10 +62,11 @@ fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> (Process, Proce
         control.to_str().unwrap(),
     ]);
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut args: Vec<String> = ["proxy", "--listen", &listen.to_string(), "--via", &server, "--to", &target.to_string()]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let mut args: Vec<String> =
+        ["proxy", "--listen", &listen.to_string(), "--via", &server, "--to", &target.to_string()]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
     args.extend(["--server-identity".to_string(), identity]);
     args.extend(extra_client.iter().map(ToString::to_string));
     let proxy = Process::spawn(&args);
@@ -159,7 +160,8 @@ fn proxy_refuses_targets_the_server_does_not_allow() {
     let other = forbidden.local_addr().unwrap();
     let (key, _) = keygen("other");
     let server = format!("127.0.0.1:{}", free_port());
-    let _serve2 = Process::spawn(&["serve", "--listen", &server, "--identity", &key, "--control", "/tmp/tng-test-refuse.sock"]);
+    let _serve2 =
+        Process::spawn(&["serve", "--listen", &server, "--identity", &key, "--control", "/tmp/tng-test-refuse.sock"]);
     let listen2 = format!("127.0.0.1:{}", free_port());
     let _proxy2 = Process::spawn(&["proxy", "--listen", &listen2, "--via", &server, "--to", &other.to_string()]);
     wait_tcp(listen2.parse().unwrap());
@@ -176,7 +178,8 @@ fn wrong_server_identity_fails_with_one_clear_line() {
     let (key, _) = keygen("pinned");
     let (_, other_identity) = keygen("impostor");
     let server = format!("127.0.0.1:{}", free_port());
-    let _serve = Process::spawn(&["serve", "--listen", &server, "--identity", &key, "--control", "/tmp/tng-test-pin.sock"]);
+    let _serve =
+        Process::spawn(&["serve", "--listen", &server, "--identity", &key, "--control", "/tmp/tng-test-pin.sock"]);
     std::thread::sleep(Duration::from_millis(300));
     let out = Command::new(TNG)
         .args(["connect", "--server", &server, "--server-identity", &other_identity])
@@ -192,7 +195,10 @@ fn wrong_server_identity_fails_with_one_clear_line() {
 fn bad_key_file_and_unreachable_server_are_clear_errors() {
     let bad = std::env::temp_dir().join(format!("tng-test-{}-bad.key", std::process::id()));
     std::fs::write(&bad, "garbage").unwrap();
-    let out = Command::new(TNG).args(["serve", "--listen", "127.0.0.1:0", "--identity", bad.to_str().unwrap()]).output().unwrap();
+    let out = Command::new(TNG)
+        .args(["serve", "--listen", "127.0.0.1:0", "--identity", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("is not a tng key file"), "{stderr}");
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{payload, Pair, PathConfig};
 use proptest::prelude::*;
-use tng_proto::{EndpointConfig, StreamId, TailLossMode, TransportConfig};
+use tng_proto::{CcKind, EndpointConfig, HostPolicy, SchedulerKind, StreamId, TailLossMode, TransportConfig};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -46,24 +46,36 @@ enum Op {
         path: usize,
         port: u16,
     },
-    /// The client re-reads its streams and writes more on a fresh one (exercises flow control).
+    /// Steps the network and both endpoints.
     Drive {
         steps: u32,
+    },
+    /// The controller changes the client's policy mid-flight.
+    Policy {
+        scheduler: usize,
+        alternate: bool,
+        cc: usize,
+    },
+    /// One side closes the connection.
+    Close {
+        from_client: bool,
     },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (any::<bool>(), 0usize..60_000).prop_map(|(from_client, len)| Op::Write { from_client, len }),
-        (1u64..2_000).prop_map(|millis| Op::Advance { millis }),
-        (1u32..20).prop_map(|count| Op::DropNext { count }),
-        (1u32..10).prop_map(|count| Op::DuplicateNext { count }),
-        (0usize..2, 0u64..30).prop_map(|(path, millis)| Op::Jitter { path, millis }),
-        (0usize..2, 0u8..30).prop_map(|(path, percent)| Op::Loss { path, percent }),
-        (0usize..2).prop_map(|path| Op::PathDown { path }),
-        (0usize..2).prop_map(|path| Op::PathUp { path }),
-        (0usize..2, 1024u16..60_000).prop_map(|(path, port)| Op::Move { path, port }),
-        (1u32..200).prop_map(|steps| Op::Drive { steps }),
+        4 => (any::<bool>(), 0usize..60_000).prop_map(|(from_client, len)| Op::Write { from_client, len }),
+        2 => (1u64..2_000).prop_map(|millis| Op::Advance { millis }),
+        2 => (1u32..20).prop_map(|count| Op::DropNext { count }),
+        2 => (1u32..10).prop_map(|count| Op::DuplicateNext { count }),
+        2 => (0usize..2, 0u64..30).prop_map(|(path, millis)| Op::Jitter { path, millis }),
+        2 => (0usize..2, 0u8..30).prop_map(|(path, percent)| Op::Loss { path, percent }),
+        2 => (0usize..2).prop_map(|path| Op::PathDown { path }),
+        2 => (0usize..2).prop_map(|path| Op::PathUp { path }),
+        2 => (0usize..2, 1024u16..60_000).prop_map(|(path, port)| Op::Move { path, port }),
+        2 => (1u32..200).prop_map(|steps| Op::Drive { steps }),
+        2 => (0usize..3, any::<bool>(), 0usize..5).prop_map(|(scheduler, alternate, cc)| Op::Policy { scheduler, alternate, cc }),
+        1 => any::<bool>().prop_map(|from_client| Op::Close { from_client }),
     ]
 }
 
@@ -118,6 +130,24 @@ fn run(ops: Vec<Op>, seed: u64, alternate: bool) -> Result<(), TestCaseError> {
             Op::Drive { steps } => {
                 for _ in 0..steps {
                     pair.step();
+                }
+            }
+            Op::Policy { scheduler, alternate, cc } => {
+                let policy = HostPolicy {
+                    cc: Some(CcKind::ALL[cc % CcKind::ALL.len()]),
+                    scheduler: Some(SchedulerKind::ALL[scheduler % SchedulerKind::ALL.len()]),
+                    tail_loss: Some(if alternate { TailLossMode::AlternatePath } else { TailLossMode::SamePath }),
+                    ..HostPolicy::default()
+                };
+                if let Some(connection) = pair.client.connection(client) {
+                    connection.set_policy(policy);
+                }
+            }
+            Op::Close { from_client } => {
+                let now = pair.now;
+                let endpoint = if from_client { &mut pair.client } else { &mut pair.server };
+                if let Some(connection) = endpoint.connection(if from_client { client } else { server }) {
+                    connection.close(now, 7, "test");
                 }
             }
         }

@@ -47,8 +47,8 @@ fn connection_survives_losing_a_channel() {
     pair.paths[0].down = true;
     let second = payload(400_000, 2);
     pair.client_send(client, second.clone());
-    assert!(pair.run_until(Duration::from_secs(60), |pair| pair.server_got(&second)), "transfer stalled");
-    assert!(pair.client_events.contains(&(client, Event::ChannelDown(0))), "{:?}", pair.client_events);
+    let down = |pair: &Pair| pair.client_events.contains(&(client, Event::ChannelDown(0)));
+    assert!(pair.run_until(Duration::from_secs(60), |pair| pair.server_got(&second) && down(pair)), "transfer stalled");
     let stats = pair.client.connection_stats(client).expect("connection alive");
     assert_eq!(stats.channels.iter().find(|c| c.id == 0).map(|c| c.state), Some(ChannelState::Down));
     assert_eq!(stats.channels.iter().find(|c| c.id == 1).map(|c| c.state), Some(ChannelState::Active));
@@ -295,9 +295,10 @@ fn limits_give_clear_errors() {
     }
     let error = connection.open_stream().expect_err("over the limit");
     assert_eq!(error.to_string(), "the peer allows at most 1024 streams opened by us; wait for it to raise the limit");
-    // Send buffers: at most 1 MiB per stream is accepted before the peer acknowledges anything.
+    // Send buffers: at most `stream_send_buffer` bytes per stream are accepted before the peer acknowledges any.
+    let limit = tng_proto::StreamConfig::default().stream_send_buffer as usize;
     let stream = tng_proto::StreamId::from(0);
-    let accepted = connection.write(stream, &vec![0; 2 << 20]).expect("partial write");
-    assert_eq!(accepted, 1 << 20);
+    let accepted = connection.write(stream, &vec![0; 2 * limit]).expect("partial write");
+    assert_eq!(accepted, limit);
     assert!(matches!(connection.write(stream, b"more"), Err(tng_proto::StreamError::Blocked(_))));
 }

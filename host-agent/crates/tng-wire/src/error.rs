@@ -121,18 +121,9 @@ mod tests {
 
     #[test]
     fn messages_name_the_problem() {
-        let mismatch = WireError::LengthMismatch {
-            payload_length: 33,
-            actual: 32,
-        };
-        assert_eq!(
-            mismatch.to_string(),
-            "payload_length 33 does not match the 32 bytes after the header"
-        );
-        assert_eq!(
-            WireError::UnknownType { packet_type: 7 }.to_string(),
-            "unknown packet type 0x07"
-        );
+        let mismatch = WireError::LengthMismatch { payload_length: 33, actual: 32 };
+        assert_eq!(mismatch.to_string(), "payload_length 33 does not match the 32 bytes after the header");
+        assert_eq!(WireError::UnknownType { packet_type: 7 }.to_string(), "unknown packet type 0x07");
         assert_eq!(
             WireError::TooLarge { len: 1473 }.to_string(),
             "datagram of 1473 bytes exceeds the 1472-byte maximum"
@@ -147,23 +138,14 @@ mod tests {
             WireError::BadVersion { version: 0 },
             WireError::UnknownType { packet_type: 0 },
             WireError::ReservedFlags { flags: 0 },
-            WireError::LengthMismatch {
-                payload_length: 0,
-                actual: 0,
-            },
-            WireError::HandshakeLength {
-                needed: 0,
-                payload: 0,
-            },
+            WireError::LengthMismatch { payload_length: 0, actual: 0 },
+            WireError::HandshakeLength { needed: 0, payload: 0 },
             WireError::BadStage { stage: 0 },
             WireError::InitialTooSmall { len: 0 },
             WireError::ShortSealedPayload { len: 0 },
             WireError::UnknownFrame { frame_type: 0 },
             WireError::FrameTruncated { offset: 0 },
-            WireError::MalformedFrame {
-                frame_type: 0,
-                reason: "",
-            },
+            WireError::MalformedFrame { frame_type: 0, reason: "" },
         ];
         let mut names: Vec<_> = all.iter().map(WireError::as_str).collect();
         names.sort_unstable();

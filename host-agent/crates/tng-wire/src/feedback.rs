@@ -18,10 +18,7 @@ pub struct Feedback {
 
 impl Feedback {
     /// What senders write: no queue seen, no rate limit known. Identity of [`Feedback::merge`].
-    pub const NEUTRAL: Self = Self {
-        queue_level: 0,
-        rate_hint: u32::MAX,
-    };
+    pub const NEUTRAL: Self = Self { queue_level: 0, rate_hint: u32::MAX };
     /// Largest meaningful `queue_level` (2.097 s or more); `0xFFFF` is reserved.
     pub const QUEUE_LEVEL_MAX: u16 = 0xFFFE;
     /// The unit of `queue_level`: BMv2's microsecond `deq_timedelta >> 5`.
@@ -40,9 +37,7 @@ impl Feedback {
     /// The `queue_level` a switch reports for a queueing delay (rounded down, saturating at the maximum).
     pub fn queue_level_for(delay: Duration) -> u16 {
         let units = delay.as_micros() / Self::QUEUE_LEVEL_UNIT.as_micros();
-        u16::try_from(units).map_or(Self::QUEUE_LEVEL_MAX, |units| {
-            units.min(Self::QUEUE_LEVEL_MAX)
-        })
+        u16::try_from(units).map_or(Self::QUEUE_LEVEL_MAX, |units| units.min(Self::QUEUE_LEVEL_MAX))
     }
 
     /// The rate limit in kbit/s, `None` when no switch gave one.
@@ -53,9 +48,7 @@ impl Feedback {
     /// Combines two observations as a switch does: the larger queue, the smaller rate.
     pub fn merge(self, other: Self) -> Self {
         Self {
-            queue_level: self
-                .effective_queue_level()
-                .max(other.effective_queue_level()),
+            queue_level: self.effective_queue_level().max(other.effective_queue_level()),
             rate_hint: self.rate_hint.min(other.rate_hint),
         }
     }
@@ -75,9 +68,7 @@ impl Feedback {
 pub fn rewrite_feedback(datagram: &mut [u8], own: Feedback) -> Result<Feedback, WireError> {
     let merged = Packet::parse(datagram)?.feedback.merge(own);
     let len = datagram.len();
-    let field = datagram
-        .get_mut(ASSOCIATED_DATA_LEN..HEADER_LEN)
-        .ok_or(WireError::TruncatedHeader { len })?;
+    let field = datagram.get_mut(ASSOCIATED_DATA_LEN..HEADER_LEN).ok_or(WireError::TruncatedHeader { len })?;
     field.copy_from_slice(&merged.encode());
     Ok(merged)
 }
@@ -104,126 +95,56 @@ mod tests {
 
     #[test]
     fn switch_keeps_the_larger_queue_and_the_smaller_rate() {
-        let mut datagram = data_packet(Feedback {
-            queue_level: 100,
-            rate_hint: 10_000,
-        });
-        let own = Feedback {
-            queue_level: 50,
-            rate_hint: 20_000,
-        };
-        assert_eq!(
-            rewrite_feedback(&mut datagram, own),
-            Ok(Feedback {
-                queue_level: 100,
-                rate_hint: 10_000
-            })
-        );
-        let own = Feedback {
-            queue_level: 300,
-            rate_hint: 5_000,
-        };
-        assert_eq!(
-            rewrite_feedback(&mut datagram, own),
-            Ok(Feedback {
-                queue_level: 300,
-                rate_hint: 5_000
-            })
-        );
+        let mut datagram = data_packet(Feedback { queue_level: 100, rate_hint: 10_000 });
+        let own = Feedback { queue_level: 50, rate_hint: 20_000 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Ok(Feedback { queue_level: 100, rate_hint: 10_000 }));
+        let own = Feedback { queue_level: 300, rate_hint: 5_000 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Ok(Feedback { queue_level: 300, rate_hint: 5_000 }));
         assert_eq!(&datagram[18..24], &[0x01, 0x2c, 0x00, 0x00, 0x13, 0x88]);
-        assert_eq!(
-            Packet::parse(&datagram).map(|p| p.feedback),
-            Ok(Feedback {
-                queue_level: 300,
-                rate_hint: 5_000
-            })
-        );
+        assert_eq!(Packet::parse(&datagram).map(|p| p.feedback), Ok(Feedback { queue_level: 300, rate_hint: 5_000 }));
     }
 
     #[test]
     fn rewrite_changes_only_the_feedback_bytes() {
         let original = data_packet(Feedback::NEUTRAL);
         let mut datagram = original.clone();
-        rewrite_feedback(
-            &mut datagram,
-            Feedback {
-                queue_level: 7,
-                rate_hint: 0,
-            },
-        )
-        .expect("well-formed packet");
-        assert_eq!(
-            datagram[..ASSOCIATED_DATA_LEN],
-            original[..ASSOCIATED_DATA_LEN]
-        );
+        rewrite_feedback(&mut datagram, Feedback { queue_level: 7, rate_hint: 0 }).expect("well-formed packet");
+        assert_eq!(datagram[..ASSOCIATED_DATA_LEN], original[..ASSOCIATED_DATA_LEN]);
         assert_eq!(datagram[HEADER_LEN..], original[HEADER_LEN..]);
-        assert_ne!(
-            datagram[ASSOCIATED_DATA_LEN..HEADER_LEN],
-            original[ASSOCIATED_DATA_LEN..HEADER_LEN]
-        );
+        assert_ne!(datagram[ASSOCIATED_DATA_LEN..HEADER_LEN], original[ASSOCIATED_DATA_LEN..HEADER_LEN]);
     }
 
     #[test]
     fn neutral_values_change_nothing() {
-        let observed = Feedback {
-            queue_level: 1234,
-            rate_hint: 0,
-        };
+        let observed = Feedback { queue_level: 1234, rate_hint: 0 };
         assert_eq!(observed.merge(Feedback::NEUTRAL), observed);
         assert_eq!(Feedback::NEUTRAL.merge(observed), observed);
-        assert_eq!(
-            Feedback::NEUTRAL.merge(Feedback::NEUTRAL),
-            Feedback::NEUTRAL
-        );
+        assert_eq!(Feedback::NEUTRAL.merge(Feedback::NEUTRAL), Feedback::NEUTRAL);
         assert_eq!(Feedback::NEUTRAL.rate_hint_kbps(), None);
         assert_eq!(observed.rate_hint_kbps(), Some(0));
         assert_eq!(Feedback::NEUTRAL.queue_delay(), Duration::ZERO);
         let mut datagram = data_packet(observed);
-        assert_eq!(
-            rewrite_feedback(&mut datagram, Feedback::NEUTRAL),
-            Ok(observed)
-        );
+        assert_eq!(rewrite_feedback(&mut datagram, Feedback::NEUTRAL), Ok(observed));
     }
 
     #[test]
     fn reserved_queue_level_reads_as_the_maximum() {
-        let reserved = Feedback {
-            queue_level: 0xFFFF,
-            rate_hint: u32::MAX,
-        };
+        let reserved = Feedback { queue_level: 0xFFFF, rate_hint: u32::MAX };
         assert_eq!(reserved.effective_queue_level(), Feedback::QUEUE_LEVEL_MAX);
-        assert_eq!(
-            reserved.merge(Feedback::NEUTRAL).queue_level,
-            Feedback::QUEUE_LEVEL_MAX
-        );
+        assert_eq!(reserved.merge(Feedback::NEUTRAL).queue_level, Feedback::QUEUE_LEVEL_MAX);
         let mut datagram = data_packet(Feedback::NEUTRAL);
-        assert_eq!(
-            rewrite_feedback(&mut datagram, reserved).map(|f| f.queue_level),
-            Ok(Feedback::QUEUE_LEVEL_MAX)
-        );
+        assert_eq!(rewrite_feedback(&mut datagram, reserved).map(|f| f.queue_level), Ok(Feedback::QUEUE_LEVEL_MAX));
     }
 
     #[test]
     fn queue_level_converts_delays_in_32_microsecond_units() {
         assert_eq!(Feedback::queue_level_for(Duration::from_micros(31)), 0);
         assert_eq!(Feedback::queue_level_for(Duration::from_micros(3_200)), 100);
-        assert_eq!(
-            Feedback::queue_level_for(Duration::from_secs(3)),
-            Feedback::QUEUE_LEVEL_MAX
-        );
-        assert_eq!(
-            Feedback::queue_level_for(Duration::MAX),
-            Feedback::QUEUE_LEVEL_MAX
-        );
-        let typical = Feedback {
-            queue_level: 100,
-            rate_hint: u32::MAX,
-        };
+        assert_eq!(Feedback::queue_level_for(Duration::from_secs(3)), Feedback::QUEUE_LEVEL_MAX);
+        assert_eq!(Feedback::queue_level_for(Duration::MAX), Feedback::QUEUE_LEVEL_MAX);
+        let typical = Feedback { queue_level: 100, rate_hint: u32::MAX };
         assert_eq!(typical.queue_delay(), Duration::from_micros(3_200));
-        let full = Feedback {
-            queue_level: Feedback::QUEUE_LEVEL_MAX,
-            rate_hint: u32::MAX,
-        };
+        let full = Feedback { queue_level: Feedback::QUEUE_LEVEL_MAX, rate_hint: u32::MAX };
         assert_eq!(full.queue_delay(), Duration::from_micros(2_097_088));
     }
 
@@ -232,19 +153,10 @@ mod tests {
         let mut datagram = data_packet(Feedback::NEUTRAL);
         datagram[0] = 2;
         let before = datagram.clone();
-        let own = Feedback {
-            queue_level: 9,
-            rate_hint: 9,
-        };
-        assert_eq!(
-            rewrite_feedback(&mut datagram, own),
-            Err(WireError::BadVersion { version: 2 })
-        );
+        let own = Feedback { queue_level: 9, rate_hint: 9 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Err(WireError::BadVersion { version: 2 }));
         assert_eq!(datagram, before);
         let mut short = vec![1, 3, 0];
-        assert_eq!(
-            rewrite_feedback(&mut short, own),
-            Err(WireError::TruncatedHeader { len: 3 })
-        );
+        assert_eq!(rewrite_feedback(&mut short, own), Err(WireError::TruncatedHeader { len: 3 }));
     }
 }

@@ -187,10 +187,7 @@ impl AckFrame {
         ack_delay_micros: u64,
         ecn: EcnCounts,
     ) -> Option<Self> {
-        let mut sorted: Vec<_> = ranges
-            .into_iter()
-            .filter(|range| !range.is_empty())
-            .collect();
+        let mut sorted: Vec<_> = ranges.into_iter().filter(|range| !range.is_empty()).collect();
         sorted.sort_unstable_by_key(|range| std::cmp::Reverse(*range.end()));
         let mut merged: Vec<RangeInclusive<u64>> = Vec::with_capacity(sorted.len());
         for range in sorted {
@@ -203,12 +200,7 @@ impl AckFrame {
             }
         }
         let largest = *merged.first()?.end();
-        Some(Self {
-            largest,
-            ack_delay_micros,
-            ranges: merged,
-            ecn,
-        })
+        Some(Self { largest, ack_delay_micros, ranges: merged, ecn })
     }
 
     /// Every acknowledged packet number, descending.
@@ -218,19 +210,14 @@ impl AckFrame {
 
     /// Whether `packet_number` is acknowledged.
     pub fn contains(&self, packet_number: u64) -> bool {
-        self.ranges
-            .iter()
-            .any(|range| range.contains(&packet_number))
+        self.ranges.iter().any(|range| range.contains(&packet_number))
     }
 
     /// The RFC 9000 fields: `first_range`, then (`gap`, `range_len`) pairs. Saturates where the documented
     /// invariants of `ranges` do not hold rather than panicking.
     fn wire_ranges(&self) -> (u64, impl Iterator<Item = (u64, u64)> + '_) {
         debug_assert!(self.is_well_formed(), "malformed AckFrame: {self:?}");
-        let first_smallest = self
-            .ranges
-            .first()
-            .map_or(self.largest, |range| *range.start());
+        let first_smallest = self.ranges.first().map_or(self.largest, |range| *range.start());
         let first_range = self.largest.saturating_sub(first_smallest);
         let pairs = self.ranges.windows(2).map(|pair| {
             let (above, below) = (&pair[0], &pair[1]);
@@ -241,21 +228,14 @@ impl AckFrame {
     }
 
     fn is_well_formed(&self) -> bool {
-        self.ranges
-            .first()
-            .is_some_and(|first| *first.end() == self.largest)
+        self.ranges.first().is_some_and(|first| *first.end() == self.largest)
             && self.ranges.iter().all(|range| !range.is_empty())
-            && self
-                .ranges
-                .windows(2)
-                .all(|pair| pair[1].end().saturating_add(1) < *pair[0].start())
+            && self.ranges.windows(2).all(|pair| pair[1].end().saturating_add(1) < *pair[0].start())
     }
 
     fn value_len(&self) -> usize {
         let (first_range, pairs) = self.wire_ranges();
-        let ranges: usize = pairs
-            .map(|(gap, len)| varint::encoded_len(gap) + varint::encoded_len(len))
-            .sum();
+        let ranges: usize = pairs.map(|(gap, len)| varint::encoded_len(gap) + varint::encoded_len(len)).sum();
         varint::encoded_len(self.largest)
             + varint::encoded_len(self.ack_delay_micros)
             + varint::encoded_len(self.range_count())
@@ -290,23 +270,16 @@ impl AckFrame {
         let ack_delay_micros = reader.varint().ok_or(VALUE_TOO_SHORT)?;
         let range_count = reader.varint().ok_or(VALUE_TOO_SHORT)?;
         let first_range = reader.varint().ok_or(VALUE_TOO_SHORT)?;
-        let mut smallest = largest
-            .checked_sub(first_range)
-            .ok_or("first ACK range extends below packet number 0")?;
+        let mut smallest = largest.checked_sub(first_range).ok_or("first ACK range extends below packet number 0")?;
         // Each further range takes at least two bytes: bound the allocation by the input, not by the count.
-        let capacity = usize::try_from(range_count)
-            .unwrap_or(usize::MAX)
-            .min(reader.remaining() / 2);
+        let capacity = usize::try_from(range_count).unwrap_or(usize::MAX).min(reader.remaining() / 2);
         let mut ranges = Vec::with_capacity(1 + capacity);
         ranges.push(smallest..=largest);
         for _ in 0..range_count {
             let gap = reader.varint().ok_or(VALUE_TOO_SHORT)?;
             let len = reader.varint().ok_or(VALUE_TOO_SHORT)?;
             let below = "ACK range extends below packet number 0";
-            let end = smallest
-                .checked_sub(gap)
-                .and_then(|end| end.checked_sub(2))
-                .ok_or(below)?;
+            let end = smallest.checked_sub(gap).and_then(|end| end.checked_sub(2)).ok_or(below)?;
             let start = end.checked_sub(len).ok_or(below)?;
             ranges.push(start..=end);
             smallest = start;
@@ -316,12 +289,7 @@ impl AckFrame {
             ect1: reader.varint().ok_or(VALUE_TOO_SHORT)?,
             ce: reader.varint().ok_or(VALUE_TOO_SHORT)?,
         };
-        Ok(Self {
-            largest,
-            ack_delay_micros,
-            ranges,
-            ecn,
-        })
+        Ok(Self { largest, ack_delay_micros, ranges, ecn })
     }
 }
 
@@ -352,10 +320,7 @@ impl Frame<'_> {
     /// Whether a packet carrying this frame must be acknowledged (as in QUIC: all but PADDING, ACK, CLOSE, and
     /// FEEDBACK_ECHO, which rides in non-eliciting ACK packets). Unknown extensions count as eliciting.
     pub fn is_ack_eliciting(&self) -> bool {
-        !matches!(
-            self,
-            Self::Padding(_) | Self::Ack(_) | Self::FeedbackEcho { .. } | Self::Close { .. }
-        )
+        !matches!(self, Self::Padding(_) | Self::Ack(_) | Self::FeedbackEcho { .. } | Self::Close { .. })
     }
 
     /// Bytes [`Frame::encode`] appends.
@@ -377,19 +342,11 @@ impl Frame<'_> {
         match self {
             Self::Padding(len) => out.resize(out.len() + *len, 0),
             Self::Ack(ack) => ack.encode_value(out),
-            Self::FeedbackEcho {
-                max_queue_level,
-                min_rate_hint,
-            } => {
+            Self::FeedbackEcho { max_queue_level, min_rate_hint } => {
                 out.extend_from_slice(&max_queue_level.to_be_bytes());
                 out.extend_from_slice(&min_rate_hint.to_be_bytes());
             }
-            Self::Stream {
-                stream_id,
-                offset,
-                fin,
-                data,
-            } => {
+            Self::Stream { stream_id, offset, fin, data } => {
                 varint::encode(*stream_id, out);
                 varint::encode(*offset, out);
                 out.push(u8::from(*fin));
@@ -408,26 +365,17 @@ impl Frame<'_> {
                 varint::encode(*stream_id, out);
                 varint::encode(*max, out);
             }
-            Self::ResetStream {
-                stream_id,
-                error_code,
-                final_size,
-            } => {
+            Self::ResetStream { stream_id, error_code, final_size } => {
                 varint::encode(*stream_id, out);
                 varint::encode(*error_code, out);
                 varint::encode(*final_size, out);
             }
-            Self::StopSending {
-                stream_id,
-                error_code,
-            } => {
+            Self::StopSending { stream_id, error_code } => {
                 varint::encode(*stream_id, out);
                 varint::encode(*error_code, out);
             }
             Self::PathChallenge(data) | Self::PathResponse(data) => out.extend_from_slice(data),
-            Self::PathStatus { channel_id, status } => {
-                out.extend_from_slice(&[*channel_id, status.to_u8()])
-            }
+            Self::PathStatus { channel_id, status } => out.extend_from_slice(&[*channel_id, status.to_u8()]),
             Self::Ping => {}
             Self::Close { error_code, reason } => {
                 varint::encode(*error_code, out);
@@ -451,40 +399,20 @@ impl Frame<'_> {
     }
 
     fn value_len(&self) -> usize {
-        let varints = |values: &[u64]| {
-            values
-                .iter()
-                .map(|&value| varint::encoded_len(value))
-                .sum::<usize>()
-        };
+        let varints = |values: &[u64]| values.iter().map(|&value| varint::encoded_len(value)).sum::<usize>();
         match self {
             Self::Padding(len) => *len,
             Self::Ack(ack) => ack.value_len(),
             Self::FeedbackEcho { .. } => 2 + 4,
-            Self::Stream {
-                stream_id,
-                offset,
-                data,
-                ..
-            } => varints(&[*stream_id, *offset]) + 1 + data.len(),
+            Self::Stream { stream_id, offset, data, .. } => varints(&[*stream_id, *offset]) + 1 + data.len(),
             Self::StreamAck { stream_id, ranges } => {
                 varints(&[*stream_id, ranges.len() as u64])
-                    + ranges
-                        .iter()
-                        .map(|range| varints(&[range.start, range.end]))
-                        .sum::<usize>()
+                    + ranges.iter().map(|range| varints(&[range.start, range.end])).sum::<usize>()
             }
             Self::MaxData(max) | Self::MaxStreams(max) => varints(&[*max]),
             Self::MaxStreamData { stream_id, max } => varints(&[*stream_id, *max]),
-            Self::ResetStream {
-                stream_id,
-                error_code,
-                final_size,
-            } => varints(&[*stream_id, *error_code, *final_size]),
-            Self::StopSending {
-                stream_id,
-                error_code,
-            } => varints(&[*stream_id, *error_code]),
+            Self::ResetStream { stream_id, error_code, final_size } => varints(&[*stream_id, *error_code, *final_size]),
+            Self::StopSending { stream_id, error_code } => varints(&[*stream_id, *error_code]),
             Self::PathChallenge(data) | Self::PathResponse(data) => data.len(),
             Self::PathStatus { .. } => 2,
             Self::Ping => 0,
@@ -498,11 +426,7 @@ impl Frame<'_> {
 
 /// Parses the frames of a plaintext in order. The iterator yields each frame, or one error and then stops.
 pub fn parse_frames(plaintext: &[u8]) -> Frames<'_> {
-    Frames {
-        plaintext,
-        offset: 0,
-        failed: false,
-    }
+    Frames { plaintext, offset: 0, failed: false }
 }
 
 /// Iterator returned by [`parse_frames`].
@@ -517,10 +441,7 @@ impl<'a> Iterator for Frames<'a> {
     type Item = Result<Frame<'a>, WireError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let rest = self
-            .plaintext
-            .get(self.offset..)
-            .filter(|rest| !rest.is_empty() && !self.failed)?;
+        let rest = self.plaintext.get(self.offset..).filter(|rest| !rest.is_empty() && !self.failed)?;
         let mut reader = Reader::new(rest);
         let result = parse_frame(&mut reader, self.offset);
         self.offset = self.plaintext.len() - reader.remaining();
@@ -536,12 +457,8 @@ fn parse_frame<'a>(reader: &mut Reader<'a>, offset: usize) -> Result<Frame<'a>, 
         return Err(WireError::UnknownFrame { frame_type });
     }
     let value_len = reader.varint().ok_or(truncated)?;
-    let value = usize::try_from(value_len)
-        .ok()
-        .and_then(|len| reader.bytes(len))
-        .ok_or(truncated)?;
-    decode_value(frame_type, value)
-        .map_err(|reason| WireError::MalformedFrame { frame_type, reason })
+    let value = usize::try_from(value_len).ok().and_then(|len| reader.bytes(len)).ok_or(truncated)?;
+    decode_value(frame_type, value).map_err(|reason| WireError::MalformedFrame { frame_type, reason })
 }
 
 /// Decodes a known frame's value, which must be used up exactly.
@@ -569,35 +486,22 @@ fn decode_value(frame_type: u64, value: &[u8]) -> Result<Frame<'_>, Malformed> {
                 _ => return Err("STREAM fin is neither 0 nor 1"),
             };
             let data = reader.rest();
-            if offset
-                .checked_add(data.len() as u64)
-                .is_none_or(|end| end > varint::MAX)
-            {
+            if offset.checked_add(data.len() as u64).is_none_or(|end| end > varint::MAX) {
                 return Err("STREAM data extends past byte offset 2^62 - 1");
             }
-            Frame::Stream {
-                stream_id,
-                offset,
-                fin,
-                data,
-            }
+            Frame::Stream { stream_id, offset, fin, data }
         }
         frame_type::STREAM_ACK => {
             let stream_id = varint(&mut reader)?;
             let range_count = varint(&mut reader)?;
-            let capacity = usize::try_from(range_count)
-                .unwrap_or(usize::MAX)
-                .min(reader.remaining() / 2);
+            let capacity = usize::try_from(range_count).unwrap_or(usize::MAX).min(reader.remaining() / 2);
             let mut ranges: Vec<Range<u64>> = Vec::with_capacity(capacity);
             for _ in 0..range_count {
                 let range = varint(&mut reader)?..varint(&mut reader)?;
                 if range.is_empty() {
                     return Err("STREAM_ACK range is empty");
                 }
-                if ranges
-                    .last()
-                    .is_some_and(|previous| range.start < previous.end)
-                {
+                if ranges.last().is_some_and(|previous| range.start < previous.end) {
                     return Err("STREAM_ACK ranges are not ascending and disjoint");
                 }
                 ranges.push(range);
@@ -605,51 +509,38 @@ fn decode_value(frame_type: u64, value: &[u8]) -> Result<Frame<'_>, Malformed> {
             Frame::StreamAck { stream_id, ranges }
         }
         frame_type::MAX_DATA => Frame::MaxData(varint(&mut reader)?),
-        frame_type::MAX_STREAM_DATA => Frame::MaxStreamData {
-            stream_id: varint(&mut reader)?,
-            max: varint(&mut reader)?,
-        },
+        frame_type::MAX_STREAM_DATA => {
+            Frame::MaxStreamData { stream_id: varint(&mut reader)?, max: varint(&mut reader)? }
+        }
         frame_type::MAX_STREAMS => Frame::MaxStreams(varint(&mut reader)?),
         frame_type::RESET_STREAM => Frame::ResetStream {
             stream_id: varint(&mut reader)?,
             error_code: varint(&mut reader)?,
             final_size: varint(&mut reader)?,
         },
-        frame_type::STOP_SENDING => Frame::StopSending {
-            stream_id: varint(&mut reader)?,
-            error_code: varint(&mut reader)?,
-        },
+        frame_type::STOP_SENDING => {
+            Frame::StopSending { stream_id: varint(&mut reader)?, error_code: varint(&mut reader)? }
+        }
         frame_type::PATH_CHALLENGE => Frame::PathChallenge(reader.array().ok_or(VALUE_TOO_SHORT)?),
         frame_type::PATH_RESPONSE => Frame::PathResponse(reader.array().ok_or(VALUE_TOO_SHORT)?),
         frame_type::PATH_STATUS => {
             let channel_id = reader.u8().ok_or(VALUE_TOO_SHORT)?;
             let status = reader.u8().ok_or(VALUE_TOO_SHORT)?;
-            let status =
-                PathStatus::from_u8(status).ok_or("PATH_STATUS status is not 0, 1 or 2")?;
+            let status = PathStatus::from_u8(status).ok_or("PATH_STATUS status is not 0, 1 or 2")?;
             Frame::PathStatus { channel_id, status }
         }
         frame_type::PING => Frame::Ping,
-        frame_type::CLOSE => Frame::Close {
-            error_code: varint(&mut reader)?,
-            reason: reader.rest(),
-        },
+        frame_type::CLOSE => Frame::Close { error_code: varint(&mut reader)?, reason: reader.rest() },
         frame_type::NEW_ADDRESS => {
             let ip = match reader.u8().ok_or(VALUE_TOO_SHORT)? {
-                FAMILY_V4 => {
-                    IpAddr::V4(Ipv4Addr::from(reader.array::<4>().ok_or(VALUE_TOO_SHORT)?))
-                }
-                FAMILY_V6 => {
-                    IpAddr::V6(Ipv6Addr::from(reader.array::<16>().ok_or(VALUE_TOO_SHORT)?))
-                }
+                FAMILY_V4 => IpAddr::V4(Ipv4Addr::from(reader.array::<4>().ok_or(VALUE_TOO_SHORT)?)),
+                FAMILY_V6 => IpAddr::V6(Ipv6Addr::from(reader.array::<16>().ok_or(VALUE_TOO_SHORT)?)),
                 _ => return Err("NEW_ADDRESS family is neither 4 nor 6"),
             };
             Frame::NewAddress(SocketAddr::new(ip, reader.u16().ok_or(VALUE_TOO_SHORT)?))
         }
         // `parse_frame` rejected the unknown core types, so only extensions remain.
-        frame_type => Frame::Extension {
-            frame_type,
-            data: reader.rest(),
-        },
+        frame_type => Frame::Extension { frame_type, data: reader.rest() },
     };
     if reader.is_empty() {
         Ok(frame)
@@ -679,11 +570,7 @@ mod tests {
             largest: *ranges[0].end(),
             ack_delay_micros: 250,
             ranges: ranges.to_vec(),
-            ecn: EcnCounts {
-                ect0: 10,
-                ect1: 0,
-                ce: 2,
-            },
+            ecn: EcnCounts { ect0: 10, ect1: 0, ce: 2 },
         }
     }
 
@@ -693,82 +580,27 @@ mod tests {
             Frame::Padding(70),
             Frame::Ack(ack(&[100..=100])),
             Frame::Ack(ack(&[90..=100, 50..=80, 0..=3])),
-            Frame::FeedbackEcho {
-                max_queue_level: 0xfffe,
-                min_rate_hint: 10_000,
-            },
-            Frame::Stream {
-                stream_id: 4,
-                offset: 1 << 40,
-                fin: true,
-                data: b"hello",
-            },
-            Frame::Stream {
-                stream_id: 0,
-                offset: 0,
-                fin: false,
-                data: b"",
-            },
-            Frame::StreamAck {
-                stream_id: 8,
-                ranges: vec![0..10, 10..20, 100..1 << 20],
-            },
-            Frame::StreamAck {
-                stream_id: 8,
-                ranges: vec![],
-            },
+            Frame::FeedbackEcho { max_queue_level: 0xfffe, min_rate_hint: 10_000 },
+            Frame::Stream { stream_id: 4, offset: 1 << 40, fin: true, data: b"hello" },
+            Frame::Stream { stream_id: 0, offset: 0, fin: false, data: b"" },
+            Frame::StreamAck { stream_id: 8, ranges: vec![0..10, 10..20, 100..1 << 20] },
+            Frame::StreamAck { stream_id: 8, ranges: vec![] },
             Frame::MaxData(varint::MAX),
-            Frame::MaxStreamData {
-                stream_id: 12,
-                max: 65_536,
-            },
+            Frame::MaxStreamData { stream_id: 12, max: 65_536 },
             Frame::MaxStreams(100),
-            Frame::ResetStream {
-                stream_id: 16,
-                error_code: 7,
-                final_size: 12_345,
-            },
-            Frame::StopSending {
-                stream_id: 20,
-                error_code: 0,
-            },
+            Frame::ResetStream { stream_id: 16, error_code: 7, final_size: 12_345 },
+            Frame::StopSending { stream_id: 20, error_code: 0 },
             Frame::PathChallenge(*b"12345678"),
             Frame::PathResponse([0xff; 8]),
-            Frame::PathStatus {
-                channel_id: 255,
-                status: PathStatus::Abandon,
-            },
-            Frame::PathStatus {
-                channel_id: 1,
-                status: PathStatus::Available,
-            },
-            Frame::PathStatus {
-                channel_id: 2,
-                status: PathStatus::Standby,
-            },
+            Frame::PathStatus { channel_id: 255, status: PathStatus::Abandon },
+            Frame::PathStatus { channel_id: 1, status: PathStatus::Available },
+            Frame::PathStatus { channel_id: 2, status: PathStatus::Standby },
             Frame::Ping,
-            Frame::Close {
-                error_code: 0x1234,
-                reason: "idle timeout".as_bytes(),
-            },
-            Frame::NewAddress(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::new(10, 0, 0, 2),
-                4477,
-            ))),
-            Frame::NewAddress(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::LOCALHOST,
-                65_535,
-                0,
-                0,
-            ))),
-            Frame::Extension {
-                frame_type: 0x20,
-                data: b"",
-            },
-            Frame::Extension {
-                frame_type: varint::MAX,
-                data: b"ext",
-            },
+            Frame::Close { error_code: 0x1234, reason: "idle timeout".as_bytes() },
+            Frame::NewAddress(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4477))),
+            Frame::NewAddress(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 65_535, 0, 0))),
+            Frame::Extension { frame_type: 0x20, data: b"" },
+            Frame::Extension { frame_type: varint::MAX, data: b"ext" },
         ]
     }
 
@@ -790,9 +622,7 @@ mod tests {
         let frame = Frame::Ack(ack(&[90..=100, 50..=80, 0..=3]));
         // type, length, largest 100, delay 250, 2 more ranges, first_range 10, gap 8 (81..=89), len 30,
         // gap 45 (4..=49), len 3, ECN 10 0 2.
-        let value = [
-            0x40, 0x64, 0x40, 0xfa, 0x02, 0x0a, 0x08, 0x1e, 0x2d, 0x03, 0x0a, 0x00, 0x02,
-        ];
+        let value = [0x40, 0x64, 0x40, 0xfa, 0x02, 0x0a, 0x08, 0x1e, 0x2d, 0x03, 0x0a, 0x00, 0x02];
         let mut expected = vec![0x01, value.len() as u8];
         expected.extend_from_slice(&value);
         assert_eq!(encoded(&frame), expected);
@@ -804,10 +634,7 @@ mod tests {
             let mut bytes = vec![0x01, value.len() as u8];
             bytes.extend_from_slice(value);
             match parse_frames(&bytes).next() {
-                Some(Err(WireError::MalformedFrame {
-                    frame_type: 0x01,
-                    reason,
-                })) => reason,
+                Some(Err(WireError::MalformedFrame { frame_type: 0x01, reason })) => reason,
                 other => panic!("expected a malformed ACK, got {other:?}"),
             }
         };
@@ -819,9 +646,7 @@ mod tests {
         assert!(malformed(&[5, 0, 1, 0, 0, 4, 0, 0, 0]).contains("below packet number 0"));
         // The lowest legal range: gap 0 ends at 3, range_len 3 starts at 0.
         let bytes = [0x01, 9, 5, 0, 1, 0, 0, 3, 0, 0, 0];
-        let Some(Ok(Frame::Ack(lowest))) = parse_frames(&bytes).next() else {
-            panic!("valid ACK")
-        };
+        let Some(Ok(Frame::Ack(lowest))) = parse_frames(&bytes).next() else { panic!("valid ACK") };
         assert_eq!(lowest.ranges, [5..=5, 0..=3]);
         // A range count (63) larger than the value holds is a short value, not a large allocation.
         assert!(malformed(&[0x43, 0xe8, 0, 0x3f, 0, 0, 0, 0, 0, 0]).contains("ends inside a field"));
@@ -830,79 +655,42 @@ mod tests {
     #[test]
     fn ack_helpers_merge_and_enumerate() {
         let frame = AckFrame::from_ranges(
-            [
-                3..=4,
-                10..=12,
-                5..=5,
-                11..=15,
-                RangeInclusive::new(20, 19),
-                0..=0,
-            ],
+            [3..=4, 10..=12, 5..=5, 11..=15, RangeInclusive::new(20, 19), 0..=0],
             9,
             EcnCounts::default(),
         )
         .expect("something acknowledged");
         assert_eq!(frame.largest, 15);
         assert_eq!(frame.ranges, [10..=15, 3..=5, 0..=0]);
-        assert_eq!(
-            frame.packet_numbers().collect::<Vec<_>>(),
-            [15, 14, 13, 12, 11, 10, 5, 4, 3, 0]
-        );
+        assert_eq!(frame.packet_numbers().collect::<Vec<_>>(), [15, 14, 13, 12, 11, 10, 5, 4, 3, 0]);
         assert!(frame.contains(4) && !frame.contains(6) && !frame.contains(16));
-        assert_eq!(
-            parsed(&encoded(&Frame::Ack(frame.clone()))),
-            [Ok(Frame::Ack(frame))]
-        );
+        assert_eq!(parsed(&encoded(&Frame::Ack(frame.clone()))), [Ok(Frame::Ack(frame))]);
         assert_eq!(AckFrame::from_ranges([], 0, EcnCounts::default()), None);
-        let up_to_max =
-            AckFrame::from_ranges([u64::MAX - 1..=u64::MAX, 0..=1], 0, EcnCounts::default());
+        let up_to_max = AckFrame::from_ranges([u64::MAX - 1..=u64::MAX, 0..=1], 0, EcnCounts::default());
         assert_eq!(up_to_max.map(|ack| ack.ranges.len()), Some(2));
     }
 
     #[test]
     fn unknown_core_types_are_errors_and_extensions_are_skippable() {
         for core in 0x10..0x20u8 {
-            assert_eq!(
-                parsed(&[core, 0]),
-                [Err(WireError::UnknownFrame {
-                    frame_type: u64::from(core)
-                })]
-            );
+            assert_eq!(parsed(&[core, 0]), [Err(WireError::UnknownFrame { frame_type: u64::from(core) })]);
         }
         // A two-byte extension type 0x4242 followed by a PING: the caller sees both and may ignore the first.
         let bytes = [0x42, 0x42, 0x03, 1, 2, 3, 0x0d, 0x00];
-        assert_eq!(
-            parsed(&bytes),
-            [
-                Ok(Frame::Extension {
-                    frame_type: 0x0242,
-                    data: &[1, 2, 3]
-                }),
-                Ok(Frame::Ping)
-            ]
-        );
+        assert_eq!(parsed(&bytes), [Ok(Frame::Extension { frame_type: 0x0242, data: &[1, 2, 3] }), Ok(Frame::Ping)]);
     }
 
     #[test]
     fn truncation_is_reported_with_the_frame_offset() {
         let ping = [0x0d, 0x00];
         let cases: [(&[u8], usize); 4] = [
-            (&[0x0d, 0x00, 0x40], 2),          // type varint cut
-            (&[0x0d, 0x00, 0x0d], 2),          // length missing
-            (&[0x0d, 0x00, 0x03, 0x05, 1], 2), // value shorter than its length
-            (
-                &[
-                    0x0d, 0x00, 0x03, 0xc0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                ],
-                2,
-            ), // length near 2^62
+            (&[0x0d, 0x00, 0x40], 2),                                                 // type varint cut
+            (&[0x0d, 0x00, 0x0d], 2),                                                 // length missing
+            (&[0x0d, 0x00, 0x03, 0x05, 1], 2),                                        // value shorter than its length
+            (&[0x0d, 0x00, 0x03, 0xc0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 2), // length near 2^62
         ];
         for (bytes, offset) in cases {
-            assert_eq!(
-                parsed(bytes),
-                [Ok(Frame::Ping), Err(WireError::FrameTruncated { offset })],
-                "{bytes:02x?}"
-            );
+            assert_eq!(parsed(bytes), [Ok(Frame::Ping), Err(WireError::FrameTruncated { offset })], "{bytes:02x?}");
         }
         assert_eq!(parsed(&ping[..0]), []);
     }
@@ -910,13 +698,7 @@ mod tests {
     #[test]
     fn parsing_stops_after_the_first_error() {
         let bytes = [0x0d, 0x00, 0x1f, 0x00, 0x0d, 0x00];
-        assert_eq!(
-            parsed(&bytes),
-            [
-                Ok(Frame::Ping),
-                Err(WireError::UnknownFrame { frame_type: 0x1f })
-            ]
-        );
+        assert_eq!(parsed(&bytes), [Ok(Frame::Ping), Err(WireError::UnknownFrame { frame_type: 0x1f })]);
     }
 
     #[test]
@@ -924,17 +706,9 @@ mod tests {
         let cases: [(&[u8], &str); 10] = [
             (&[0x00, 0x02, 0x00, 0x01], "non-zero"),
             (&[0x03, 0x03, 0x00, 0x00, 0x02], "fin"),
-            (
-                &[
-                    0x03, 0x0b, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x01,
-                ],
-                "2^62",
-            ),
+            (&[0x03, 0x0b, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x01], "2^62"),
             (&[0x04, 0x04, 0x00, 0x01, 0x05, 0x05], "empty"),
-            (
-                &[0x04, 0x06, 0x00, 0x02, 0x00, 0x05, 0x04, 0x08],
-                "ascending",
-            ),
+            (&[0x04, 0x06, 0x00, 0x02, 0x00, 0x05, 0x04, 0x08], "ascending"),
             (&[0x0a, 0x07, 1, 2, 3, 4, 5, 6, 7], "ends inside"),
             (&[0x0c, 0x02, 0x01, 0x03], "status"),
             (&[0x0d, 0x01, 0x00], "left over"),
@@ -954,17 +728,8 @@ mod tests {
 
     #[test]
     fn zero_bytes_parse_as_empty_padding_frames() {
-        assert_eq!(
-            parsed(&[0; 4]),
-            [Ok(Frame::Padding(0)), Ok(Frame::Padding(0))]
-        );
-        assert_eq!(
-            parsed(&[0; 3]),
-            [
-                Ok(Frame::Padding(0)),
-                Err(WireError::FrameTruncated { offset: 2 })
-            ]
-        );
+        assert_eq!(parsed(&[0; 4]), [Ok(Frame::Padding(0)), Ok(Frame::Padding(0))]);
+        assert_eq!(parsed(&[0; 3]), [Ok(Frame::Padding(0)), Err(WireError::FrameTruncated { offset: 2 })]);
     }
 
     #[test]
@@ -975,11 +740,8 @@ mod tests {
 
     #[test]
     fn ack_eliciting_frames() {
-        let not_eliciting: Vec<u64> = one_of_each()
-            .iter()
-            .filter(|frame| !frame.is_ack_eliciting())
-            .map(Frame::frame_type)
-            .collect();
+        let not_eliciting: Vec<u64> =
+            one_of_each().iter().filter(|frame| !frame.is_ack_eliciting()).map(Frame::frame_type).collect();
         assert_eq!(not_eliciting, [0x00, 0x00, 0x01, 0x01, 0x02, 0x0e]);
     }
 }

@@ -164,15 +164,11 @@ impl FlowHeader {
         if version != VERSION {
             return Err(WireError::BadVersion { version });
         }
-        let packet_type =
-            PacketType::from_u8(packet_type).ok_or(WireError::UnknownType { packet_type })?;
+        let packet_type = PacketType::from_u8(packet_type).ok_or(WireError::UnknownType { packet_type })?;
         let flags = Flags::from_bits(flags).ok_or(WireError::ReservedFlags { flags })?;
         let actual = reader.remaining();
         if usize::from(payload_length) != actual {
-            return Err(WireError::LengthMismatch {
-                payload_length,
-                actual,
-            });
+            return Err(WireError::LengthMismatch { payload_length, actual });
         }
         let header = Self {
             packet_type,
@@ -181,10 +177,7 @@ impl FlowHeader {
             connection_id,
             packet_number,
             payload_length,
-            feedback: Feedback {
-                queue_level,
-                rate_hint,
-            },
+            feedback: Feedback { queue_level, rate_hint },
         };
         Ok((header, reader.rest()))
     }
@@ -223,18 +216,15 @@ mod tests {
             connection_id: 0x0102_0304_0506_0708,
             packet_number: 0x0a0b_0c0d,
             payload_length: 4,
-            feedback: Feedback {
-                queue_level: 0x1112,
-                rate_hint: 0x2122_2324,
-            },
+            feedback: Feedback { queue_level: 0x1112, rate_hint: 0x2122_2324 },
         }
     }
 
     #[test]
     fn encodes_fields_big_endian_at_their_offsets() {
         let expected = [
-            0x01, 0x03, 0x05, 0x07, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0x00, 0x04,
-            0x11, 0x12, 0x21, 0x22, 0x23, 0x24,
+            0x01, 0x03, 0x05, 0x07, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0x00, 0x04, 0x11, 0x12, 0x21, 0x22,
+            0x23, 0x24,
         ];
         assert_eq!(sample().encode(), expected);
         assert_eq!(sample().associated_data(), expected[..ASSOCIATED_DATA_LEN]);
@@ -257,41 +247,18 @@ mod tests {
         broken[1] = 0;
         broken[2] = 0xff;
         broken.push(0);
-        assert_eq!(
-            FlowHeader::decode(&broken),
-            Err(WireError::BadVersion { version: 9 })
-        );
+        assert_eq!(FlowHeader::decode(&broken), Err(WireError::BadVersion { version: 9 }));
         broken[0] = VERSION;
-        assert_eq!(
-            FlowHeader::decode(&broken),
-            Err(WireError::UnknownType { packet_type: 0 })
-        );
+        assert_eq!(FlowHeader::decode(&broken), Err(WireError::UnknownType { packet_type: 0 }));
         broken[1] = PacketType::Probe.into();
-        assert_eq!(
-            FlowHeader::decode(&broken),
-            Err(WireError::ReservedFlags { flags: 0xff })
-        );
+        assert_eq!(FlowHeader::decode(&broken), Err(WireError::ReservedFlags { flags: 0xff }));
         broken[2] = 0;
-        assert_eq!(
-            FlowHeader::decode(&broken),
-            Err(WireError::LengthMismatch {
-                payload_length: 4,
-                actual: 5
-            })
-        );
-        assert_eq!(
-            FlowHeader::decode(&datagram[..23]),
-            Err(WireError::TruncatedHeader { len: 23 })
-        );
+        assert_eq!(FlowHeader::decode(&broken), Err(WireError::LengthMismatch { payload_length: 4, actual: 5 }));
+        assert_eq!(FlowHeader::decode(&datagram[..23]), Err(WireError::TruncatedHeader { len: 23 }));
         let mut oversized = datagram;
         oversized.resize(MAX_PACKET + 1, 0);
         oversized[0] = 9;
-        assert_eq!(
-            FlowHeader::decode(&oversized),
-            Err(WireError::TooLarge {
-                len: MAX_PACKET + 1
-            })
-        );
+        assert_eq!(FlowHeader::decode(&oversized), Err(WireError::TooLarge { len: MAX_PACKET + 1 }));
     }
 
     #[test]

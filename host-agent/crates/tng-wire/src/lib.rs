@@ -44,7 +44,7 @@ pub use error::WireError;
 pub use feedback::{rewrite_feedback, Feedback};
 pub use frame::{parse_frames, AckFrame, EcnCounts, Frame, Frames, PathStatus};
 pub use header::{
-    Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN, DEFAULT_PORT, HEADER_LEN, MAX_PACKET,
-    MIN_CLIENT_INITIAL, TAG_LEN, VERSION,
+    Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN, DEFAULT_PORT, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL,
+    TAG_LEN, VERSION,
 };
 pub use packet::{Handshake, Packet, Payload, Stage};

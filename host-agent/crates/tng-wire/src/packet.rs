@@ -1,9 +1,7 @@
 //! Whole packets (wire-format sections 3, 5 and 8): header fields plus a payload shaped by the packet type.
 
 use crate::feedback::Feedback;
-use crate::header::{
-    Flags, FlowHeader, PacketType, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN,
-};
+use crate::header::{Flags, FlowHeader, PacketType, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN};
 use crate::reader::Reader;
 use crate::WireError;
 
@@ -70,18 +68,9 @@ impl<'a> Handshake<'a> {
     /// [`MIN_CLIENT_INITIAL`] bytes (or unpadded if already longer), the server stage unpadded.
     pub fn new(stage: Stage, token: &'a [u8], noise: &'a [u8]) -> Self {
         let unpadded = HEADER_LEN + HANDSHAKE_PREFIX_LEN + token.len() + noise.len();
-        let padding_len = if stage.is_client() {
-            MIN_CLIENT_INITIAL.saturating_sub(unpadded)
-        } else {
-            0
-        };
+        let padding_len = if stage.is_client() { MIN_CLIENT_INITIAL.saturating_sub(unpadded) } else { 0 };
         // `padding_len` is at most MIN_CLIENT_INITIAL - HEADER_LEN - HANDSHAKE_PREFIX_LEN, the length of ZEROS.
-        Self {
-            stage,
-            token,
-            noise,
-            padding: &ZEROS[..padding_len],
-        }
+        Self { stage, token, noise, padding: &ZEROS[..padding_len] }
     }
 
     /// Number of padding bytes.
@@ -96,29 +85,19 @@ impl<'a> Handshake<'a> {
     /// Rule 6 for INITIAL, in the order of section 8: lengths, then stage, then client padding.
     fn parse(payload: &'a [u8], datagram_len: usize) -> Result<Self, WireError> {
         let mut reader = Reader::new(payload);
-        let short_prefix = WireError::HandshakeLength {
-            needed: HANDSHAKE_PREFIX_LEN,
-            payload: payload.len(),
-        };
+        let short_prefix = WireError::HandshakeLength { needed: HANDSHAKE_PREFIX_LEN, payload: payload.len() };
         let stage = reader.u8().ok_or(short_prefix)?;
         let token_len = usize::from(reader.u16().ok_or(short_prefix)?);
         let noise_len = usize::from(reader.u16().ok_or(short_prefix)?);
-        let overrun = WireError::HandshakeLength {
-            needed: HANDSHAKE_PREFIX_LEN + token_len + noise_len,
-            payload: payload.len(),
-        };
+        let overrun =
+            WireError::HandshakeLength { needed: HANDSHAKE_PREFIX_LEN + token_len + noise_len, payload: payload.len() };
         let token = reader.bytes(token_len).ok_or(overrun)?;
         let noise = reader.bytes(noise_len).ok_or(overrun)?;
         let stage = Stage::from_u8(stage).ok_or(WireError::BadStage { stage })?;
         if stage.is_client() && datagram_len < MIN_CLIENT_INITIAL {
             return Err(WireError::InitialTooSmall { len: datagram_len });
         }
-        Ok(Self {
-            stage,
-            token,
-            noise,
-            padding: reader.rest(),
-        })
+        Ok(Self { stage, token, noise, padding: reader.rest() })
     }
 }
 
@@ -158,9 +137,7 @@ impl<'a> Payload<'a> {
     /// The ciphertext of a sealed payload, `None` for INITIAL and RETRY.
     pub fn sealed(&self) -> Option<&'a [u8]> {
         match *self {
-            Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => {
-                Some(sealed)
-            }
+            Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => Some(sealed),
             Self::Initial(_) | Self::Retry { .. } => None,
         }
     }
@@ -170,18 +147,12 @@ impl<'a> Payload<'a> {
         match self {
             Self::Initial(handshake) => handshake.encoded_len(),
             Self::Retry { token } => RETRY_PREFIX_LEN + token.len(),
-            Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => {
-                sealed.len()
-            }
+            Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => sealed.len(),
         }
     }
 
     /// Rule 6 for every type.
-    fn parse(
-        packet_type: PacketType,
-        payload: &'a [u8],
-        datagram_len: usize,
-    ) -> Result<Self, WireError> {
+    fn parse(packet_type: PacketType, payload: &'a [u8], datagram_len: usize) -> Result<Self, WireError> {
         let sealed = |payload: &'a [u8]| {
             if payload.len() < TAG_LEN {
                 Err(WireError::ShortSealedPayload { len: payload.len() })
@@ -191,9 +162,7 @@ impl<'a> Payload<'a> {
         };
         Ok(match packet_type {
             PacketType::Initial => Self::Initial(Handshake::parse(payload, datagram_len)?),
-            PacketType::Retry => Self::Retry {
-                token: parse_retry(payload)?,
-            },
+            PacketType::Retry => Self::Retry { token: parse_retry(payload)? },
             PacketType::Data => Self::Data(sealed(payload)?),
             PacketType::Ack => Self::Ack(sealed(payload)?),
             PacketType::Probe => Self::Probe(sealed(payload)?),
@@ -204,18 +173,13 @@ impl<'a> Payload<'a> {
 
 fn parse_retry(payload: &[u8]) -> Result<&[u8], WireError> {
     let mut reader = Reader::new(payload);
-    let token_len = reader.u16().ok_or(WireError::HandshakeLength {
-        needed: RETRY_PREFIX_LEN,
-        payload: payload.len(),
-    })?;
+    let token_len =
+        reader.u16().ok_or(WireError::HandshakeLength { needed: RETRY_PREFIX_LEN, payload: payload.len() })?;
     let token = reader.rest();
     if token.len() == usize::from(token_len) {
         Ok(token)
     } else {
-        Err(WireError::HandshakeLength {
-            needed: RETRY_PREFIX_LEN + usize::from(token_len),
-            payload: payload.len(),
-        })
+        Err(WireError::HandshakeLength { needed: RETRY_PREFIX_LEN + usize::from(token_len), payload: payload.len() })
     }
 }
 
@@ -290,10 +254,7 @@ impl<'a> Packet<'a> {
                 out.extend_from_slice(&(token.len() as u16).to_be_bytes());
                 out.extend_from_slice(token);
             }
-            Payload::Data(sealed)
-            | Payload::Ack(sealed)
-            | Payload::Probe(sealed)
-            | Payload::Close(sealed) => {
+            Payload::Data(sealed) | Payload::Ack(sealed) | Payload::Probe(sealed) | Payload::Close(sealed) => {
                 out.extend_from_slice(sealed);
             }
         }
@@ -307,15 +268,11 @@ impl<'a> Packet<'a> {
             return Err(WireError::TooLarge { len });
         }
         match self.payload {
-            Payload::Initial(handshake)
-                if handshake.stage.is_client() && len < MIN_CLIENT_INITIAL =>
-            {
+            Payload::Initial(handshake) if handshake.stage.is_client() && len < MIN_CLIENT_INITIAL => {
                 Err(WireError::InitialTooSmall { len })
             }
             _ => match self.payload.sealed() {
-                Some(sealed) if sealed.len() < TAG_LEN => {
-                    Err(WireError::ShortSealedPayload { len: sealed.len() })
-                }
+                Some(sealed) if sealed.len() < TAG_LEN => Err(WireError::ShortSealedPayload { len: sealed.len() }),
                 _ => Ok(()),
             },
         }
@@ -344,13 +301,7 @@ mod tests {
     }
 
     /// A raw INITIAL datagram whose fixed fields can lie about the lengths.
-    fn raw_initial(
-        stage: u8,
-        token_len: u16,
-        noise_len: u16,
-        body: &[u8],
-        total: usize,
-    ) -> Vec<u8> {
+    fn raw_initial(stage: u8, token_len: u16, noise_len: u16, body: &[u8], total: usize) -> Vec<u8> {
         let header = FlowHeader {
             packet_type: PacketType::Initial,
             flags: Flags::EMPTY,
@@ -379,15 +330,8 @@ mod tests {
             assert_eq!(bytes.len(), MIN_CLIENT_INITIAL);
             assert_eq!(Packet::parse(&bytes), Ok(initial));
         }
-        let server = packet(Payload::Initial(Handshake::new(
-            Stage::ServerHello,
-            b"",
-            &noise,
-        )));
-        assert_eq!(
-            encoded(&server).len(),
-            HEADER_LEN + HANDSHAKE_PREFIX_LEN + noise.len()
-        );
+        let server = packet(Payload::Initial(Handshake::new(Stage::ServerHello, b"", &noise)));
+        assert_eq!(encoded(&server).len(), HEADER_LEN + HANDSHAKE_PREFIX_LEN + noise.len());
         let long_noise = [1; 1300];
         let long = Handshake::new(Stage::ClientFinish, b"", &long_noise);
         assert_eq!(long.padding_len(), 0);
@@ -398,12 +342,7 @@ mod tests {
         let at_minimum = raw_initial(1, 0, 32, &[9; 32], MIN_CLIENT_INITIAL);
         assert!(Packet::parse(&at_minimum).is_ok());
         let under = raw_initial(1, 0, 32, &[9; 32], MIN_CLIENT_INITIAL - 1);
-        assert_eq!(
-            Packet::parse(&under),
-            Err(WireError::InitialTooSmall {
-                len: MIN_CLIENT_INITIAL - 1
-            })
-        );
+        assert_eq!(Packet::parse(&under), Err(WireError::InitialTooSmall { len: MIN_CLIENT_INITIAL - 1 }));
         let server = raw_initial(2, 0, 0, &[], HEADER_LEN + HANDSHAKE_PREFIX_LEN);
         assert!(Packet::parse(&server).is_ok());
     }
@@ -412,36 +351,18 @@ mod tests {
     fn initial_rule_order_is_lengths_then_stage_then_size() {
         // Short, bad stage and overrunning all at once: the length problem is reported.
         let everything_wrong = raw_initial(9, 0, 500, &[], 100);
-        assert_eq!(
-            Packet::parse(&everything_wrong),
-            Err(WireError::HandshakeLength {
-                needed: 505,
-                payload: 76
-            })
-        );
+        assert_eq!(Packet::parse(&everything_wrong), Err(WireError::HandshakeLength { needed: 505, payload: 76 }));
         let bad_stage_and_short = raw_initial(0, 0, 10, &[0; 10], 100);
-        assert_eq!(
-            Packet::parse(&bad_stage_and_short),
-            Err(WireError::BadStage { stage: 0 })
-        );
+        assert_eq!(Packet::parse(&bad_stage_and_short), Err(WireError::BadStage { stage: 0 }));
         let token_overrun = raw_initial(1, 2000, 0, &[], MIN_CLIENT_INITIAL);
         assert_eq!(
             Packet::parse(&token_overrun),
-            Err(WireError::HandshakeLength {
-                needed: 2005,
-                payload: MIN_CLIENT_INITIAL - HEADER_LEN
-            })
+            Err(WireError::HandshakeLength { needed: 2005, payload: MIN_CLIENT_INITIAL - HEADER_LEN })
         );
         let mut prefix_only = raw_initial(2, 0, 0, &[], HEADER_LEN + HANDSHAKE_PREFIX_LEN);
         prefix_only.truncate(HEADER_LEN + 4);
         prefix_only[17] = 4;
-        assert_eq!(
-            Packet::parse(&prefix_only),
-            Err(WireError::HandshakeLength {
-                needed: 5,
-                payload: 4
-            })
-        );
+        assert_eq!(Packet::parse(&prefix_only), Err(WireError::HandshakeLength { needed: 5, payload: 4 }));
     }
 
     #[test]
@@ -449,14 +370,9 @@ mod tests {
         let mut datagram = raw_initial(1, 0, 4, &[1, 2, 3, 4], MIN_CLIENT_INITIAL);
         datagram[MIN_CLIENT_INITIAL - 1] = 0xee;
         let parsed = Packet::parse(&datagram).expect("valid INITIAL");
-        let Payload::Initial(handshake) = parsed.payload else {
-            panic!("not an INITIAL: {parsed:?}")
-        };
+        let Payload::Initial(handshake) = parsed.payload else { panic!("not an INITIAL: {parsed:?}") };
         assert_eq!(handshake.noise, [1, 2, 3, 4]);
-        assert_eq!(
-            handshake.padding_len(),
-            MIN_CLIENT_INITIAL - HEADER_LEN - HANDSHAKE_PREFIX_LEN - 4
-        );
+        assert_eq!(handshake.padding_len(), MIN_CLIENT_INITIAL - HEADER_LEN - HANDSHAKE_PREFIX_LEN - 4);
         assert_eq!(handshake.padding.last(), Some(&0xee));
         assert_eq!(encoded(&parsed), datagram);
     }
@@ -465,30 +381,15 @@ mod tests {
     fn retry_payload_must_be_exactly_the_token() {
         let retry = packet(Payload::Retry { token: b"opaque" });
         let bytes = encoded(&retry);
-        assert_eq!(
-            bytes[HEADER_LEN..],
-            [0, 6, b'o', b'p', b'a', b'q', b'u', b'e']
-        );
+        assert_eq!(bytes[HEADER_LEN..], [0, 6, b'o', b'p', b'a', b'q', b'u', b'e']);
         assert_eq!(Packet::parse(&bytes), Ok(retry));
         let mut trailing = bytes.clone();
         trailing.push(0);
         trailing[17] += 1;
-        assert_eq!(
-            Packet::parse(&trailing),
-            Err(WireError::HandshakeLength {
-                needed: 8,
-                payload: 9
-            })
-        );
+        assert_eq!(Packet::parse(&trailing), Err(WireError::HandshakeLength { needed: 8, payload: 9 }));
         let mut one_byte = bytes[..HEADER_LEN + 1].to_vec();
         one_byte[16..18].copy_from_slice(&1u16.to_be_bytes());
-        assert_eq!(
-            Packet::parse(&one_byte),
-            Err(WireError::HandshakeLength {
-                needed: 2,
-                payload: 1
-            })
-        );
+        assert_eq!(Packet::parse(&one_byte), Err(WireError::HandshakeLength { needed: 2, payload: 1 }));
     }
 
     #[test]
@@ -500,10 +401,7 @@ mod tests {
             assert_eq!(Packet::parse(&bytes), Ok(sealed));
             assert_eq!(sealed.payload.sealed(), Some(&tag[..]));
             let short = packet(make(&tag[1..]));
-            assert_eq!(
-                short.encode(&mut Vec::new()),
-                Err(WireError::ShortSealedPayload { len: TAG_LEN - 1 })
-            );
+            assert_eq!(short.encode(&mut Vec::new()), Err(WireError::ShortSealedPayload { len: TAG_LEN - 1 }));
         }
     }
 
@@ -512,23 +410,11 @@ mod tests {
         let big = [0; MAX_PACKET];
         let mut out = vec![0xab];
         let too_large = packet(Payload::Data(&big[HEADER_LEN - 1..]));
-        assert_eq!(
-            too_large.encode(&mut out),
-            Err(WireError::TooLarge {
-                len: MAX_PACKET + 1
-            })
-        );
-        let unpadded = Handshake {
-            stage: Stage::ClientHello,
-            token: b"",
-            noise: &big[..32],
-            padding: b"",
-        };
+        assert_eq!(too_large.encode(&mut out), Err(WireError::TooLarge { len: MAX_PACKET + 1 }));
+        let unpadded = Handshake { stage: Stage::ClientHello, token: b"", noise: &big[..32], padding: b"" };
         assert_eq!(
             packet(Payload::Initial(unpadded)).encode(&mut out),
-            Err(WireError::InitialTooSmall {
-                len: HEADER_LEN + HANDSHAKE_PREFIX_LEN + 32
-            })
+            Err(WireError::InitialTooSmall { len: HEADER_LEN + HANDSHAKE_PREFIX_LEN + 32 })
         );
         assert_eq!(out, [0xab]);
         let largest = packet(Payload::Data(&big[HEADER_LEN..]));

@@ -21,9 +21,7 @@ pub const fn truncate(packet_number: u64) -> u32 {
 pub fn expand(largest: Option<u64>, truncated: u32) -> Option<u64> {
     let expected = largest.map_or(0, |largest| largest.saturating_add(1));
     let candidate = (expected & !(WINDOW - 1)) | u64::from(truncated);
-    let too_far_behind = expected
-        .checked_sub(HALF_WINDOW)
-        .is_some_and(|floor| candidate <= floor);
+    let too_far_behind = expected.checked_sub(HALF_WINDOW).is_some_and(|floor| candidate <= floor);
     let too_far_ahead = candidate > expected.saturating_add(HALF_WINDOW);
     let expanded = match candidate.checked_add(WINDOW) {
         Some(up) if too_far_behind && up <= MAX => up,
@@ -76,22 +74,13 @@ mod tests {
         let largest = 10 * WINDOW + 1000;
         let expected = largest + 1;
         // The window is (expected - 2^31, expected + 2^31].
-        assert_eq!(
-            expand(Some(largest), truncate(expected + HALF_WINDOW)),
-            Some(expected + HALF_WINDOW)
-        );
+        assert_eq!(expand(Some(largest), truncate(expected + HALF_WINDOW)), Some(expected + HALF_WINDOW));
         assert_eq!(
             expand(Some(largest), truncate(expected + HALF_WINDOW + 1)),
             Some(expected + HALF_WINDOW + 1 - WINDOW)
         );
-        assert_eq!(
-            expand(Some(largest), truncate(expected - HALF_WINDOW + 1)),
-            Some(expected - HALF_WINDOW + 1)
-        );
-        assert_eq!(
-            expand(Some(largest), truncate(expected - HALF_WINDOW)),
-            Some(expected - HALF_WINDOW + WINDOW)
-        );
+        assert_eq!(expand(Some(largest), truncate(expected - HALF_WINDOW + 1)), Some(expected - HALF_WINDOW + 1));
+        assert_eq!(expand(Some(largest), truncate(expected - HALF_WINDOW)), Some(expected - HALF_WINDOW + WINDOW));
     }
 
     #[test]

@@ -37,10 +37,7 @@ pub fn decode(bytes: &[u8]) -> Option<(u64, usize)> {
     let first = *bytes.first()?;
     let len = 1usize << (first >> 6);
     let encoded = bytes.get(..len)?;
-    let value = encoded
-        .iter()
-        .skip(1)
-        .fold(u64::from(first & 0x3f), |acc, &b| acc << 8 | u64::from(b));
+    let value = encoded.iter().skip(1).fold(u64::from(first & 0x3f), |acc, &b| acc << 8 | u64::from(b));
     Some((value, len))
 }
 
@@ -58,10 +55,7 @@ mod tests {
     fn rfc9000_examples_decode() {
         // RFC 9000 appendix A.1, including the non-minimal two-byte encoding of 37.
         let cases: [(&[u8], u64); 5] = [
-            (
-                &[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c],
-                151_288_809_941_952_652,
-            ),
+            (&[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c], 151_288_809_941_952_652),
             (&[0x9d, 0x7f, 0x3e, 0x7d], 494_878_333),
             (&[0x7b, 0xbd], 15_293),
             (&[0x25], 37),
@@ -74,16 +68,7 @@ mod tests {
 
     #[test]
     fn each_length_boundary_uses_the_shortest_encoding_and_round_trips() {
-        let cases = [
-            (0, 1),
-            (63, 1),
-            (64, 2),
-            (16_383, 2),
-            (16_384, 4),
-            ((1 << 30) - 1, 4),
-            (1 << 30, 8),
-            (MAX, 8),
-        ];
+        let cases = [(0, 1), (63, 1), (64, 2), (16_383, 2), (16_384, 4), ((1 << 30) - 1, 4), (1 << 30, 8), (MAX, 8)];
         for (value, len) in cases {
             let bytes = encoded(value);
             assert_eq!(bytes.len(), len, "value {value}");
@@ -97,10 +82,7 @@ mod tests {
     fn non_minimal_encodings_are_accepted() {
         assert_eq!(decode(&[0x40, 0x00]), Some((0, 2)));
         assert_eq!(decode(&[0x80, 0, 0, 0x01]), Some((1, 4)));
-        assert_eq!(
-            decode(&[0xc0, 0, 0, 0, 0, 0, 0x3f, 0xff]),
-            Some((16_383, 8))
-        );
+        assert_eq!(decode(&[0xc0, 0, 0, 0, 0, 0, 0x3f, 0xff]), Some((16_383, 8)));
     }
 
     #[test]

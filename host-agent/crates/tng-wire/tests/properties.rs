@@ -7,8 +7,8 @@ use std::ops::RangeInclusive;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use tng_wire::{
-    parse_frames, varint, AckFrame, EcnCounts, Feedback, Flags, Frame, Handshake, Packet,
-    PathStatus, Payload, Stage, WireError, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN,
+    parse_frames, varint, AckFrame, EcnCounts, Feedback, Flags, Frame, Handshake, Packet, PathStatus, Payload, Stage,
+    WireError, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN,
 };
 
 /// If `datagram` parses, encoding the packet gives `datagram` back.
@@ -37,13 +37,8 @@ fn assert_frames_reparse(plaintext: &[u8]) -> Result<(), TestCaseError> {
 /// A datagram whose header passes rules 0-5 more often than random bytes would: version 1, a plausible type and
 /// flags, and a matching `payload_length`, so that the type-specific rules get exercised.
 fn plausible_datagram() -> impl Strategy<Value = Vec<u8>> {
-    (
-        0u8..8,
-        0u8..9,
-        any::<[u8; 16]>(),
-        vec(any::<u8>(), 0..=MAX_PACKET - HEADER_LEN + 1),
-    )
-        .prop_map(|(packet_type, flags, middle, payload)| {
+    (0u8..8, 0u8..9, any::<[u8; 16]>(), vec(any::<u8>(), 0..=MAX_PACKET - HEADER_LEN + 1)).prop_map(
+        |(packet_type, flags, middle, payload)| {
             let mut datagram = vec![1, packet_type, flags];
             datagram.extend_from_slice(&middle[..13]);
             datagram.extend_from_slice(&(payload.len() as u16).to_be_bytes());
@@ -52,7 +47,8 @@ fn plausible_datagram() -> impl Strategy<Value = Vec<u8>> {
             datagram.push(0);
             datagram.extend_from_slice(&payload);
             datagram
-        })
+        },
+    )
 }
 
 /// Owned material for one frame; [`frame_of`] borrows from it.
@@ -79,18 +75,16 @@ fn frame_seed() -> impl Strategy<Value = FrameSeed> {
         any::<[u8; 16]>(),
         any::<u16>(),
     )
-        .prop_map(
-            |(kind, numbers, fin, bytes, challenge, ranges, ip, port)| FrameSeed {
-                kind,
-                numbers,
-                fin,
-                bytes,
-                challenge,
-                ranges,
-                ip,
-                port,
-            },
-        )
+        .prop_map(|(kind, numbers, fin, bytes, challenge, ranges, ip, port)| FrameSeed {
+            kind,
+            numbers,
+            fin,
+            bytes,
+            challenge,
+            ranges,
+            ip,
+            port,
+        })
 }
 
 fn frame_of(seed: &FrameSeed) -> Frame<'_> {
@@ -99,25 +93,13 @@ fn frame_of(seed: &FrameSeed) -> Frame<'_> {
         0 => Frame::Padding(seed.bytes.len()),
         1 => {
             let ranges = seed.ranges.iter().map(|&(start, len)| start..=start + len);
-            let ecn = EcnCounts {
-                ect0: a,
-                ect1: b,
-                ce: c,
-            };
+            let ecn = EcnCounts { ect0: a, ect1: b, ce: c };
             AckFrame::from_ranges(ranges, a, ecn).map_or(Frame::Ping, Frame::Ack)
         }
-        2 => Frame::FeedbackEcho {
-            max_queue_level: a as u16,
-            min_rate_hint: b as u32,
-        },
+        2 => Frame::FeedbackEcho { max_queue_level: a as u16, min_rate_hint: b as u32 },
         3 => {
             let offset = b.min(varint::MAX - seed.bytes.len() as u64);
-            Frame::Stream {
-                stream_id: a,
-                offset,
-                fin: seed.fin,
-                data: &seed.bytes,
-            }
+            Frame::Stream { stream_id: a, offset, fin: seed.fin, data: &seed.bytes }
         }
         4 => {
             // Ascending, disjoint, non-empty: cumulative (gap, length) steps.
@@ -131,57 +113,29 @@ fn frame_of(seed: &FrameSeed) -> Frame<'_> {
                     start..end
                 })
                 .collect();
-            Frame::StreamAck {
-                stream_id: a,
-                ranges,
-            }
+            Frame::StreamAck { stream_id: a, ranges }
         }
         5 => Frame::MaxData(a),
-        6 => Frame::MaxStreamData {
-            stream_id: a,
-            max: b,
-        },
+        6 => Frame::MaxStreamData { stream_id: a, max: b },
         7 => Frame::MaxStreams(a),
-        8 => Frame::ResetStream {
-            stream_id: a,
-            error_code: b,
-            final_size: c,
-        },
-        9 => Frame::StopSending {
-            stream_id: a,
-            error_code: b,
-        },
+        8 => Frame::ResetStream { stream_id: a, error_code: b, final_size: c },
+        9 => Frame::StopSending { stream_id: a, error_code: b },
         10 => Frame::PathChallenge(seed.challenge),
         11 => Frame::PathResponse(seed.challenge),
         12 => {
-            let status = [
-                PathStatus::Abandon,
-                PathStatus::Available,
-                PathStatus::Standby,
-            ][(a % 3) as usize];
-            Frame::PathStatus {
-                channel_id: b as u8,
-                status,
-            }
+            let status = [PathStatus::Abandon, PathStatus::Available, PathStatus::Standby][(a % 3) as usize];
+            Frame::PathStatus { channel_id: b as u8, status }
         }
-        13 => Frame::Close {
-            error_code: a,
-            reason: &seed.bytes,
-        },
+        13 => Frame::Close { error_code: a, reason: &seed.bytes },
         14 => {
             let ip = if seed.fin {
-                IpAddr::V4(Ipv4Addr::new(
-                    seed.ip[0], seed.ip[1], seed.ip[2], seed.ip[3],
-                ))
+                IpAddr::V4(Ipv4Addr::new(seed.ip[0], seed.ip[1], seed.ip[2], seed.ip[3]))
             } else {
                 IpAddr::V6(Ipv6Addr::from(seed.ip))
             };
             Frame::NewAddress(SocketAddr::new(ip, seed.port))
         }
-        15 => Frame::Extension {
-            frame_type: a.max(0x20),
-            data: &seed.bytes,
-        },
+        15 => Frame::Extension { frame_type: a.max(0x20), data: &seed.bytes },
         _ => Frame::Ping,
     }
 }
@@ -203,21 +157,8 @@ struct PacketSeed {
 }
 
 fn packet_seed() -> impl Strategy<Value = PacketSeed> {
-    let header = (
-        0u8..6,
-        0u8..8,
-        any::<u8>(),
-        any::<u64>(),
-        any::<u32>(),
-        any::<(u16, u32)>(),
-    );
-    let handshake = (
-        1u8..=3,
-        vec(any::<u8>(), 0..64),
-        vec(any::<u8>(), 0..400),
-        any::<u8>(),
-        0usize..=272,
-    );
+    let header = (0u8..6, 0u8..8, any::<u8>(), any::<u64>(), any::<u32>(), any::<(u16, u32)>());
+    let handshake = (1u8..=3, vec(any::<u8>(), 0..64), vec(any::<u8>(), 0..400), any::<u8>(), 0usize..=272);
     let sealed = vec(any::<u8>(), TAG_LEN..=MAX_PACKET - HEADER_LEN);
     (header, handshake, sealed).prop_map(
         |(
@@ -227,11 +168,7 @@ fn packet_seed() -> impl Strategy<Value = PacketSeed> {
         )| {
             // Client stages need padding up to the minimum; any stage may carry extra within the maximum.
             let unpadded = HEADER_LEN + 5 + token.len() + noise.len();
-            let needed = if stage == 2 {
-                0
-            } else {
-                MIN_CLIENT_INITIAL.saturating_sub(unpadded)
-            };
+            let needed = if stage == 2 { 0 } else { MIN_CLIENT_INITIAL.saturating_sub(unpadded) };
             let room = MAX_PACKET - unpadded - needed;
             let padding = vec![fill; needed + extra.min(room)];
             PacketSeed {
@@ -270,10 +207,7 @@ fn packet_of(seed: &PacketSeed) -> Packet<'_> {
         channel_id: seed.channel_id,
         connection_id: seed.connection_id,
         packet_number: seed.packet_number,
-        feedback: Feedback {
-            queue_level: seed.feedback.0,
-            rate_hint: seed.feedback.1,
-        },
+        feedback: Feedback { queue_level: seed.feedback.0, rate_hint: seed.feedback.1 },
         payload,
     }
 }

@@ -16,13 +16,10 @@ fn vector_dir() -> PathBuf {
 
 fn vector_paths() -> Result<Vec<PathBuf>, String> {
     let dir = vector_dir();
-    let entries =
-        std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
     let mut paths = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-            .path();
+        let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
         if path.extension().is_some_and(|ext| ext == "json") {
             paths.push(path);
         }
@@ -32,8 +29,7 @@ fn vector_paths() -> Result<Vec<PathBuf>, String> {
 }
 
 fn load(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
 }
 
@@ -44,9 +40,7 @@ fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
     (0..hex.len())
         .step_by(2)
         .map(|i| {
-            let pair = hex
-                .get(i..i + 2)
-                .ok_or_else(|| format!("non-ASCII hex string {hex:?}"))?;
+            let pair = hex.get(i..i + 2).ok_or_else(|| format!("non-ASCII hex string {hex:?}"))?;
             u8::from_str_radix(pair, 16).map_err(|e| format!("bad hex {pair:?}: {e}"))
         })
         .collect()
@@ -78,37 +72,24 @@ fn fields_of(packet: &Packet<'_>) -> Map<String, Value> {
             ("padding_len", handshake.padding_len().into()),
         ]),
         Payload::Retry { token } => fields.push(("token", to_hex(token).into())),
-        Payload::Data(sealed)
-        | Payload::Ack(sealed)
-        | Payload::Probe(sealed)
-        | Payload::Close(sealed) => fields.push(("sealed", to_hex(sealed).into())),
+        Payload::Data(sealed) | Payload::Ack(sealed) | Payload::Probe(sealed) | Payload::Close(sealed) => {
+            fields.push(("sealed", to_hex(sealed).into()))
+        }
     }
-    fields
-        .into_iter()
-        .map(|(name, value)| (name.to_owned(), value))
-        .collect()
+    fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()
 }
 
 fn check_vector(path: &Path) -> Result<(), Failed> {
     let vector = load(path)?;
-    let bytes = from_hex(
-        vector["hex"]
-            .as_str()
-            .ok_or("vector has no \"hex\" string")?,
-    )?;
+    let bytes = from_hex(vector["hex"].as_str().ok_or("vector has no \"hex\" string")?)?;
     let parsed = Packet::parse(&bytes);
     match vector["valid"].as_bool() {
         Some(true) => {
-            let packet =
-                parsed.map_err(|e| format!("valid vector rejected: {} ({e})", e.as_str()))?;
-            let expected = vector["fields"]
-                .as_object()
-                .ok_or("valid vector has no \"fields\" object")?;
+            let packet = parsed.map_err(|e| format!("valid vector rejected: {} ({e})", e.as_str()))?;
+            let expected = vector["fields"].as_object().ok_or("valid vector has no \"fields\" object")?;
             let actual = fields_of(&packet);
             for (name, value) in expected {
-                let got = actual
-                    .get(name)
-                    .ok_or_else(|| format!("vector field {name:?} unknown to the codec"))?;
+                let got = actual.get(name).ok_or_else(|| format!("vector field {name:?} unknown to the codec"))?;
                 if got != value {
                     return Err(format!("field {name}: parsed {got}, vector says {value}").into());
                 }
@@ -117,29 +98,20 @@ fn check_vector(path: &Path) -> Result<(), Failed> {
                 return Err(format!("vector lacks field {unchecked:?}").into());
             }
             let mut encoded = Vec::new();
-            packet
-                .encode(&mut encoded)
-                .map_err(|e| format!("re-encoding failed: {e}"))?;
+            packet.encode(&mut encoded).map_err(|e| format!("re-encoding failed: {e}"))?;
             if encoded != bytes {
-                return Err(format!(
-                    "re-encoding differs:\n  got  {}\n  want {}",
-                    to_hex(&encoded),
-                    to_hex(&bytes)
-                )
-                .into());
+                return Err(
+                    format!("re-encoding differs:\n  got  {}\n  want {}", to_hex(&encoded), to_hex(&bytes)).into()
+                );
             }
             Ok(())
         }
         Some(false) => {
-            let expected = vector["error"]
-                .as_str()
-                .ok_or("invalid vector has no \"error\" string")?;
+            let expected = vector["error"].as_str().ok_or("invalid vector has no \"error\" string")?;
             match parsed {
                 Ok(packet) => Err(format!("accepted, expected {expected}: {packet:?}").into()),
                 Err(e) if e.as_str() == expected => Ok(()),
-                Err(e) => {
-                    Err(format!("rejected as {} ({e}), expected {expected}", e.as_str()).into())
-                }
+                Err(e) => Err(format!("rejected as {} ({e}), expected {expected}", e.as_str()).into()),
             }
         }
         None => Err("vector has no boolean \"valid\"".into()),
@@ -170,10 +142,7 @@ fn main() {
     let mut trials = vec![Trial::test("inventory", check_inventory)];
     // A listing error shows up as the inventory test's failure.
     for path in vector_paths().unwrap_or_default() {
-        let name = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         trials.push(Trial::test(name, move || check_vector(&path)));
     }
     libtest_mimic::run(&args, trials).exit();

@@ -270,12 +270,7 @@ async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &P
     Ok(outcome)
 }
 
-async fn shortflows(
-    options: &ClientOptions,
-    dialer: &Dialer,
-    token: u64,
-    progress: &Arc<Progress>,
-) -> Result<Outcome> {
+async fn shortflows(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &Arc<Progress>) -> Result<Outcome> {
     let sizes = Exp::new(1.0 / options.mean_flow_bytes.max(1) as f64).context("flow size distribution")?;
     let deadline = Instant::now() + options.duration;
     let mut workers = tokio::task::JoinSet::new();
@@ -306,7 +301,12 @@ async fn shortflows(
     Ok(total)
 }
 
-async fn request_response(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &Progress) -> Result<Outcome> {
+async fn request_response(
+    options: &ClientOptions,
+    dialer: &Dialer,
+    token: u64,
+    progress: &Progress,
+) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;

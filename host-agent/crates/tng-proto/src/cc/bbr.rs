@@ -225,7 +225,7 @@ impl Bbr {
     fn update_rt_prop(&mut self, now: Time, ack: &AckSample) {
         let expired = self.rt_prop.is_some() && now > self.rt_prop_stamp + RT_PROP_WINDOW;
         if let Some(rtt) = ack.rtt {
-            if self.rt_prop.map_or(true, |rt_prop| rtt < rt_prop) || expired {
+            if self.rt_prop.is_none_or(|rt_prop| rtt < rt_prop) || expired {
                 self.rt_prop = Some(rtt);
                 self.rt_prop_stamp = now;
             }

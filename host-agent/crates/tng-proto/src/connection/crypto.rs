@@ -105,8 +105,8 @@ pub(crate) struct PacketProtection {
     recv_generation: u64,
     /// The receive key of the previous generation and when it is discarded.
     recv_previous: Option<(PacketKey, Time)>,
-    /// A packet of the current send generation was opened from the peer: it has the key, so the next update may
-    /// start.
+    /// The peer acknowledged a packet sealed with the current send key, so it opens this generation and the next
+    /// update may start (as in QUIC: the peer's *receive* side must have caught up, not just its send side).
     peer_confirmed: bool,
     updates: u64,
 }
@@ -120,7 +120,7 @@ impl PacketProtection {
             recv: PacketKey::new(recv),
             recv_generation: 0,
             recv_previous: None,
-            peer_confirmed: true,
+            peer_confirmed: false,
             updates: 0,
         }
     }
@@ -133,6 +133,18 @@ impl PacketProtection {
     /// Key updates this side initiated or followed.
     pub(crate) fn updates(&self) -> u64 {
         self.updates
+    }
+
+    /// The generation of the send key, recorded with each sent packet.
+    pub(crate) fn send_generation(&self) -> u64 {
+        self.send_generation
+    }
+
+    /// The peer acknowledged a packet sealed in send generation `generation`.
+    pub(crate) fn on_acknowledged(&mut self, generation: u64) {
+        if generation == self.send_generation {
+            self.peer_confirmed = true;
+        }
     }
 
     pub(crate) fn seal(&mut self, nonce: u64, associated_data: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> bool {
@@ -165,12 +177,7 @@ impl PacketProtection {
     /// Applies what opening a valid packet revealed. `keep_previous` is how long the old receive key stays (3 PTO).
     pub(crate) fn commit(&mut self, now: Time, opened: OpenedWith, keep_previous: Duration) {
         match opened {
-            OpenedWith::Previous => {}
-            OpenedWith::Current => {
-                if self.recv_generation == self.send_generation {
-                    self.peer_confirmed = true;
-                }
-            }
+            OpenedWith::Previous | OpenedWith::Current => {}
             OpenedWith::Next(next) => {
                 let old = std::mem::replace(&mut self.recv, next);
                 self.recv_previous = Some((old, now + keep_previous));
@@ -180,15 +187,15 @@ impl PacketProtection {
                     self.send = self.send.next();
                     self.send_generation += 1;
                     self.sent_in_generation = 0;
+                    self.peer_confirmed = false;
                     self.updates += 1;
                 }
-                self.peer_confirmed = self.recv_generation == self.send_generation;
             }
         }
     }
 
-    /// Starts a key update when `interval` packets went out under the current key, the peer has caught up with the
-    /// current generation and the key before it is gone (so at most two receive keys exist on either side).
+    /// Starts a key update when `interval` packets went out under the current key, the peer acknowledged one of them
+    /// and our previous receive key is gone (so at most two receive keys exist on either side).
     pub(crate) fn maybe_initiate_update(&mut self, interval: u64) -> bool {
         if interval == 0
             || self.sent_in_generation < interval
@@ -266,6 +273,7 @@ mod tests {
         let keep = Duration::from_secs(1);
         let (old_phase, old_packet) = send(&mut client, 1, b"old");
         assert!(!client.maybe_initiate_update(5), "not enough packets yet");
+        client.on_acknowledged(0);
         for nonce in 2..6 {
             send(&mut client, nonce, b"x");
         }
@@ -287,5 +295,15 @@ mod tests {
         let (_, opened) = client.open(phase, 3, b"header", &reply).expect("client opens reply");
         client.commit(Time::ZERO, opened, keep);
         assert_eq!((client.updates(), server.updates()), (1, 1));
+        // The next update waits until the peer acknowledged a packet of the current generation.
+        for nonce in 20..30 {
+            send(&mut client, nonce, b"x");
+        }
+        client.handle_timeout(Time::from_millis(1_000));
+        assert!(!client.maybe_initiate_update(5), "nothing of generation 1 acknowledged yet");
+        client.on_acknowledged(0);
+        assert!(!client.maybe_initiate_update(5), "an acknowledgement of the old generation does not count");
+        client.on_acknowledged(1);
+        assert!(client.maybe_initiate_update(5));
     }
 }

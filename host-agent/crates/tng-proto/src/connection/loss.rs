@@ -36,6 +36,8 @@ pub(crate) struct Outgoing {
     pub(crate) acked_up_to: Option<u64>,
     /// The sender had less to send than the window allowed.
     pub(crate) app_limited: bool,
+    /// Generation of the key that sealed it (key update waits for an acknowledged packet of the current one).
+    pub(crate) key_generation: u64,
 }
 
 /// What the flow layer remembers about a sent packet.
@@ -53,6 +55,7 @@ pub(crate) struct SentPacket {
     pub(crate) delivered: u64,
     pub(crate) delivered_time: Time,
     pub(crate) app_limited: bool,
+    pub(crate) key_generation: u64,
 }
 
 impl SentPacket {
@@ -141,6 +144,7 @@ impl LossRecovery {
             delivered: self.delivered,
             delivered_time: self.delivered_time,
             app_limited: outgoing.app_limited,
+            key_generation: outgoing.key_generation,
         };
         self.sent.insert(pn, packet);
         pn
@@ -360,6 +364,7 @@ mod tests {
             control: Vec::new(),
             acked_up_to: None,
             app_limited: false,
+            key_generation: 0,
         };
         recovery.on_sent(now, outgoing)
     }
@@ -438,6 +443,7 @@ mod tests {
                 control: Vec::new(),
                 acked_up_to: None,
                 app_limited: false,
+                key_generation: 0,
             };
             recovery.on_sent(Time::ZERO, outgoing);
         }

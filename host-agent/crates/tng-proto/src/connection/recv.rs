@@ -194,6 +194,9 @@ impl Connection {
             if let Some(largest) = packet.acked_up_to {
                 channel.received.forget_up_to(largest);
             }
+            if let Some(protection) = self.protection.as_mut() {
+                protection.on_acknowledged(packet.key_generation);
+            }
         }
         if outcome.bytes_acked > 0 {
             let sample = AckSample {

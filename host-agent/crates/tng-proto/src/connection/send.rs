@@ -323,6 +323,7 @@ impl Connection {
             return None;
         }
         let protection = self.protection.as_mut()?;
+        let key_generation = protection.send_generation();
         let flags = Flags::EMPTY
             .with(Flags::ECN_CAPABLE, ecn)
             .with(Flags::FEEDBACK_ECHO, plaintext.with_echo)
@@ -360,6 +361,7 @@ impl Connection {
                     control: Vec::new(),
                     acked_up_to,
                     app_limited: true,
+                    key_generation,
                 };
                 channel.recovery.on_sent(now, outgoing);
             }
@@ -374,6 +376,7 @@ impl Connection {
                     control: contents.control,
                     acked_up_to,
                     app_limited: contents.app_limited,
+                    key_generation,
                 };
                 channel.recovery.on_sent(now, outgoing);
                 channel.cc.on_sent(now, size, channel.recovery.bytes_in_flight());
