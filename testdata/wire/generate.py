@@ -274,9 +274,22 @@ def main() -> None:
         old.unlink()
     for name, description, (raw, fields) in VALID:
         assert len(raw) <= MAX_PACKET, name
-        write(name, {"name": name, "description": description, "hex": raw.hex(), "valid": True, "fields": fields, "error": None})
+        write(
+            name,
+            {
+                "name": name,
+                "description": description,
+                "hex": raw.hex(),
+                "valid": True,
+                "fields": fields,
+                "error": None,
+            },
+        )
     for name, description, raw, error in INVALID:
-        write(name, {"name": name, "description": description, "hex": raw.hex(), "valid": False, "fields": {}, "error": error})
+        write(
+            name,
+            {"name": name, "description": description, "hex": raw.hex(), "valid": False, "fields": {}, "error": error},
+        )
     print(f"wrote {len(VALID)} valid and {len(INVALID)} malformed vectors to {HERE}")
 
 

@@ -99,9 +99,9 @@ def two_shaped_paths(rate: str) -> Iterator[tuple[str, str]]:
             ip("-n", server, "addr", "add", f"10.78.{path}.2/24", "dev", f"s{path}")
             for ns, dev in ((client, f"c{path}"), (server, f"s{path}")):
                 ip("-n", ns, "link", "set", dev, "up")
+                tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"]
                 subprocess.run(
-                    ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf"]
-                    + ["rate", rate, "burst", "256kb", "latency", "50ms"],
+                    ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf],
                     check=True,
                     capture_output=True,
                 )
