@@ -71,9 +71,9 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, 
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
 
-demo: deps ## Run the main scenario and print its results
-	@echo "not implemented yet: tng-lab on network namespaces (experiment-runner issue); showing the simulated LTE+Wi-Fi aggregation scenario"
-	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- run host-agent/scenarios/aggregation.toml --set duration_s=20
+demo: deps ## Run the LTE + Wi-Fi scenario (tng, TCP, MPTCP on emulated links; needs root) and print its summary
+	$(CARGO) build --release -q -p linkem -p tng-agent
+	$(PY) -m tng_lab run topo/scenarios/lwip.toml --duration 10 --out build/lab/demo
 
 lint: deps ## cargo fmt --check, clippy (warnings denied), ruff check, ruff format --check
 	$(CARGO) fmt --all --check

@@ -1,0 +1,216 @@
+"""tng-lab end to end on real namespaces: topo/scenarios/smoke.toml, then runs that are interrupted or killed.
+
+Needs root and the release binaries: the test builds them with cargo (or uses TNG_LAB_BIN_DIR when set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = REPO / "topo" / "scenarios" / "smoke.toml"
+ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+SMOKE_BUDGET_S = 60.0
+
+pytestmark = pytest.mark.needs_root
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+    if os.environ.get("TNG_LAB_BIN_DIR"):
+        return Path(os.environ["TNG_LAB_BIN_DIR"])
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo not found: cannot build linkem and tng")
+    build = subprocess.run(
+        [cargo, "build", "--release", "-p", "linkem", "-p", "tng-agent"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert build.returncode == 0, f"cargo build failed:\n{build.stderr[-3000:]}"
+    return REPO / "target" / "release"
+
+
+def start(bin_dir: Path, out: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "tng_lab", "run", str(SMOKE), "--out", str(out), "--bin-dir", str(bin_dir)]
+    return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def namespaces_of(pid: int) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.startswith(f"tlab{pid}-")]
+
+
+def pids_in(namespaces: list[str]) -> set[int]:
+    pids: set[int] = set()
+    for ns in namespaces:
+        listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
+        pids.update(int(pid) for pid in listed.split())
+    return pids
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def is_perf_client(pid: int) -> bool:
+    try:
+        return b"perf\0client" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def wait_for_client(runner: subprocess.Popen[str]) -> set[int]:
+    """Waits until a perf client runs in the UE namespace (setup also runs short commands there); returns every
+    process in the run's namespaces then."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert runner.poll() is None, runner.stderr.read() if runner.stderr else ""
+        if any(is_perf_client(pid) for pid in pids_in([f"tlab{runner.pid}-ue"])):
+            return pids_in(namespaces_of(runner.pid))
+        time.sleep(0.2)
+    raise AssertionError("no perf client started within 60 s")
+
+
+def assert_allowed_cc_restored(before: str) -> None:
+    """What a run added to the allowed congestion controls is gone (unless it was there already, e.g. from a
+    concurrent run, which keeps it until the last run ends)."""
+    after = ALLOWED_CC.read_text().split()
+    assert [name for name in after if name not in before.split()] == []
+
+
+def clean() -> str:
+    done = subprocess.run([sys.executable, "-m", "tng_lab", "clean"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_smoke_scenario_end_to_end(bin_dir: Path, tmp_path: Path) -> None:
+    allowed_before = ALLOWED_CC.read_text()
+    started = time.monotonic()
+    runner = start(bin_dir, tmp_path)
+    stdout, stderr = runner.communicate(timeout=300)
+    elapsed = time.monotonic() - started
+    assert runner.returncode == 0, stderr
+    assert elapsed < SMOKE_BUDGET_S, f"smoke took {elapsed:.0f} s"
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["scenario"] == "smoke" and results["switch"].startswith("Linux forwarding")
+    workloads = {w["workload"]["name"]: w for w in results["workloads"]}
+    assert {"tcp-lte", "mptcp", "tng"} == set(workloads)
+    for name, workload in workloads.items():
+        if workload["status"] == "skipped":
+            assert name == "tng" and "--transport tng" in workload["skipped"]  # until the agent offers tng
+            continue
+        assert workload["status"] == "ok", workload
+        run = workload["runs"][0]
+        assert run["bytes_received"] > 500_000 and run["bytes_corrupted"] == 0
+        assert run["goodput_mbps"] > 2.0
+        assert run["delay_ms"]["p95"] >= 20.0  # at least the propagation delay of the slowest link
+        assert run["load"]["cpu_percent"]["linkem-lte"] > 0
+        for path in workload["workload"]["paths"]:
+            assert run["paths"][path]["down_bytes"] > 100_000, (name, path)
+    lte_only = workloads["tcp-lte"]["runs"][0]["paths"]
+    assert lte_only["wifi"]["down_bytes"] < 10_000  # policy routing kept it on its link
+    assert workloads["mptcp"]["runs"][0]["goodput_mbps"] > workloads["tcp-lte"]["runs"][0]["goodput_mbps"]
+    for plot in ("throughput.png", "delay_cdf.png", "comparison.png", "throughput_delay.png"):
+        assert (tmp_path / plot).stat().st_size > 10_000
+    assert "| tcp-lte | tcp | cubic | bulk | lte |" in (tmp_path / "summary.md").read_text()
+    assert "| tcp-lte | tcp | cubic | bulk | lte |" in stdout
+    assert namespaces_of(runner.pid) == []
+    assert not Path(f"/run/tng-lab/tlab{runner.pid}").exists()
+    assert_allowed_cc_restored(allowed_before)
+
+
+def test_interrupted_run_removes_everything_it_created(bin_dir: Path, tmp_path: Path) -> None:
+    runner = start(bin_dir, tmp_path)
+    pids = wait_for_client(runner)
+    assert len(pids) >= 3  # two linkems, the server (and the client, unless it just finished)
+    runner.send_signal(signal.SIGINT)
+    _, stderr = runner.communicate(timeout=60)
+    assert runner.returncode == 130, stderr
+    assert "interrupted by SIGINT" in stderr
+    assert namespaces_of(runner.pid) == []
+    assert [pid for pid in pids if running(pid)] == []
+    clean()
+    assert namespaces_of(runner.pid) == []
+
+
+DEAD_LINK = """
+name = "dead-link"
+duration_s = 1
+[[links]]
+name = "good"
+down = { rate = "10mbit", delay = "5ms" }
+[[links]]
+name = "dead"
+down = { loss = "100%" }
+[[workloads]]
+name = "stuck"
+transport = "tcp"
+paths = ["dead"]
+[[workloads]]
+name = "fine"
+transport = "tcp"
+paths = ["good"]
+"""
+
+
+def test_a_workload_that_cannot_finish_fails_alone(bin_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "dead.toml"
+    scenario.write_text(DEAD_LINK)
+    argv = [sys.executable, "-m", "tng_lab", "run", str(scenario), "--out", str(tmp_path), "--bin-dir", str(bin_dir)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "1 workload(s) failed: stuck" in done.stderr
+    workloads = {w["workload"]["name"]: w for w in json.loads((tmp_path / "results.json").read_text())["workloads"]}
+    assert workloads["stuck"]["status"] == "failed"
+    assert "still running" in workloads["stuck"]["runs"][0]["error"]
+    assert workloads["fine"]["status"] == "ok" and workloads["fine"]["runs"][0]["bytes_received"] > 100_000
+    assert "failed: client still running" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_crashed_linkem_fails_the_run_and_leaves_nothing(bin_dir: Path, tmp_path: Path) -> None:
+    runner = start(bin_dir, tmp_path)
+    pids = wait_for_client(runner)
+    for linkem in pids_in([f"tlab{runner.pid}-link-lte"]):
+        os.kill(linkem, signal.SIGKILL)
+    _, stderr = runner.communicate(timeout=60)
+    assert runner.returncode == 1
+    assert "linkem (lte) exited with status" in stderr
+    assert namespaces_of(runner.pid) == []
+    assert [pid for pid in pids if running(pid)] == []
+
+
+def test_clean_removes_what_a_killed_run_left(bin_dir: Path, tmp_path: Path) -> None:
+    allowed_before = ALLOWED_CC.read_text()
+    runner = start(bin_dir, tmp_path)
+    pids = wait_for_client(runner)
+    runner.send_signal(signal.SIGKILL)  # no chance to clean up
+    runner.communicate(timeout=30)
+    assert len(namespaces_of(runner.pid)) == 5
+    report = clean()
+    assert "removed 5 namespaces" in report
+    assert namespaces_of(runner.pid) == []
+    deadline = time.monotonic() + 5
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in pids if running(pid)] == []
+    assert not Path(f"/run/tng-lab/tlab{runner.pid}").exists()
+    assert_allowed_cc_restored(allowed_before)

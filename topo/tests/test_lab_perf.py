@@ -1,0 +1,97 @@
+"""`tng perf` command lines, the transports a binary offers, and report parsing."""
+
+import json
+from pathlib import Path
+
+import pytest
+from tng_lab import perf
+from tng_lab.netns import LabError
+from tng_lab.scenario import Workload
+
+REPORT = {
+    "transport": "mptcp",
+    "mode": "shortflows",
+    "cc": "cubic",
+    "duration_s": 5.0,
+    "goodput_mbps": 12.5,
+    "bytes_received": 7_800_000,
+    "bytes_corrupted": 0,
+    "fct_ms": {"mean": 80.0, "p50": 60.0, "p99": 400.0, "count": 120},
+    "rtt_ms": {"subflow0": 50.1},
+    "retransmitted_packets": 3,
+    "sent_packets": 5400,
+    "cpu_percent": 4.5,
+    "paths": [{"name": "subflow0", "bytes": 7_800_000, "rtt_ms": 50.1}],
+}
+
+HELP_LISTED = """Options:
+      --mode <MODE>
+          Workload
+      --transport <TRANSPORT>
+          Transport carrying the workload
+
+          [default: tcp]
+          [possible values: tcp, mptcp]
+
+      --cc <CC>
+"""
+
+HELP_BULLETS = """Options:
+      --transport <TRANSPORT>
+          Transport carrying the workload
+
+          Possible values:
+          - tng:   tng over UDP
+          - tcp:   kernel TCP
+          - mptcp: Linux MPTCP
+
+      --cc <CC>
+          Congestion control
+"""
+
+
+def workload(transport: str, **extra) -> Workload:
+    return Workload("w", transport, extra.pop("mode", "bulk"), ("lte", "wifi"), **extra)
+
+
+def test_tng_gets_one_local_address_per_path() -> None:
+    argv = perf.client_command(Path("/b/tng"), "ue", workload("tng", cc="copa"), "10.0.0.1:5201", ["a", "b"], 5, 3)
+    assert argv[:5] == ["ip", "netns", "exec", "ue", "/b/tng"]
+    assert argv.count("--local") == 2 and "a:0" in argv and "b:0" in argv
+    assert argv[argv.index("--cc") + 1] == "copa"
+    assert argv[-3:] == ["--seed", "3", "--json"]
+
+
+def test_mptcp_binds_only_the_initial_subflow_and_passes_workload_options() -> None:
+    flows = workload("mptcp", mode="shortflows", parallel=8, flow_size=20000)
+    argv = perf.client_command(Path("tng"), "ue", flows, "s:1", ["a", "b"], 2.5, 1)
+    assert argv.count("--local") == 1 and "a:0" in argv
+    text = " ".join(argv)
+    assert "--mode shortflows --duration 2.5 --transport mptcp" in text
+    assert "--parallel 8 --flow-size 20000" in text and "--cc" not in text
+
+
+def test_report_fields_are_read() -> None:
+    report = perf.parse_report(json.dumps(REPORT))
+    assert report.goodput_mbps == 12.5 and report.fct_ms.count == 120 and report.fct_ms.p99 == 400.0
+    assert report.fct_samples_ms == []
+    with_samples = perf.parse_report(json.dumps({**REPORT, "fct_samples_ms": [1, 2.5]}))
+    assert with_samples.fct_samples_ms == [1.0, 2.5]
+
+
+def test_report_without_a_field_names_it() -> None:
+    broken = {key: value for key, value in REPORT.items() if key != "goodput_mbps"}
+    with pytest.raises(LabError, match="goodput_mbps"):
+        perf.parse_report(json.dumps(broken))
+    with pytest.raises(LabError, match="no JSON report"):
+        perf.parse_report("")
+
+
+@pytest.mark.parametrize(
+    ("help_text", "expected"), [(HELP_LISTED, {"tcp", "mptcp"}), (HELP_BULLETS, {"tng", "tcp", "mptcp"})]
+)
+def test_supported_transports_come_from_the_help(tmp_path: Path, help_text: str, expected: set[str]) -> None:
+    fake = tmp_path / "tng"
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{help_text}EOF\n")
+    fake.chmod(0o755)
+    assert perf.supported_transports(fake) == expected

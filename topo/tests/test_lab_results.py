@@ -1,0 +1,165 @@
+"""results.json, summary.md and the plots, from results built by hand."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tng_lab.load import Load
+from tng_lab.perf import Fct
+from tng_lab.plots import plot_all
+from tng_lab.results import (
+    Delay,
+    LabResults,
+    PathResult,
+    PathSeries,
+    RunResult,
+    WorkloadResult,
+    summary_table,
+    write_json,
+    write_summary,
+)
+from tng_lab.scenario import Workload
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def path_result(mbps: float, capacity: float | None) -> PathResult:
+    t_s = [0.2 * (i + 1) for i in range(20)]
+    return PathResult(
+        down_bytes=int(mbps * 4 / 8 * 1e6),
+        up_bytes=10_000,
+        down_mbps=mbps,
+        dropped_queue=3,
+        dropped_loss=0,
+        dropped_other=0,
+        ecn_marked=0,
+        series=PathSeries(
+            t_s=t_s,
+            down_mbps=[mbps] * 20,
+            up_mbps=[0.3] * 20,
+            capacity_mbps=[capacity] * 20,
+            delay_ms=[20.0 + i for i in range(20)],
+            packets=[100] * 20,
+        ),
+    )
+
+
+def run(goodput: float, repetition: int = 0, fct: Fct | None = None, samples: list[float] | None = None) -> RunResult:
+    return RunResult(
+        repetition=repetition,
+        seed=1 + repetition,
+        duration_s=4.0,
+        goodput_mbps=goodput,
+        bytes_received=int(goodput * 4 / 8 * 1e6),
+        bytes_corrupted=0,
+        retransmitted_packets=5,
+        sent_packets=4000,
+        delay_ms=Delay(p50=30.0, p95=38.0, mean=29.5),
+        fct_ms=fct or Fct(0.0, 0.0, 0.0, 0),
+        fct_samples_ms=samples or [],
+        paths={"lte": path_result(goodput * 0.4, 10.0), "wifi": path_result(goodput * 0.6, None)},
+        perf_paths=[],
+        load=Load(1.0, 1.5, 2.0, 55.0, {"server": 3.0, "linkem-lte": 12.0, "linkem-wifi": 10.0, "client": 4.0}),
+    )
+
+
+def results() -> LabResults:
+    both = ("lte", "wifi")
+    lab = LabResults(
+        scenario="demo",
+        scenario_file=Path("topo/scenarios/demo.toml"),
+        description="Hand-made results.",
+        started="2026-01-01T00:00:00+00:00",
+        duration_s=4.0,
+        repeat=2,
+        seed=1,
+        sample_ms=200,
+        switch="Linux forwarding (test)",
+        links={"lte": {"down": "10 Mbit/s, 25 ms", "up": "5 Mbit/s, 25 ms"}, "wifi": {"down": "x", "up": "y"}},
+        host={"cores": 2, "kernel": "6.1"},
+    )
+    lab.workloads = [
+        WorkloadResult(Workload("tcp-lte", "tcp", "bulk", ("lte",), "cubic"), "cubic", [run(9.0), run(9.4, 1)]),
+        WorkloadResult(
+            Workload("mptcp-flows", "mptcp", "shortflows", both),
+            "bbr",
+            [run(20.0, fct=Fct(50.0, 40.0, 300.0, 120))],
+        ),
+        WorkloadResult(
+            Workload("tng-flows", "tng", "shortflows", both),
+            None,
+            [run(25.0, fct=Fct(30.0, 25.0, 90.0, 3), samples=[20.0, 25.0, 90.0])],
+        ),
+        WorkloadResult(Workload("tng-bulk", "tng", "bulk", both), None, skipped="no --transport tng"),
+        WorkloadResult(
+            Workload("broken", "tcp", "bulk", ("wifi",)),
+            "cubic",
+            [replace(run(0.0), error="client exited with status 1: boom")],
+        ),
+    ]
+    return lab
+
+
+@pytest.fixture
+def lab() -> LabResults:
+    return results()
+
+
+def test_results_json_has_summaries_statuses_and_series(lab: LabResults, tmp_path: Path) -> None:
+    data = json.loads(write_json(lab, tmp_path / "results.json").read_text())
+    assert data["scenario"] == "demo" and data["delay_method"].startswith("one-way downlink delay")
+    statuses = {w["workload"]["name"]: w["status"] for w in data["workloads"]}
+    assert statuses == {
+        "tcp-lte": "ok",
+        "mptcp-flows": "ok",
+        "tng-flows": "ok",
+        "tng-bulk": "skipped",
+        "broken": "failed",
+    }
+    tcp = data["workloads"][0]
+    assert tcp["summary"]["goodput_mbps"] == {"mean": 9.2, "sd": 0.283, "min": 9.0, "max": 9.4}
+    assert tcp["summary"]["delay_p95_ms"]["mean"] == 38.0
+    assert tcp["summary"]["path_mbytes"] == {"lte": pytest.approx(1.84)}
+    series = tcp["runs"][0]["paths"]["lte"]["series"]
+    assert len(series["t_s"]) == len(series["down_mbps"]) == len(series["delay_ms"]) == 20
+    assert data["workloads"][3]["skipped"] == "no --transport tng"
+    assert lab.failed()[0].workload.name == "broken"
+
+
+def test_summary_table_has_one_row_per_workload(lab: LabResults) -> None:
+    lines = summary_table(lab).strip().splitlines()
+    assert len(lines) == 2 + len(lab.workloads)
+    assert lines[0].startswith("| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms")
+    tcp = lines[2].split(" | ")
+    assert tcp[:5] == ["| tcp-lte", "tcp", "cubic", "bulk", "lte"]
+    assert tcp[5] == "9.20 ± 0.28" and tcp[6] == "38.0"
+    assert "40.0 / 300.0" in lines[3]  # FCT p50 / p99
+    assert "4, 3, 22" in lines[3]  # CPU % of client, server and both linkems
+    assert "skipped: no --transport tng" in lines[5]
+    assert "failed: client exited with status 1: boom" in lines[6]
+
+
+def test_summary_markdown_describes_the_run_and_links_the_plots(lab: LabResults, tmp_path: Path) -> None:
+    text = write_summary(lab, [tmp_path / "throughput.png"], tmp_path / "summary.md").read_text()
+    assert text.startswith("# demo\n")
+    assert "in-path switch: Linux forwarding (test)" in text
+    assert "link `lte`: down 10 Mbit/s, 25 ms; up 5 Mbit/s, 25 ms" in text
+    assert "[throughput.png](throughput.png)" in text
+
+
+def test_plots_are_written_as_non_empty_pngs(lab: LabResults, tmp_path: Path) -> None:
+    plots = plot_all(lab, tmp_path)
+    names = sorted(plot.name for plot in plots)
+    assert names == ["comparison.png", "delay_cdf.png", "fct_cdf.png", "throughput.png", "throughput_delay.png"]
+    for plot in plots:
+        data = plot.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_no_fct_plot_without_flows_and_no_plots_without_measurements(lab: LabResults, tmp_path: Path) -> None:
+    lab.workloads = [lab.workloads[0]]  # bulk only: no flow completion times
+    names = [plot.name for plot in plot_all(lab, tmp_path)]
+    assert names == ["throughput.png", "delay_cdf.png", "comparison.png", "throughput_delay.png"]
+    lab.workloads[0].runs.clear()
+    assert plot_all(lab, tmp_path) == []

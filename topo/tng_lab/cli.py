@@ -1,0 +1,101 @@
+"""`tng-lab` (`python -m tng_lab`): run a scenario on network namespaces, or clean up after runs that crashed."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from tng_lab import cleanup, netns, runner, scenario
+from tng_lab.plots import plot_all
+from tng_lab.results import summary_table, to_json, write_json, write_summary
+
+INTERRUPTED_EXIT = 130
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tng-lab", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a scenario and write results.json, plots and summary.md")
+    run.add_argument("scenario", type=Path, help="scenario file (TOML), e.g. topo/scenarios/lwip.toml")
+    run.add_argument("--duration", type=_positive_float, help="seconds per workload (default: the scenario's)")
+    run.add_argument("--repeat", type=_positive_int, default=1, help="runs of every workload (default 1)")
+    run.add_argument("--seed", type=int, help="first workload seed; repetition i uses seed + i (default: scenario's)")
+    run.add_argument("--out", type=Path, help="output directory (default: build/lab/<scenario>-<time>)")
+    run.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
+    run.add_argument("--json", action="store_true", help="print results.json to stdout instead of the summary table")
+    commands.add_parser("clean", help="remove namespaces, processes and sockets left by runs that did not finish")
+    return top
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    loaded = scenario.load(args.scenario)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = (args.out or runner.REPO / "build" / "lab" / f"{loaded.name}-{stamp}").resolve()
+    options = runner.RunOptions(
+        scenario=loaded,
+        out_dir=out_dir,
+        duration_s=args.duration or loaded.duration_s,
+        repeat=args.repeat,
+        seed=loaded.seed if args.seed is None else args.seed,
+        binaries=runner.Binaries.locate(args.bin_dir),
+    )
+    results = runner.run(options)
+    plots = plot_all(results, out_dir)
+    write_json(results, out_dir / "results.json")
+    summary = write_summary(results, plots, out_dir / "summary.md")
+    if args.json:
+        print(json.dumps(to_json(results), indent=2))
+    else:
+        print(summary_table(results))
+        print(f"results: {out_dir / 'results.json'}\nsummary: {summary}")
+        print("plots: " + ", ".join(str(plot) for plot in plots))
+    failed = results.failed()
+    if failed:
+        print(
+            f"tng-lab: {len(failed)} workload(s) failed: {', '.join(w.workload.name for w in failed)}", file=sys.stderr
+        )
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job starts with it ignored
+        signal.signal(sig, _interrupt)
+    try:
+        if args.command == "clean":
+            print(cleanup.clean().line())
+            return 0
+        return run_command(args)
+    except scenario.ScenarioError as err:
+        print(f"tng-lab: scenario error: {err}", file=sys.stderr)
+        return 2
+    except netns.LabError as err:
+        print(f"tng-lab: error: {err} (everything this run created was removed)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:
+        why = f" by {err}" if str(err) else ""
+        print(f"tng-lab: interrupted{why}; everything this run created was removed", file=sys.stderr)
+        return INTERRUPTED_EXIT

@@ -1,0 +1,166 @@
+"""The topology of a run: names, addresses and the commands that build it, computed without touching the system.
+
+```
+ server ns                switch ns (Linux forwarding)        link ns per link          UE ns
+ [eth0 10.0.0.1] ==veth== [srv 10.0.0.254]
+                          [l-lte 10.1.0.1] ==veth== [sw] linkem [ue] ==veth== [lte 10.1.0.2]
+                          [l-wifi 10.1.1.1] ==veth== [sw] linkem [ue] ==veth== [wifi 10.1.1.2]
+```
+linkem's `ab` direction runs switch -> UE (downlink), `ba` UE -> switch (uplink). The UE routes by source address
+(one table per link), so a socket bound to a link's address leaves by that link; its main table uses the first
+link. Static ARP entries keep ARP off the emulated links; offloads are off on every veth so linkem sees MTU-sized
+frames with complete checksums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tng_lab.scenario import Scenario
+
+SERVER_ADDRESS = "10.0.0.1"
+SWITCH_SERVER_ADDRESS = "10.0.0.254"
+UE_NETWORK = "10.1.0.0/16"
+PERF_PORT = 5201
+FIRST_TABLE = 100
+OFFLOADS_OFF = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+NAMESPACE_SYSCTLS = [
+    "net.ipv6.conf.all.disable_ipv6=1",
+    "net.ipv6.conf.default.disable_ipv6=1",
+    "net.ipv4.conf.all.rp_filter=0",
+    "net.ipv4.conf.default.rp_filter=0",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Veth:
+    a_ns: str
+    a_if: str
+    a_mac: str
+    b_ns: str
+    b_if: str
+    b_mac: str
+
+
+@dataclass(frozen=True, slots=True)
+class PathPlan:
+    """One emulated link: the switch end, the linkem namespace and the UE end."""
+
+    name: str
+    namespace: str
+    switch_if: str
+    switch_address: str
+    switch_mac: str
+    ue_if: str
+    ue_address: str
+    ue_mac: str
+    table: int
+    control: Path  # linkem's control socket
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    prefix: str
+    server_ns: str
+    switch_ns: str
+    ue_ns: str
+    paths: tuple[PathPlan, ...]
+    run_dir: Path
+
+    @property
+    def server_address(self) -> str:
+        return SERVER_ADDRESS
+
+    def namespaces(self) -> list[str]:
+        return [self.server_ns, self.switch_ns, *(path.namespace for path in self.paths), self.ue_ns]
+
+    def path(self, name: str) -> PathPlan:
+        return next(path for path in self.paths if path.name == name)
+
+    def veths(self) -> list[Veth]:
+        veths = [Veth(self.server_ns, "eth0", _mac(0, 1), self.switch_ns, "srv", _mac(0, 2))]
+        for index, path in enumerate(self.paths, start=1):
+            veths.append(Veth(self.switch_ns, path.switch_if, path.switch_mac, path.namespace, "sw", _mac(index, 3)))
+            veths.append(Veth(path.namespace, "ue", _mac(index, 4), self.ue_ns, path.ue_if, path.ue_mac))
+        return veths
+
+    def commands(self) -> list[list[str]]:
+        """Everything after `ip netns add`, in order: sysctls, veths, offloads, addresses, routes, ARP, MPTCP."""
+        commands: list[list[str]] = []
+        for ns in self.namespaces():
+            commands.append(_ip(ns, "link", "set", "lo", "up"))
+            commands.append(_exec(ns, "sysctl", "-qw", *NAMESPACE_SYSCTLS))
+        commands.append(_exec(self.switch_ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"))
+        for veth in self.veths():
+            a_end = [veth.a_if, "netns", veth.a_ns, "address", veth.a_mac]
+            b_end = [veth.b_if, "netns", veth.b_ns, "address", veth.b_mac]
+            commands.append(["ip", "link", "add", *a_end, "type", "veth", "peer", "name", *b_end])
+            for ns, interface in ((veth.a_ns, veth.a_if), (veth.b_ns, veth.b_if)):
+                commands.append(_exec(ns, "ethtool", "-K", interface, *OFFLOADS_OFF))
+                commands.append(_ip(ns, "link", "set", interface, "up"))
+        commands.append(_ip(self.server_ns, "addr", "add", f"{SERVER_ADDRESS}/24", "dev", "eth0"))
+        commands.append(_ip(self.switch_ns, "addr", "add", f"{SWITCH_SERVER_ADDRESS}/24", "dev", "srv"))
+        commands.append(_ip(self.server_ns, "route", "add", UE_NETWORK, "via", SWITCH_SERVER_ADDRESS))
+        for path in self.paths:
+            table = str(path.table)
+            commands.append(_ip(self.switch_ns, "addr", "add", f"{path.switch_address}/24", "dev", path.switch_if))
+            commands.append(_ip(self.ue_ns, "addr", "add", f"{path.ue_address}/24", "dev", path.ue_if))
+            commands.append(_ip(self.ue_ns, "rule", "add", "from", path.ue_address, "table", table))
+            commands.append(
+                _ip(
+                    self.ue_ns, "route", "add", "default", "via", path.switch_address, "dev", path.ue_if, "table", table
+                )
+            )
+            commands.append(_static_arp(self.switch_ns, path.switch_if, path.ue_address, path.ue_mac))
+            commands.append(_static_arp(self.ue_ns, path.ue_if, path.switch_address, path.switch_mac))
+        commands.append(_ip(self.ue_ns, "route", "add", "default", "via", self.paths[0].switch_address))
+        subflows = str(len(self.paths))
+        for ns in (self.server_ns, self.ue_ns):
+            commands.append(_exec(ns, "sysctl", "-qw", "net.mptcp.enabled=1"))
+            commands.append(_ip(ns, "mptcp", "limits", "set", "subflow", subflows, "add_addr_accepted", subflows))
+        return commands
+
+    def mptcp_endpoints(self, paths: tuple[str, ...]) -> list[list[str]]:
+        """Commands giving the UE one `subflow` endpoint per path after the first (the initial subflow's)."""
+        commands = [_ip(self.ue_ns, "mptcp", "endpoint", "flush")]
+        for name in paths[1:]:
+            path = self.path(name)
+            commands.append(_ip(self.ue_ns, "mptcp", "endpoint", "add", path.ue_address, "dev", path.ue_if, "subflow"))
+        return commands
+
+
+def _ip(ns: str, *args: str) -> list[str]:
+    return ["ip", "-n", ns, *args]
+
+
+def _exec(ns: str, *argv: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def _mac(link: int, end: int) -> str:
+    return f"02:74:6c:00:{link:02x}:{end:02x}"
+
+
+def _static_arp(ns: str, interface: str, address: str, mac: str) -> list[str]:
+    return _ip(ns, "neigh", "replace", address, "lladdr", mac, "dev", interface, "nud", "permanent")
+
+
+def make_plan(scenario: Scenario, prefix: str, run_dir: Path) -> Plan:
+    """Names every namespace `<prefix><role>`; link i gets 10.1.i.0/24 (switch .1, UE .2)."""
+    paths = tuple(
+        PathPlan(
+            name=link.name,
+            namespace=f"{prefix}link-{link.name}",
+            switch_if=f"l-{link.name}",
+            switch_address=f"10.1.{index}.1",
+            switch_mac=_mac(index + 1, 1),
+            ue_if=link.name,
+            ue_address=f"10.1.{index}.2",
+            ue_mac=_mac(index + 1, 2),
+            table=FIRST_TABLE + index,
+            control=run_dir / f"linkem-{link.name}.sock",
+        )
+        for index, link in enumerate(scenario.links)
+    )
+    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir)

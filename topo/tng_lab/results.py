@@ -1,0 +1,252 @@
+"""What a run measured: dataclasses, results.json and summary.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tng_lab.load import Load
+from tng_lab.perf import Fct
+from tng_lab.scenario import Workload
+
+DELAY_METHOD = (
+    "one-way downlink delay per packet, estimated from linkem's queue sampled every sample_ms: "
+    "queue drain time at the link's rate (or trace opportunities) plus propagation delay, weighted by the "
+    "packets accepted in the following interval, pooled over the workload's links"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PathSeries:
+    """Per-interval values of one link during a run; interval i ends at t_s[i] (seconds since the run started)."""
+
+    t_s: list[float]
+    down_mbps: list[float]
+    up_mbps: list[float]
+    capacity_mbps: list[float | None]
+    delay_ms: list[float]  # estimated one-way delay of a downlink packet arriving in the interval
+    packets: list[int]  # downlink packets accepted into the queue in the interval (the delay sample's weight)
+
+
+@dataclass(frozen=True, slots=True)
+class PathResult:
+    down_bytes: int
+    up_bytes: int
+    down_mbps: float
+    dropped_queue: int
+    dropped_loss: int
+    dropped_other: int
+    ecn_marked: int
+    series: PathSeries
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    p50: float | None
+    p95: float | None
+    mean: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    repetition: int
+    seed: int
+    duration_s: float
+    goodput_mbps: float
+    bytes_received: int
+    bytes_corrupted: int
+    retransmitted_packets: int
+    sent_packets: int
+    delay_ms: Delay
+    fct_ms: Fct
+    fct_samples_ms: list[float]
+    paths: dict[str, PathResult]
+    perf_paths: list[dict[str, Any]]
+    load: Load
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class WorkloadResult:
+    workload: Workload
+    cc: str | None  # the congestion control in force (for kernel transports, the server's default if unset)
+    runs: list[RunResult] = field(default_factory=list)
+    skipped: str | None = None
+
+    def ok_runs(self) -> list[RunResult]:
+        return [run for run in self.runs if run.error is None]
+
+    def status(self) -> str:
+        if self.skipped:
+            return "skipped"
+        return "failed" if any(run.error for run in self.runs) else "ok"
+
+    def summary(self) -> dict[str, Any]:
+        """Means (and sample standard deviations over repetitions) of the headline numbers of the good runs."""
+        runs = self.ok_runs()
+        return {
+            "status": self.status(),
+            "runs": len(runs),
+            "goodput_mbps": _stats([run.goodput_mbps for run in runs]),
+            "delay_p95_ms": _stats([run.delay_ms.p95 for run in runs if run.delay_ms.p95 is not None]),
+            "delay_p50_ms": _stats([run.delay_ms.p50 for run in runs if run.delay_ms.p50 is not None]),
+            "fct_p50_ms": _stats([run.fct_ms.p50 for run in runs if run.fct_ms.count]),
+            "fct_p99_ms": _stats([run.fct_ms.p99 for run in runs if run.fct_ms.count]),
+            "flows": sum(run.fct_ms.count for run in runs),
+            "retransmitted_packets": sum(run.retransmitted_packets for run in runs),
+            "path_mbytes": {
+                name: round(statistics.fmean(run.paths[name].down_bytes for run in runs) / 1e6, 3)
+                for name in self.workload.paths
+                if runs
+            },
+        }
+
+
+def _stats(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": round(statistics.fmean(values), 3), "sd": round(sd, 3), "min": min(values), "max": max(values)}
+
+
+@dataclass(slots=True)
+class LabResults:
+    scenario: str
+    scenario_file: Path
+    description: str
+    started: str
+    duration_s: float
+    repeat: int
+    seed: int
+    sample_ms: int
+    switch: str  # how packets cross the in-path switch, with the reason
+    links: dict[str, dict[str, str]]  # name -> {"down": description, "up": description, "down_spec": ...}
+    host: dict[str, Any]
+    workloads: list[WorkloadResult] = field(default_factory=list)
+    delay_method: str = DELAY_METHOD
+
+    def failed(self) -> list[WorkloadResult]:
+        return [w for w in self.workloads if w.status() == "failed"]
+
+
+def to_json(results: LabResults) -> dict[str, Any]:
+    data = _plain(results)
+    for entry, workload in zip(data["workloads"], results.workloads, strict=True):
+        entry["summary"] = workload.summary()
+        entry["status"] = workload.status()
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float):
+        return round(value, 4)
+    return value
+
+
+def write_json(results: LabResults, path: Path) -> Path:
+    path.write_text(json.dumps(to_json(results), indent=2) + "\n")
+    return path
+
+
+def _fmt(stats: dict[str, float] | None, digits: int = 1) -> str:
+    if stats is None:
+        return "-"
+    text = f"{stats['mean']:.{digits}f}"
+    return f"{text} ± {stats['sd']:.{digits}f}" if stats["sd"] else text
+
+
+def summary_table(results: LabResults) -> str:
+    """The Markdown table of summary.md: one row per workload."""
+    header = (
+        "| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms | FCT p50 / p99 ms | flows "
+        "| retrans | MB per path | CPU % (client, server, linkem) | load avg |"
+    )
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    for result in results.workloads:
+        workload = result.workload
+        first = [workload.name, workload.transport, result.cc or "-", workload.mode, "+".join(workload.paths)]
+        if result.status() != "ok":
+            reason = result.skipped or next(run.error for run in result.runs if run.error)
+            rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 7]) + " |")
+            continue
+        summary = result.summary()
+        runs = result.ok_runs()
+        fct = "-"
+        if summary["fct_p50_ms"]:
+            fct = f"{_fmt(summary['fct_p50_ms'])} / {_fmt(summary['fct_p99_ms'])}"
+        per_path = ", ".join(f"{name} {mb:.1f}" for name, mb in summary["path_mbytes"].items())
+        cpu = _cpu_column(runs)
+        load = statistics.fmean(run.load.loadavg_max for run in runs)
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    *first,
+                    _fmt(summary["goodput_mbps"], 2),
+                    _fmt(summary["delay_p95_ms"]),
+                    fct,
+                    str(summary["flows"]),
+                    str(summary["retransmitted_packets"]),
+                    per_path,
+                    cpu,
+                    f"{load:.1f}",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _cpu_column(runs: list[RunResult]) -> str:
+    def mean_of(predicate: Callable[[str], bool]) -> float:
+        values = [sum(v for k, v in run.load.cpu_percent.items() if predicate(k)) for run in runs]
+        return statistics.fmean(values)
+
+    client = mean_of(lambda name: name == "client")
+    server = mean_of(lambda name: name == "server")
+    linkem = mean_of(lambda name: name.startswith("linkem"))
+    return f"{client:.0f}, {server:.0f}, {linkem:.0f}"
+
+
+def summary_markdown(results: LabResults, plots: list[Path]) -> str:
+    lines = [
+        f"# {results.scenario}",
+        "",
+        results.description.strip(),
+        "",
+        f"- scenario: `{results.scenario_file}`; started {results.started}",
+        f"- {results.duration_s:g} s per workload, {results.repeat} repetition(s), seed {results.seed}",
+        f"- in-path switch: {results.switch}",
+        f"- machine: {results.host.get('cores')} cores, kernel {results.host.get('kernel')}",
+    ]
+    for name, link in results.links.items():
+        lines.append(f"- link `{name}`: down {link['down']}; up {link['up']}")
+    lines += [
+        "",
+        summary_table(results),
+        f"Delay: {results.delay_method}. FCT: flow completion times (rr mode: request latency) from `tng perf`. "
+        "CPU %: 100 = one core, averaged over the workload. Load avg: highest 1-minute load average seen.",
+        "",
+    ]
+    if plots:
+        lines.append("Plots: " + ", ".join(f"[{plot.name}]({plot.name})" for plot in plots))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_summary(results: LabResults, plots: list[Path], path: Path) -> Path:
+    path.write_text(summary_markdown(results, plots))
+    return path

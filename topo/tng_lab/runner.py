@@ -1,0 +1,360 @@
+"""Runs a scenario: builds the topology, starts linkem and the perf server, runs every workload, tears down.
+
+Everything the run creates is registered on one exit stack as soon as it exists, so a failed step, a crashed
+process or a Ctrl-C (SIGINT, SIGTERM, SIGHUP) unwinds it all: clients, server and linkem processes are stopped by
+process group, namespaces (and with them every veth) are deleted, the socket directory is removed. Signals are
+ignored while that happens, so a second Ctrl-C cannot cut the teardown short.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shutil
+import signal
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from tng_lab import kernelcc, linkem, perf
+from tng_lab.delay import Service, TraceSchedule
+from tng_lab.linkspec import Direction
+from tng_lab.load import LoadMeter
+from tng_lab.netns import LabError, namespaces, run_directory, run_prefix, sh
+from tng_lab.perf import Fct
+from tng_lab.plan import PERF_PORT, Plan, make_plan
+from tng_lab.procs import Child, log_tail, running, spawn
+from tng_lab.progress import Progress
+from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
+from tng_lab.scenario import Scenario, ScenarioError, Workload
+from tng_lab.switch import linux_forwarding_notice
+from tng_lab.timeline import Sample, path_result, pooled_delay
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = ("ip", "ethtool", "chrt", "ss", "sysctl")
+SHIELDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+DRAIN_TIMEOUT_S = 5.0
+# How long a client may run beyond its duration (shortflows finish their last flow, then statistics are fetched):
+# the duration again, at least this.
+MIN_CLIENT_GRACE_S = 10.0
+KERNEL_TRANSPORTS = ("tcp", "mptcp")
+LINKEM_EXIT_GRACE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Binaries:
+    tng: Path
+    linkem: Path
+
+    @classmethod
+    def locate(cls, bin_dir: Path | None) -> Binaries:
+        """`tng` and `linkem` in `bin_dir` (default: the workspace's target/release)."""
+        where = bin_dir or REPO / "target" / "release"
+        binaries = cls(where / "tng", where / "linkem")
+        for binary in (binaries.tng, binaries.linkem):
+            if not os.access(binary, os.X_OK):
+                raise LabError(f"{binary} not found; build it: cargo build --release -p linkem -p tng-agent")
+        return binaries
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    scenario: Scenario
+    out_dir: Path
+    duration_s: float
+    repeat: int
+    seed: int
+    binaries: Binaries
+
+
+class ShieldedExitStack(ExitStack):
+    """An exit stack whose unwinding cannot be interrupted by the signals that stop a run."""
+
+    def __exit__(self, *exc_info: object) -> bool:
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in SHIELDED_SIGNALS}
+        try:
+            return super().__exit__(*exc_info)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+@dataclass(slots=True)
+class _Lab:
+    """What the workloads need from the running topology."""
+
+    options: RunOptions
+    plan: Plan
+    services: dict[str, Service]
+    linkems: dict[str, tuple[Child, float]]  # link name -> (process, time its clock started)
+    server: perf.PerfServer
+    logs: Path
+    default_cc: str  # the kernel's default congestion control, for kernel workloads that name none
+
+    def sample(self) -> Sample:
+        now = time.monotonic()
+        links = {}
+        for path in self.plan.paths:
+            try:
+                links[path.name] = linkem.counters(path.control)
+            except OSError as err:
+                # A dying linkem closes its socket before it can be reaped: give it a moment to say why it died.
+                self.linkems[path.name][0].check(grace_s=LINKEM_EXIT_GRACE_S)
+                raise LabError(f"linkem ({path.name}) does not answer on its control socket: {err}") from err
+        return Sample(now, links)
+
+    def check_alive(self) -> None:
+        for child, _ in self.linkems.values():
+            child.check()
+        if self.server.child is not None:
+            self.server.child.check()
+
+
+def notice(text: str) -> None:
+    """One line for the person running the lab, on stderr (stdout may carry the JSON results)."""
+    print(f"tng-lab: {text}", file=sys.stderr, flush=True)
+
+
+def preflight(options: RunOptions) -> dict[str, str]:
+    """Checks what a run needs before creating anything; returns the workloads to skip with the reason."""
+    if os.geteuid() != 0:
+        raise LabError("tng-lab run needs root (it creates network namespaces)")
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LabError(f"missing tools: {', '.join(missing)} (install them with `make deps`)")
+    available = kernelcc.available()
+    scenario = options.scenario
+    for index, workload in enumerate(scenario.workloads):
+        if workload.transport in KERNEL_TRANSPORTS and workload.cc and workload.cc not in available:
+            problem = f"kernel congestion control {workload.cc!r} is not available (this kernel has {available})"
+            raise ScenarioError(scenario.file, f"workloads[{index}].cc", problem)
+    supported = perf.supported_transports(options.binaries.tng)
+    offers = ", ".join(sorted(supported))
+    return {
+        workload.name: f"this tng binary has no --transport {workload.transport} (it offers {offers})"
+        for workload in scenario.workloads
+        if workload.transport not in supported
+    }
+
+
+def run(options: RunOptions) -> LabResults:
+    """Runs every workload `repeat` times on one topology; raises LabError when the lab itself fails."""
+    scenario = options.scenario
+    skipped = preflight(options)
+    results = LabResults(
+        scenario=scenario.name,
+        scenario_file=scenario.file,
+        description=scenario.description,
+        started=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        duration_s=options.duration_s,
+        repeat=options.repeat,
+        seed=options.seed,
+        sample_ms=scenario.sample_ms,
+        switch=linux_forwarding_notice(REPO),
+        links={},
+        host={"cores": os.cpu_count(), "kernel": platform.release(), "loadavg_at_start": os.getloadavg()[0]},
+    )
+    notice(f"in-path switch: {results.switch}")
+    for name, reason in skipped.items():
+        notice(f"skipping workload {name}: {reason}")
+    by_name = {w.name: WorkloadResult(w, w.cc, skipped=skipped.get(w.name)) for w in scenario.workloads}
+    results.workloads = list(by_name.values())
+    runnable = [w for w in scenario.workloads if w.name not in skipped]
+    logs = options.out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with ShieldedExitStack() as stack:
+        lab = _start(options, stack, results, logs)
+        progress = Progress(len(runnable) * options.repeat * options.duration_s)
+        stack.callback(progress.close)
+        for repetition in range(options.repeat):
+            for workload in runnable:
+                result = by_name[workload.name]
+                result.cc = _prepare(lab, workload)
+                label = f"{workload.name} ({repetition + 1}/{options.repeat})"
+                progress.start(label, options.duration_s)
+                result.runs.append(_run_workload(lab, workload, repetition, progress))
+                progress.finish()
+    return results
+
+
+def _start(options: RunOptions, stack: ExitStack, results: LabResults, logs: Path) -> _Lab:
+    scenario = options.scenario
+    prefix = run_prefix()
+    run_dir = stack.enter_context(run_directory(prefix))
+    kernel_ccs = {w.cc for w in scenario.workloads if w.transport in KERNEL_TRANSPORTS and w.cc}
+    for name in stack.enter_context(kernelcc.allowed(kernel_ccs, prefix)):
+        notice(f"added {name} to net.ipv4.tcp_allowed_congestion_control for this run")
+    plan = make_plan(scenario, prefix, run_dir)
+    specs: dict[str, tuple[str, str]] = {}
+    services: dict[str, Service] = {}
+    for link in scenario.links:
+        down_trace = _trace_file(options, link.name, "down", link.down)
+        up_trace = _trace_file(options, link.name, "up", link.up)
+        specs[link.name] = (link.down.spec(down_trace), link.up.spec(up_trace))
+        services[link.name] = _service(link.down, down_trace)
+        results.links[link.name] = {
+            "down": link.down.describe(),
+            "up": link.up.describe(),
+            "down_spec": specs[link.name][0],
+            "up_spec": specs[link.name][1],
+        }
+    stack.enter_context(namespaces(plan.namespaces()))
+    for command in plan.commands():
+        sh(command)
+    linkems = {}
+    for path in plan.paths:
+        down, up = specs[path.name]
+        argv = linkem.command(options.binaries.linkem, path.namespace, down, up, path.control, scenario.seed)
+        child = stack.enter_context(running(f"linkem ({path.name})", argv, logs / f"linkem-{path.name}.log"))
+        try:
+            linkems[path.name] = (child, linkem.wait_ready(child, path.control))
+        except LabError as err:
+            index = next(i for i, link in enumerate(scenario.links) if link.name == path.name)
+            problem = str(err).replace("--ab:", "down:").replace("--ba:", "up:")  # linkem's ab is our downlink
+            raise ScenarioError(scenario.file, f"links[{index}]", problem) from err
+    server = perf.PerfServer(options.binaries.tng, plan.server_ns, plan.server_address, PERF_PORT, logs)
+    stack.callback(server.stop)
+    return _Lab(options, plan, services, linkems, server, logs, kernelcc.get_default(plan.server_ns))
+
+
+def _trace_file(options: RunOptions, link: str, direction: str, spec: Direction) -> Path | None:
+    if spec.trace_model is None:
+        return spec.trace_file
+    destination = options.out_dir / "traces" / spec.trace_model.file_name(link, direction)
+    return linkem.generate_trace(options.binaries.linkem, spec.trace_model, destination)
+
+
+def _service(direction: Direction, trace_file: Path | None) -> Service:
+    trace = TraceSchedule(tuple(linkem.read_trace(trace_file))) if trace_file else None
+    return Service(direction.delay_s * 1e3, direction.rate_bps, trace)
+
+
+def _prepare(lab: _Lab, workload: Workload) -> str | None:
+    """The server, MPTCP endpoints, the congestion control; returns the one the data sender uses."""
+    plan = lab.plan
+    if workload.transport == "tng":
+        lab.server.ensure(workload.cc)
+    else:
+        lab.server.current()  # kernel sockets do not depend on the server's tng congestion control
+    for command in plan.mptcp_endpoints(workload.paths if workload.transport == "mptcp" else ()):
+        sh(command)
+    if workload.transport not in KERNEL_TRANSPORTS:
+        return workload.cc or "agent default"
+    cc = workload.cc or lab.default_cc
+    kernelcc.set_default(plan.server_ns, cc)  # the server sends the data with its namespace's default
+    return cc
+
+
+def _drain(lab: _Lab) -> None:
+    """Waits until every linkem queue and delay line is empty, so a workload does not start behind the last one."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        sample = lab.sample()
+        busy = [c for pair in sample.links.values() for c in (pair.down, pair.up)]
+        if all(c.queue_packets == 0 and c.delay_line_packets == 0 for c in busy):
+            return
+        time.sleep(0.05)
+
+
+def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Progress) -> RunResult:
+    options, plan = lab.options, lab.plan
+    seed = options.seed + repetition
+    _drain(lab)
+    locals_ = [plan.path(name).ue_address for name in workload.paths]
+    server = f"{plan.server_address}:{PERF_PORT}"
+    argv = perf.client_command(options.binaries.tng, plan.ue_ns, workload, server, locals_, options.duration_s, seed)
+    stem = f"{workload.name}-r{repetition}"
+    pids = {f"linkem-{name}": child.pid for name, (child, _) in lab.linkems.items()}
+    pids["server"] = lab.server.current().pid
+    meter = LoadMeter(pids)
+    samples = [lab.sample()]
+    report_file = lab.logs / f"{stem}.json"
+    client = spawn(f"tng perf client ({workload.name})", argv, lab.logs / f"{stem}.log", stdout=report_file)
+    error = None
+    try:
+        error = _follow(lab, client, samples, meter, progress, workload)
+    finally:
+        client.stop()
+    paths = {name: path_result(samples, name, lab.services[name], lab.linkems[name][1]) for name in lab.services}
+    delay = pooled_delay([paths[name] for name in workload.paths])
+    try:
+        report = perf.parse_report(report_file.read_text())
+    except LabError as err:
+        return _failed_run(repetition, seed, samples, paths, delay, meter, error or str(err))
+    if error is None and report.bytes_corrupted:
+        error = f"{report.bytes_corrupted} bytes arrived corrupted"
+    return RunResult(
+        repetition=repetition,
+        seed=seed,
+        duration_s=round(samples[-1].t - samples[0].t, 3),
+        goodput_mbps=report.goodput_mbps,
+        bytes_received=report.bytes_received,
+        bytes_corrupted=report.bytes_corrupted,
+        retransmitted_packets=report.retransmitted_packets,
+        sent_packets=report.sent_packets,
+        delay_ms=delay,
+        fct_ms=report.fct_ms,
+        fct_samples_ms=report.fct_samples_ms,
+        paths=paths,
+        perf_paths=report.paths,
+        load=meter.finish({"client": report.cpu_percent}),
+        error=error,
+    )
+
+
+def _follow(
+    lab: _Lab, client: Child, samples: list[Sample], meter: LoadMeter, progress: Progress, workload: Workload
+) -> str | None:
+    """Samples every sample_ms until the client exits; returns why the run failed, or None."""
+    interval = lab.options.scenario.sample_ms / 1e3
+    started = samples[0].t
+    grace = max(MIN_CLIENT_GRACE_S, lab.options.duration_s)
+    deadline = started + lab.options.duration_s + grace
+    while True:
+        pause = samples[-1].t + interval - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        exited = not client.running()  # checked before sampling: the last sample then covers all its traffic
+        samples.append(lab.sample())
+        meter.tick()
+        lab.check_alive()
+        before, after = samples[-2], samples[-1]
+        moved = sum(after.links[n].down.forwarded_bytes - before.links[n].down.forwarded_bytes for n in workload.paths)
+        progress.tick(after.t - started, moved * 8 / max(after.t - before.t, 1e-9) / 1e6)
+        if exited:
+            break
+        if after.t > deadline:
+            return f"client still running {grace:.0f} s after its duration; stopped it"
+    status = client.popen.returncode
+    return None if status == 0 else f"client exited with status {status}: {log_tail(client.log)}"
+
+
+def _failed_run(
+    repetition: int,
+    seed: int,
+    samples: list[Sample],
+    paths: dict[str, PathResult],
+    delay: Delay,
+    meter: LoadMeter,
+    error: str,
+) -> RunResult:
+    return RunResult(
+        repetition=repetition,
+        seed=seed,
+        duration_s=round(samples[-1].t - samples[0].t, 3),
+        goodput_mbps=0.0,
+        bytes_received=0,
+        bytes_corrupted=0,
+        retransmitted_packets=0,
+        sent_packets=0,
+        delay_ms=delay,
+        fct_ms=Fct(0.0, 0.0, 0.0, 0),
+        fct_samples_ms=[],
+        paths=paths,
+        perf_paths=[],
+        load=meter.finish({}),
+        error=error,
+    )

@@ -1,0 +1,70 @@
+"""From linkem counter samples taken during a run to per-link series, totals and the packet delay distribution."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from tng_lab.delay import Service, weighted_mean, weighted_percentile
+from tng_lab.linkem import Counters, LinkCounters
+from tng_lab.results import Delay, PathResult, PathSeries
+
+MTU_BYTES = 1500
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float  # time.monotonic()
+    links: dict[str, LinkCounters]
+
+
+def _mbps(byte_delta: int, seconds: float) -> float:
+    return byte_delta * 8 / seconds / 1e6 if seconds > 0 else 0.0
+
+
+def _accepted(before: Counters, after: Counters) -> int:
+    arrived = after.packets_in - before.packets_in
+    return max(arrived - (after.dropped_queue - before.dropped_queue) - (after.dropped_loss - before.dropped_loss), 0)
+
+
+def path_result(samples: list[Sample], name: str, service: Service, linkem_start: float) -> PathResult:
+    """Series and totals of link `name` over the samples (the first is taken before the workload starts)."""
+    start = samples[0].t
+    t_s, down, up, capacity, delay, packets = [], [], [], [], [], []
+    for before, after in itertools.pairwise(samples):
+        seconds = after.t - before.t
+        a, b = before.links[name], after.links[name]
+        t_s.append(round(after.t - start, 3))
+        down.append(_mbps(b.down.forwarded_bytes - a.down.forwarded_bytes, seconds))
+        up.append(_mbps(b.up.forwarded_bytes - a.up.forwarded_bytes, seconds))
+        t0_ms, t1_ms = (before.t - linkem_start) * 1e3, (after.t - linkem_start) * 1e3
+        capacity.append(service.capacity_mbps(t0_ms, t1_ms))
+        accepted = _accepted(a.down, b.down)
+        forwarded = b.down.forwarded_packets - a.down.forwarded_packets
+        size = (b.down.forwarded_bytes - a.down.forwarded_bytes) / forwarded if forwarded else MTU_BYTES
+        delay.append(service.delay_ms(t0_ms, a.down.queue_packets, a.down.queue_bytes, size))
+        packets.append(accepted)
+    first, last = samples[0].links[name], samples[-1].links[name]
+    elapsed = samples[-1].t - start
+    down_bytes = last.down.forwarded_bytes - first.down.forwarded_bytes
+    return PathResult(
+        down_bytes=down_bytes,
+        up_bytes=last.up.forwarded_bytes - first.up.forwarded_bytes,
+        down_mbps=_mbps(down_bytes, elapsed),
+        dropped_queue=last.down.dropped_queue - first.down.dropped_queue,
+        dropped_loss=last.down.dropped_loss - first.down.dropped_loss,
+        dropped_other=last.down.dropped_other - first.down.dropped_other,
+        ecn_marked=last.down.ecn_marked - first.down.ecn_marked,
+        series=PathSeries(t_s, down, up, capacity, delay, packets),
+    )
+
+
+def pooled_delay(paths: list[PathResult]) -> Delay:
+    """Packet-weighted delay percentiles over every interval of the given links."""
+    values = [d for path in paths for d in path.series.delay_ms]
+    weights = [float(p) for path in paths for p in path.series.packets]
+    return Delay(
+        p50=weighted_percentile(values, weights, 0.50),
+        p95=weighted_percentile(values, weights, 0.95),
+        mean=weighted_mean(values, weights),
+    )
