@@ -1,0 +1,116 @@
+"""The controller's configuration file, and the committed generated code of the policy API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tng_controller import protogen
+from tng_controller.config import DEFAULT_P4INFO, ConfigError, load, parse
+
+
+def test_full_config(tmp_path: Path) -> None:
+    path = tmp_path / "controller.toml"
+    path.write_text(
+        """
+[api]
+listen = "0.0.0.0:50051"
+tls_cert = "tls/server.pem"
+tls_key = "tls/server.key"
+tls_client_ca = "tls/ca.pem"
+
+[store]
+path = "state/policies.db"
+
+[[switch]]
+name = "lwip"
+address = "127.0.0.1:9559"
+device_id = 1
+
+[[switch]]
+name = "core"
+address = "[::1]:9560"
+device_id = 2
+lowest_rtt_link = "lte"
+p4info = "build/p4info.txtpb"
+"""
+    )
+    config = load(path)
+    assert config.api.listen == "0.0.0.0:50051"
+    assert config.api.tls is not None
+    assert (config.api.tls.cert, config.api.tls.client_ca) == (tmp_path / "tls/server.pem", tmp_path / "tls/ca.pem")
+    assert config.store == tmp_path / "state/policies.db"
+    assert [(s.name, s.address, s.device_id) for s in config.switches] == [
+        ("lwip", "127.0.0.1:9559", 1),
+        ("core", "[::1]:9560", 2),
+    ]
+    assert config.switches[0].p4info == DEFAULT_P4INFO
+    assert config.switches[1].p4info == tmp_path / "build/p4info.txtpb"
+    assert [s.lowest_rtt_link for s in config.switches] == ["wifi", "lte"]
+
+
+def test_defaults_serve_on_loopback_without_switches() -> None:
+    config = parse({}, Path("/etc/tng"))
+    assert config.api.listen == "127.0.0.1:50051"
+    assert config.api.tls is None
+    assert config.switches == ()
+    assert parse({"api": {"listen": "0.0.0.0:1", "allow_insecure_remote": True}}, Path(".")).api.listen == "0.0.0.0:1"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"apii": {}}, "config: apii: unknown key (known: api, store, switch)"),
+        ({"api": {"listen": "localhost"}}, "config: api.listen: 'localhost' is not host:port"),
+        ({"api": {"listen": "127.0.0.1:70000"}}, "config: api.listen: '127.0.0.1:70000' is not host:port"),
+        ({"api": {"listen": "10.0.0.1:50051"}}, "config: api.listen: 10.0.0.1:50051 is reachable from other hosts"),
+        ({"api": {"tls_cert": "a.pem"}}, "config: api.tls_key: is required with the other TLS keys"),
+        ({"api": {"tls_client_ca": "ca.pem"}}, "config: api.tls_client_ca: needs tls_cert and tls_key"),
+        ({"api": {"listen": 5}}, "config: api.listen: 5 is not a string"),
+        ({"store": {"file": "x"}}, "config: store.file: unknown key (known: path)"),
+        ({"switch": {"name": "a"}}, "config: switch: must be an array of tables ([[switch]])"),
+        ({"switch": [{"address": "h:1"}]}, "config: switch[0].name: is required"),
+        ({"switch": [{"name": "LWIP", "address": "h:1"}]}, "config: switch[0].name: 'LWIP' does not match"),
+        ({"switch": [{"name": "a", "address": "h"}]}, "config: switch[0].address: 'h' is not host:port"),
+        ({"switch": [{"name": "a", "address": "h:1", "device_id": -1}]}, "config: switch[0].device_id: -1 is not"),
+        ({"switch": [{"name": "a", "address": "h:1", "port": 1}]}, "config: switch[0].port: unknown key"),
+        (
+            {"switch": [{"name": "a", "address": "h:1", "lowest_rtt_link": "5g"}]},
+            "config: switch[0].lowest_rtt_link: '5g' is not 'lte' or 'wifi'",
+        ),
+        ({"api": {"allow_insecure_remote": "yes"}}, "config: api.allow_insecure_remote: 'yes' is not true or false"),
+        (
+            {"switch": [{"name": "a", "address": "h:1"}, {"name": "a", "address": "h:2"}]},
+            "config: switch[1].name: 'a' is used twice",
+        ),
+    ],
+)
+def test_errors_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse(data, Path("."))
+    assert str(raised.value).startswith(message)
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read: No such file or directory"):
+        load(tmp_path / "absent.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[api\n")
+    with pytest.raises(ConfigError, match=r"broken.toml: not TOML"):
+        load(broken)
+
+
+def test_committed_generated_code_matches_the_proto() -> None:
+    differing = protogen.stale(protogen.generate())
+    assert differing == [], f"run 'python -m tng_controller.protogen' and commit: {differing} differ from the proto"
+
+
+def test_protogen_check_reports_stale_files(tmp_path: Path) -> None:
+    generated = protogen.generate()
+    for name, text in generated.items():
+        (tmp_path / name).write_text(text)
+    assert protogen.stale(generated, tmp_path) == []
+    (tmp_path / "policy_pb2.py").write_text("# edited by hand\n")
+    (tmp_path / "policy_pb2.pyi").unlink()
+    assert protogen.stale(generated, tmp_path) == ["policy_pb2.py", "policy_pb2.pyi"]
+    assert "from . import policy_pb2" in generated["policy_pb2_grpc.py"]

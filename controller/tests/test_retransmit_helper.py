@@ -1,0 +1,300 @@
+"""The VISIBLE retransmission helper: copies kept until the receiver acknowledges them, re-injection, health."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterable
+
+import finsy as fy
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from tng_controller.retransmit_helper import (
+    HELPER_DOWN,
+    HELPER_ETHERTYPE,
+    HELPER_TABLE,
+    HELPER_UP,
+    Flow,
+    Health,
+    HelperStatus,
+    Reason,
+    RetransmitHelper,
+    helper_frame,
+    keep_switch_informed,
+    parse_helper_frame,
+    parse_tcp,
+    probe_health,
+    seq_before,
+    serve_health,
+    serve_p4runtime,
+)
+
+SERVER, UE = "198.51.100.1", "192.0.2.1"
+SERVER_PORT, UE_PORT = 80, 40000
+DOWNLINK = Flow(SERVER, SERVER_PORT, UE, UE_PORT)
+MSS = 100
+
+
+def segment(seq: int, length: int = MSS, flags: str = "A") -> bytes:
+    """A downlink data segment as the switch received it from the server."""
+    return bytes(
+        Ether(src="00:00:5e:00:53:10", dst="00:00:5e:00:53:ff")
+        / IP(src=SERVER, dst=UE)
+        / TCP(sport=SERVER_PORT, dport=UE_PORT, seq=seq, ack=1, flags=flags)
+        / Raw(load=bytes(length))
+    )
+
+
+def ack(number: int) -> bytes:
+    """A pure ACK from the receiver (the UE)."""
+    return bytes(
+        Ether(src="00:00:5e:00:53:11", dst="00:00:5e:00:53:ff")
+        / IP(src=UE, dst=SERVER)
+        / TCP(sport=UE_PORT, dport=SERVER_PORT, seq=1, ack=number, flags="A")
+    )
+
+
+def copy(helper: RetransmitHelper, seq: int, length: int = MSS) -> bytes:
+    frame = segment(seq, length)
+    assert helper.handle(helper_frame(Reason.DATA_COPY, frame)) == []
+    return frame
+
+
+def report(helper: RetransmitHelper, number: int) -> None:
+    assert helper.handle(helper_frame(Reason.ACK_REPORT, ack(number))) == []
+
+
+def request(helper: RetransmitHelper, number: int) -> list[bytes]:
+    return helper.handle(helper_frame(Reason.RETRANSMIT, ack(number)))
+
+
+def test_seq_before_wraps_around() -> None:
+    assert seq_before(0xFFFFFF00, 0x10)
+    assert not seq_before(0x10, 0xFFFFFF00)
+    assert not seq_before(5, 5)
+
+
+def test_parse_tcp_reads_flow_seq_and_length() -> None:
+    parsed = parse_tcp(segment(1000, 300, flags="FA"))
+    assert (parsed.flow, parsed.seq, parsed.length, parsed.end) == (DOWNLINK, 1000, 301, 1301)
+    assert parse_tcp(ack(77)).flow == DOWNLINK.reversed()
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (bytes(10), "too short"),
+        (bytes(Ether(type=0x86DD) / Raw(load=bytes(60))), "not IPv4"),
+        (bytes(Ether() / IP(src=UE, dst=SERVER, proto=17) / Raw(load=bytes(30))), "not an IPv4 TCP"),
+        (segment(1, 50)[:-10], "total length"),
+    ],
+)
+def test_parse_tcp_rejects_other_frames(frame: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_tcp(frame)
+
+
+def test_helper_frame_round_trip_and_errors() -> None:
+    inner = segment(1)
+    assert parse_helper_frame(helper_frame(Reason.RETRANSMIT, inner)) == (Reason.RETRANSMIT, inner)
+    with pytest.raises(ValueError, match="ethertype"):
+        parse_helper_frame(inner)
+    with pytest.raises(ValueError, match="reason 9"):
+        parse_helper_frame(helper_frame(Reason.DATA_COPY, inner)[:14] + b"\x09\x00" + inner)
+
+
+def test_retransmit_request_returns_the_copy_holding_the_ack_number() -> None:
+    helper = RetransmitHelper(generation=1)
+    copy(helper, 1000)
+    second = copy(helper, 1100)
+    copy(helper, 1200)
+    assert request(helper, 1100) == [second]
+    assert request(helper, 1150) == [second]
+    assert helper.stats.retransmitted == 2
+    assert helper.health().generation == 1
+
+
+def test_the_receivers_ack_frees_only_copies_wholly_below_it() -> None:
+    helper = RetransmitHelper(generation=1)
+    for seq in (1000, 1100, 1200):
+        copy(helper, seq)
+    report(helper, 1150)
+    assert not helper.covered(DOWNLINK, 1000, 1100)
+    assert helper.covered(DOWNLINK, 1100, 1300)
+    assert helper.health().stored_segments == 2
+    report(helper, 1300)
+    assert helper.health() == Health(healthy=True, generation=1, stored_bytes=0, stored_segments=0, reason="started")
+
+
+def test_a_stale_report_frees_nothing() -> None:
+    helper = RetransmitHelper(generation=1)
+    copy(helper, 1000)
+    copy(helper, 1100)
+    report(helper, 1100)
+    report(helper, 1000)
+    assert helper.covered(DOWNLINK, 1100, 1200)
+
+
+def test_copies_survive_sequence_wraparound() -> None:
+    helper = RetransmitHelper(generation=1)
+    start = 0xFFFFFFFF - 150
+    for seq in (start, start + MSS, start + 2 * MSS):
+        copy(helper, seq & 0xFFFFFFFF)
+    report(helper, (start + MSS) & 0xFFFFFFFF)
+    assert helper.covered(DOWNLINK, (start + MSS) & 0xFFFFFFFF, (start + 3 * MSS) & 0xFFFFFFFF)
+    assert request(helper, 10) == [segment((start + MSS) & 0xFFFFFFFF)]
+    assert request(helper, 60) == [segment((start + 2 * MSS) & 0xFFFFFFFF)]
+
+
+def test_a_request_without_a_copy_starts_a_new_generation() -> None:
+    helper = RetransmitHelper(generation=7)
+    copy(helper, 1000)
+    assert request(helper, 5000) == []
+    health = helper.health()
+    assert (health.healthy, health.generation, helper.stats.misses) == (True, 8, 1)
+    assert "no copy" in health.reason
+
+
+def test_a_full_store_rejects_copies_and_reports_unhealthy() -> None:
+    frame_bytes = len(segment(0))
+    helper = RetransmitHelper(max_bytes=2 * frame_bytes, generation=1)
+    copy(helper, 1000)
+    copy(helper, 1100)
+    copy(helper, 1200)
+    health = helper.health()
+    assert (health.healthy, health.generation, health.reason) == (False, 2, "store full")
+    assert helper.stats.rejected_copies == 1
+    report(helper, 1100)
+    assert helper.health().healthy
+
+
+def test_a_longer_copy_replaces_a_shorter_one_at_the_same_sequence_number() -> None:
+    helper = RetransmitHelper(generation=1)
+    copy(helper, 1000, 50)
+    longer = copy(helper, 1000, 100)
+    copy(helper, 1000, 20)
+    assert request(helper, 1060) == [longer]
+    assert helper.health().stored_bytes == len(longer)
+
+
+def test_malformed_frames_are_counted_and_ignored() -> None:
+    helper = RetransmitHelper(generation=1)
+    assert helper.handle(b"\x00" * 20) == []
+    assert helper.handle(helper_frame(Reason.DATA_COPY, b"\x00" * 30)) == []
+    assert helper.stats.malformed == 2
+
+
+def test_invariant_every_byte_between_the_receivers_ack_and_the_forwarded_end_has_a_copy() -> None:
+    """Random downlink copies (in order, with retransmissions) and receiver ACKs that lag behind what was forwarded:
+    whatever the switch may have acknowledged on the receiver's behalf (up to what it forwarded) stays covered."""
+    rng = random.Random(1)
+    helper = RetransmitHelper(generation=1)
+    start = 0xFFFFF000  # crosses the 32-bit wraparound
+    forwarded = start
+    receiver = start
+    for _ in range(600):
+        if rng.random() < 0.6:
+            length = rng.randint(1, 3 * MSS)
+            copy(helper, forwarded & 0xFFFFFFFF, length)
+            forwarded += length
+        elif rng.random() < 0.2 and forwarded > receiver:
+            back = rng.randint(receiver, forwarded - 1)  # a sender retransmission of old data
+            copy(helper, back & 0xFFFFFFFF, rng.randint(1, forwarded - back))
+        else:
+            receiver = rng.randint(receiver, forwarded)
+            report(helper, receiver & 0xFFFFFFFF)
+        assert helper.covered(DOWNLINK, receiver & 0xFFFFFFFF, forwarded & 0xFFFFFFFF)
+    report(helper, forwarded & 0xFFFFFFFF)
+    assert helper.health().stored_segments == 0
+
+
+def test_helper_status_gives_a_new_epoch_per_generation_and_after_every_down() -> None:
+    status = HelperStatus()
+
+    def action(health: Health | None) -> fy.Action:
+        entry = status.entry(health)
+        assert entry.table_id == HELPER_TABLE and entry.is_default_action
+        assert isinstance(entry.action, fy.Action)
+        return entry.action
+
+    def healthy(generation: int) -> Health:
+        return Health(healthy=True, generation=generation, stored_bytes=0, stored_segments=0, reason="")
+
+    assert action(healthy(5)) == fy.Action(HELPER_UP, epoch=1)
+    assert action(healthy(5)) == fy.Action(HELPER_UP, epoch=1)
+    assert action(healthy(6)) == fy.Action(HELPER_UP, epoch=2)
+    assert action(None) == fy.Action(HELPER_DOWN)
+    assert action(healthy(6)) == fy.Action(HELPER_UP, epoch=3)
+    assert action(Health(healthy=False, generation=6, stored_bytes=1, stored_segments=1, reason="")) == fy.Action(
+        HELPER_DOWN
+    )
+
+
+def test_helper_status_epochs_skip_zero_when_they_wrap() -> None:
+    status = HelperStatus()
+    epochs = set()
+    for generation in range(0x10000):
+        entry = status.entry(Health(healthy=True, generation=generation, stored_bytes=0, stored_segments=0, reason=""))
+        assert isinstance(entry.action, fy.Action)
+        epochs.add(entry.action.args["epoch"])
+    assert 0 not in epochs and len(epochs) == 0xFFFF
+
+
+async def test_health_probe_round_trip_and_unreachable_helper() -> None:
+    helper = RetransmitHelper(generation=3)
+    copy(helper, 1000)
+    server = await serve_health(helper, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        assert await probe_health("127.0.0.1", port) == helper.health()
+    assert await probe_health("127.0.0.1", port, timeout_s=0.5) is None
+
+
+class FakeSwitch:
+    """Packet-ins from a list; packet-outs recorded."""
+
+    def __init__(self, payloads: list[bytes]) -> None:
+        self.payloads = payloads
+        self.written: list[fy.P4PacketOut] = []
+        self.eth_types: Iterable[int] | None = None
+
+    async def read_packets(self, *, eth_types: Iterable[int] | None = None) -> AsyncIterator[fy.P4PacketIn]:
+        self.eth_types = eth_types
+        for payload in self.payloads:
+            yield fy.P4PacketIn(payload, metadata={"ingress_port": 1, "_pad": 0})
+
+    async def write(self, entities: Iterable[fy.P4PacketOut]) -> None:
+        self.written.extend(entities)
+
+
+async def test_serve_p4runtime_answers_a_request_with_a_packet_out_to_the_cpu_port() -> None:
+    data = segment(1000)
+    switch = FakeSwitch([helper_frame(Reason.DATA_COPY, data), helper_frame(Reason.RETRANSMIT, ack(1000)), data])
+    await asyncio.wait_for(serve_p4runtime(switch, RetransmitHelper(generation=1)), 5)
+    assert switch.eth_types == {HELPER_ETHERTYPE}
+    assert [(out.payload, out.metadata) for out in switch.written] == [(data, {"egress_port": 255, "_pad": 0})]
+
+
+async def test_keep_switch_informed_writes_only_changes() -> None:
+    healthy = Health(healthy=True, generation=1, stored_bytes=0, stored_segments=0, reason="")
+    reports: list[Health | None] = [healthy, healthy, None, None, healthy]
+    written: list[fy.P4TableEntry] = []
+    done = asyncio.Event()
+
+    class RecordingSwitch:
+        async def modify(self, entities: Iterable[fy.P4TableEntry]) -> None:
+            written.extend(entities)
+
+    async def probe() -> Health | None:
+        if not reports:
+            done.set()
+            await asyncio.Event().wait()
+        return reports.pop(0)
+
+    task = asyncio.create_task(keep_switch_informed(RecordingSwitch(), probe, interval_s=0))
+    await asyncio.wait_for(done.wait(), 5)
+    task.cancel()
+    actions = [entry.action for entry in written]
+    assert actions == [fy.Action(HELPER_UP, epoch=1), fy.Action(HELPER_DOWN), fy.Action(HELPER_UP, epoch=2)]

@@ -1,0 +1,201 @@
+"""The southbound fleet against fake P4Runtime servers (finsy.test): connect, sync, write, undo, reconnect, stats.
+
+The fake servers keep table entries in memory, so they check what the controller writes, never what a pipeline does
+with it (that is BMv2's and the PTF tests' job). Their P4Info is conftest's contract_pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import finsy as fy
+import grpc
+import pytest
+from finsy.proto import p4r
+from finsy.test.p4runtime_server import P4RuntimeServer
+from tng_controller.config import SwitchConfig
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.southbound import SwitchFleet
+from tng_controller.store import PolicyStore
+
+
+class TableServer(P4RuntimeServer):
+    """finsy's fake P4Runtime server, keeping the table entries written to it and a few counter cells."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(address)
+        self.entries: dict[bytes, p4r.TableEntry] = {}
+        self.updates: list[p4r.Update] = []
+        self.fail_writes = 0
+        self.counters: dict[tuple[int, int], tuple[int, int]] = {}
+
+    async def Write(self, request: p4r.WriteRequest, context: grpc.aio.ServicerContext) -> p4r.WriteResponse:
+        if self.fail_writes:
+            self.fail_writes -= 1
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "table is full")
+        for update in request.updates:
+            entry = update.entity.table_entry
+            key_bytes = self.key(entry)
+            if update.type == p4r.Update.INSERT and key_bytes in self.entries:
+                await context.abort(grpc.StatusCode.ALREADY_EXISTS, "entry exists")
+            if update.type in (p4r.Update.MODIFY, p4r.Update.DELETE) and key_bytes not in self.entries:
+                await context.abort(grpc.StatusCode.NOT_FOUND, "no such entry")
+            self.updates.append(update)
+            if update.type == p4r.Update.DELETE:
+                del self.entries[key_bytes]
+            else:
+                self.entries[key_bytes] = entry
+        return p4r.WriteResponse()
+
+    def put(self, entry: p4r.TableEntry) -> None:
+        self.entries[self.key(entry)] = entry
+
+    @staticmethod
+    def key(entry: p4r.TableEntry) -> bytes:
+        key = p4r.TableEntry(table_id=entry.table_id, match=entry.match, priority=entry.priority)
+        return key.SerializeToString(deterministic=True)
+
+    async def Read(
+        self, request: p4r.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[p4r.ReadResponse]:
+        tables = {e.table_entry.table_id for e in request.entities if e.HasField("table_entry")}
+        counters = {e.counter_entry.counter_id for e in request.entities if e.HasField("counter_entry")}
+        entities = [p4r.Entity(table_entry=e) for e in self.entries.values() if e.table_id in tables]
+        for (counter_id, index), (packets, octets) in sorted(self.counters.items()):
+            if counter_id in counters:
+                data = p4r.CounterData(packet_count=packets, byte_count=octets)
+                cell = p4r.CounterEntry(counter_id=counter_id, index=p4r.Index(index=index), data=data)
+                entities.append(p4r.Entity(counter_entry=cell))
+        yield p4r.ReadResponse(entities=entities)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+def weighted(name: str, lte: int, prefix: str) -> pb.Policy:
+    return pb.Policy(
+        name=name,
+        match=pb.Match(dst_prefix=prefix, ip_protocol=6),
+        switch_policy=pb.SwitchPolicy(
+            aggregation=pb.AGGREGATION_IN_NETWORK,
+            steering=pb.STEERING_MODE_WEIGHTED,
+            lte_weight=lte,
+            wifi_weight=1,
+            backpressure=pb.Backpressure(feedback=True),
+        ),
+    )
+
+
+def tables(server: TableServer, schema: fy.P4Schema) -> list[str]:
+    names = {t.id: t.alias for t in schema.tables}
+    return sorted(names[e.table_id] for e in server.entries.values())
+
+
+async def test_connect_sync_write_undo_and_stats(tmp_path: Path, contract_pipeline: tuple[Path, Path]) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    store.put(weighted("video", 3, "10.0.1.0/24"))
+    ports = [free_port(), free_port()]
+    servers = [TableServer(f"127.0.0.1:{port}") for port in ports]
+    configs = [
+        SwitchConfig(name=f"s{i}", address=f"127.0.0.1:{port}", device_id=i, p4info=p4info, bmv2_json=blob)
+        for i, port in enumerate(ports, 1)
+    ]
+    stale = servers[1]
+    stale_entry = p4r.TableEntry(table_id=0x02000002, match=[p4r.FieldMatch(field_id=1, exact={"value": b"\x09"})])
+    stale.put(stale_entry)  # left over from an earlier controller: the sync deletes it
+    fleet = SwitchFleet(configs, store, asyncio.Lock())
+    schema = fy.P4Schema(p4info, blob)
+
+    async with servers[0].run(), servers[1].run(), fy.Controller(fleet.switches()):
+        assert {s.state for s in fleet.statuses()} <= {"CONNECTING", "CONNECTED"}
+        await until(lambda: fleet.writable() == ["s1", "s2"])
+        status = fleet.statuses()[0]
+        assert (status.name, status.address, status.device_id, status.state) == (
+            "s1",
+            configs[0].address,
+            1,
+            "CONNECTED",
+        )
+        assert status.pipeline_cookie == schema.p4cookie
+        for server in servers:
+            assert tables(server, schema) == ["flow_policy", "modes", "thresholds"]
+        assert stale_entry not in stale.entries.values()
+
+        store.put(weighted("bulk", 1, "10.0.2.0/24"))
+        store.put(weighted("video", 5, "10.0.1.0/24"))
+        before = len(servers[0].updates)
+        await fleet.write("s1", store.list())
+        kinds = [u.type for u in servers[0].updates[before:]]
+        assert sorted(kinds) == [p4r.Update.INSERT] * 3 + [p4r.Update.MODIFY]  # bulk's three, video's new weights
+        assert tables(servers[0], schema) == ["flow_policy"] * 2 + ["modes"] * 2 + ["thresholds"] * 2
+
+        installed = dict(servers[1].entries)
+        servers[1].fail_writes = 1
+        with pytest.raises(Exception, match=r"switch s2: RESOURCE_EXHAUSTED: table is full"):
+            await fleet.write("s2", store.list())
+        assert servers[1].entries == installed  # nothing of it stayed
+        assert fleet.writable() == ["s1", "s2"]
+        await fleet.write("s2", store.list())
+        assert servers[1].entries == servers[0].entries
+
+        servers[1].counters[(0x03000000, 1)] = (10, 1000)
+        servers[1].counters[(0x03000000, 2)] = (4, 400)
+        servers[1].counters[(0x03000001, 2)] = (7, 700)
+        stats = await fleet.stats(store.list())
+        assert [(p.name, p.packets, p.bytes) for p in stats.policies] == [("bulk", 4, 400), ("video", 10, 1000)]
+        assert [(p.switch_name, p.port, p.role, p.tx_packets) for p in stats.ports] == [("s2", 2, "core", 7)]
+
+    store.close()
+
+
+async def test_a_restarted_switch_is_synced_when_it_reconnects(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path]
+) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    store.put(weighted("video", 3, "10.0.1.0/24"))
+    address = f"127.0.0.1:{free_port()}"
+    fleet = SwitchFleet(
+        [SwitchConfig(name="s1", address=address, device_id=1, p4info=p4info, bmv2_json=blob)], store, asyncio.Lock()
+    )
+    schema = fy.P4Schema(p4info, blob)
+    async with fy.Controller(fleet.switches()):
+        first = TableServer(address)
+        async with first.run():
+            await until(lambda: fleet.writable() == ["s1"])
+            assert tables(first, schema) == ["flow_policy", "modes", "thresholds"]
+        await until(lambda: fleet.statuses()[0].state == "CONNECTING")
+        assert fleet.writable() == []
+        store.put(weighted("bulk", 1, "10.0.2.0/24"))  # changed while the switch was away
+        restarted = TableServer(address)  # comes back empty, as a restarted BMv2 does
+        async with restarted.run():
+            await until(lambda: fleet.writable() == ["s1"], timeout=30)
+            assert tables(restarted, schema) == ["flow_policy"] * 2 + ["modes"] * 2 + ["thresholds"] * 2
+    store.close()
+
+
+async def test_a_switch_that_is_down_is_not_writable(tmp_path: Path, contract_pipeline: tuple[Path, Path]) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    config = SwitchConfig(name="s1", address=f"127.0.0.1:{free_port()}", device_id=1, p4info=p4info, bmv2_json=blob)
+    fleet = SwitchFleet([config], store, asyncio.Lock())
+    async with fy.Controller(fleet.switches()):
+        await asyncio.sleep(0.5)
+        assert fleet.writable() == []
+        assert [(s.name, s.state, s.pipeline_cookie) for s in fleet.statuses()] == [("s1", "CONNECTING", 0)]
+        with pytest.raises(Exception, match="switch s1: not in sync"):
+            await fleet.write("s1", [])
+    store.close()

@@ -1,0 +1,104 @@
+"""The SQLite policy store: round trips, revisions, stable policy ids, atomic transactions, persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.store import MAX_POLICY_ID, Full, NotFound, PolicyStore, RevisionConflict
+
+
+def policy(name: str, cc: str = "cubic") -> pb.Policy:
+    return pb.Policy(
+        name=name,
+        match=pb.Match(priority=3, dst_prefix="10.0.0.0/8", ip_protocol=6),
+        switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK, steering=pb.STEERING_MODE_QDEPL),
+        host_policy=pb.HostPolicy(congestion_control=cc, congestion_control_per_path={0: "bbr"}),
+    )
+
+
+def test_round_trip_sets_revisions_and_ids() -> None:
+    store = PolicyStore(":memory:")
+    assert store.revision() == 0
+    first = store.put(policy("bulk"))
+    second = store.put(policy("video"))
+    assert (first.revision, first.policy_id) == (1, 1)
+    assert (second.revision, second.policy_id) == (2, 2)
+    got = store.get("bulk")
+    assert got is not None
+    expected = policy("bulk")
+    expected.revision = 1
+    assert got.policy == expected
+    assert [p.name for p in store.list()] == ["bulk", "video"]
+    assert store.get("absent") is None
+
+
+def test_replacing_keeps_the_id_and_raises_the_revision() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    store.put(policy("b"))
+    replaced = store.put(policy("a", cc="vegas"))
+    assert (replaced.policy_id, replaced.revision) == (1, 3)
+    assert store.get("a").policy.host_policy.congestion_control == "vegas"
+    assert store.revision() == 3
+
+
+def test_expected_revision_is_compare_and_set() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    with pytest.raises(RevisionConflict, match="'a' is at revision 1, not at revision 7"):
+        store.put(policy("a", cc="bbr"), expected_revision=7)
+    with pytest.raises(RevisionConflict, match="'new' does not exist"):
+        store.put(policy("new"), expected_revision=1)
+    assert store.put(policy("a", cc="bbr"), expected_revision=1).revision == 2
+    assert store.get("a").policy.host_policy.congestion_control == "bbr"
+
+
+def test_delete_frees_the_id_and_counts_a_revision() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    store.put(policy("b"))
+    deleted = store.delete("a")
+    assert (deleted.name, deleted.revision, deleted.policy_id) == ("a", 3, 1)
+    assert store.get("a") is None
+    with pytest.raises(NotFound):
+        store.delete("a")
+    assert store.put(policy("c")).policy_id == 1
+
+
+def test_uncommitted_transaction_changes_nothing() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.put(policy("b"))
+        tx.delete("a")
+        assert [p.name for p in tx.list()] == ["b"]
+        raise RuntimeError("switch write failed")
+    assert [p.name for p in store.list()] == ["a"]
+    assert store.revision() == 1
+    with store.transaction() as tx:
+        tx.put(policy("b"))
+    assert store.get("b") is None
+
+
+def test_ids_run_out_at_255() -> None:
+    store = PolicyStore(":memory:")
+    for i in range(MAX_POLICY_ID):
+        store.put(pb.Policy(name=f"p{i}"))
+    with pytest.raises(Full, match="all 255 policy ids are in use"):
+        store.put(pb.Policy(name="one-more"))
+    assert len(store.list()) == MAX_POLICY_ID
+
+
+def test_policies_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "controller.db"
+    store = PolicyStore(path)
+    store.put(policy("a"))
+    store.put(policy("b"))
+    store.delete("a")
+    store.close()
+    reopened = PolicyStore(path)
+    assert [(p.name, p.revision, p.policy_id) for p in reopened.list()] == [("b", 2, 2)]
+    assert reopened.revision() == 3
+    assert reopened.put(policy("c")).revision == 4

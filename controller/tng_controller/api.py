@@ -1,0 +1,205 @@
+"""The northbound policy API: PolicyService over grpc.aio, backed by the store and written to the fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from tng_controller.config import ApiConfig
+from tng_controller.fleet import Fleet, RolloutError, rollout
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.policy import PolicyConflict, PolicyError, check, check_conflicts, check_name, traffic_class_errors
+from tng_controller.store import Full, NotFound, PolicyStore, RevisionConflict, StoredPolicy
+
+LOGGER = logging.getLogger(__name__)
+WATCH_QUEUE = 1024  # events a watcher may lag behind before it is cut off
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+_ERROR_CODES: dict[type[Exception], grpc.StatusCode] = {
+    PolicyError: grpc.StatusCode.INVALID_ARGUMENT,
+    PolicyConflict: grpc.StatusCode.FAILED_PRECONDITION,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    RevisionConflict: grpc.StatusCode.ABORTED,
+    Full: grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
+
+
+@dataclass(slots=True, eq=False)
+class _Watcher:
+    traffic_classes: frozenset[str]
+    queue: asyncio.Queue[pb.PolicyEvent] = field(default_factory=lambda: asyncio.Queue(WATCH_QUEUE))
+    overflowed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wants(self, policy: pb.Policy) -> bool:
+        """Policies of one of the watched classes and policies for any class (their match has none)."""
+        return not self.traffic_classes or policy.match.traffic_class in ("", *self.traffic_classes)
+
+
+def _with_status(
+    handler: Callable[[Any, _Request, grpc.aio.ServicerContext], Awaitable[_Response]],
+) -> Callable[[Any, _Request, grpc.aio.ServicerContext], Awaitable[_Response]]:
+    """Ends a unary call whose handler raises one of the controller's errors with its status code and message."""
+
+    @functools.wraps(handler)
+    async def wrapped(self: Any, request: _Request, context: grpc.aio.ServicerContext) -> _Response:
+        try:
+            return await handler(self, request, context)
+        except RolloutError as exc:
+            await context.abort(exc.code, f"not applied: {exc}")
+        except tuple(_ERROR_CODES) as exc:
+            await context.abort(_ERROR_CODES[type(exc)], str(exc))
+        raise AssertionError("context.abort returned")
+
+    return wrapped
+
+
+class PolicyServicer(pb_grpc.PolicyServiceServicer):
+    """PolicyService: every change is written to all writable switches or to none, then stored, then announced."""
+
+    def __init__(self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None) -> None:
+        self._store = store
+        self._fleet = fleet
+        # One change at a time, so that switch writes and the store stay in step; the fleet holds it too while it
+        # syncs a switch that (re)connected.
+        self._lock = changes or asyncio.Lock()
+        self._watchers: set[_Watcher] = set()
+
+    @_with_status
+    async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
+        check(request.policy)
+        async with self._lock:
+            before = self._store.list()
+            check_conflicts(request.policy, (p.policy for p in before))
+            old = self._store.get(request.policy.name)
+            with self._store.transaction() as dry_run:  # rolled back: only shows the policy set to write
+                dry_run.put(request.policy, request.policy.revision)
+                after = dry_run.list()
+            policy = request.policy
+            switches, stored = await self._change(before, after, lambda: self._store.put(policy, policy.revision))
+        self._announce(old, stored, deleted=False)
+        return pb.SetPolicyResponse(policy=stored.policy, switches=switches)
+
+    @_with_status
+    async def GetPolicy(self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.Policy:
+        check_name(request.name)
+        stored = self._store.get(request.name)
+        if stored is None:
+            raise NotFound(f"no policy named {request.name!r}")
+        return stored.policy
+
+    @_with_status
+    async def DeletePolicy(
+        self, request: pb.DeletePolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeletePolicyResponse:
+        check_name(request.name)
+        async with self._lock:
+            old = self._store.get(request.name)
+            if old is None:
+                raise NotFound(f"no policy named {request.name!r}")
+            before = self._store.list()
+            after = [p for p in before if p.name != request.name]
+            _, deleted = await self._change(before, after, lambda: self._store.delete(request.name))
+        self._announce(old, deleted, deleted=True)
+        return pb.DeletePolicyResponse()
+
+    async def ListPolicies(
+        self, request: pb.ListPoliciesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPoliciesResponse:
+        return pb.ListPoliciesResponse(policies=[p.policy for p in self._store.list()])
+
+    async def WatchPolicies(
+        self, request: pb.WatchPoliciesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PolicyEvent]:
+        errors = [
+            error
+            for i, traffic_class in enumerate(request.traffic_classes)
+            for error in traffic_class_errors(traffic_class, f"traffic_classes[{i}]")
+        ]
+        if errors:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(PolicyError(errors)))
+        with self._watch(frozenset(request.traffic_classes)) as watcher:
+            for stored in self._store.list():  # no await between subscribing and reading: no change is missed
+                if watcher.wants(stored.policy):
+                    yield pb.PolicyEvent(kind=pb.PolicyEvent.KIND_SNAPSHOT, policy=stored.policy)
+            yield pb.PolicyEvent(kind=pb.PolicyEvent.KIND_SYNCED)
+            while not watcher.overflowed.is_set():
+                yield await watcher.queue.get()
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this watch fell more than {WATCH_QUEUE} events behind: watch again for a new snapshot",
+            )
+
+    async def GetStats(self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext) -> pb.GetStatsResponse:
+        return await self._fleet.stats(self._store.list())
+
+    async def ListSwitches(
+        self, request: pb.ListSwitchesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSwitchesResponse:
+        return pb.ListSwitchesResponse(switches=self._fleet.statuses())
+
+    async def _change(
+        self, before: list[StoredPolicy], after: list[StoredPolicy], commit: Callable[[], StoredPolicy]
+    ) -> tuple[list[str], StoredPolicy]:
+        """Writes `after` to the fleet, then commits the store; undoes the switch writes if the commit fails."""
+        switches = await rollout(self._fleet, before, after)
+        try:
+            stored = commit()
+        except sqlite3.Error:
+            LOGGER.exception("store commit failed after the switches took the change: rolling them back")
+            await rollout(self._fleet, after, before)
+            raise
+        return switches, stored
+
+    @contextmanager
+    def _watch(self, traffic_classes: frozenset[str]) -> Iterator[_Watcher]:
+        watcher = _Watcher(traffic_classes)
+        self._watchers.add(watcher)
+        try:
+            yield watcher
+        finally:
+            self._watchers.discard(watcher)
+
+    def _announce(self, old: StoredPolicy | None, new: StoredPolicy, *, deleted: bool) -> None:
+        for watcher in self._watchers:
+            if watcher.overflowed.is_set():
+                continue
+            if watcher.wants(new.policy):
+                kind = pb.PolicyEvent.KIND_DELETED if deleted else pb.PolicyEvent.KIND_SET
+            elif old is not None and watcher.wants(old.policy):
+                kind = pb.PolicyEvent.KIND_DELETED  # it left the watched classes
+            else:
+                continue
+            try:
+                watcher.queue.put_nowait(pb.PolicyEvent(kind=kind, policy=new.policy))
+            except asyncio.QueueFull:
+                watcher.overflowed.set()
+
+
+async def start_server(servicer: PolicyServicer, config: ApiConfig) -> tuple[grpc.aio.Server, int]:
+    """Starts serving `servicer` as `config` says; returns the server and the port it bound (for port 0)."""
+    server = grpc.aio.server()
+    pb_grpc.add_PolicyServiceServicer_to_server(servicer, server)
+    if config.tls is None:
+        port = server.add_insecure_port(config.listen)
+    else:
+        credentials = grpc.ssl_server_credentials(
+            [(config.tls.key.read_bytes(), config.tls.cert.read_bytes())],
+            root_certificates=config.tls.client_ca.read_bytes() if config.tls.client_ca else None,
+            require_client_auth=config.tls.client_ca is not None,
+        )
+        port = server.add_secure_port(config.listen, credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {config.listen}")
+    await server.start()
+    LOGGER.info("policy API on %s (%s)", config.listen, "TLS" if config.tls else "plaintext")
+    return server, port

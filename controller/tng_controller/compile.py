@@ -1,0 +1,140 @@
+"""Policies -> P4Runtime table entries of the tng pipeline (the P4Info names of p4src/README.md, "tng")."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from ipaddress import IPv4Network
+
+import finsy as fy
+
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.policy import parse_prefix
+from tng_controller.store import StoredPolicy
+
+# The tables the controller owns: it writes every entry in them and never touches any other table.
+CONNECTION_POLICY = "ingress.classify.connection_policy"
+FLOW_POLICY = "ingress.classify.flow_policy"
+STEERING_MODES = "ingress.steering.modes"
+VISIBLE_PARAMS = "ingress.visible.params"
+BACKPRESSURE_THRESHOLDS = "egress.backpressure.thresholds"
+POLICY_TABLES = (CONNECTION_POLICY, FLOW_POLICY, STEERING_MODES, VISIBLE_PARAMS, BACKPRESSURE_THRESHOLDS)
+
+SET_POLICY = "ingress.classify.set_policy"
+VISIBLE_ON = "ingress.visible.visible_on"
+SET_THRESHOLDS = "egress.backpressure.set_thresholds"
+POLICY_COUNTER = "ingress.classify.policy_packets"
+
+DEFAULT_SEGMENT_SIZE = 1448
+DEFAULT_IDLE_TIMEOUT_US = 1_000_000
+DEFAULT_EWMA_ALPHA = 64  # 1/4, in 1/256 units
+DEFAULT_EWMA_BETA = 32  # 1/8
+NEVER_US = 0xFFFFFFFF  # a threshold no queueing delay exceeds
+
+
+class Link(enum.IntEnum):
+    """The two links of an LWIP next hop, as the pipeline numbers them."""
+
+    LTE = 0
+    WIFI = 1
+
+
+_STEERING_ACTIONS = {
+    pb.STEERING_MODE_UNSPECIFIED: "ingress.steering.steer_flow_hash",
+    pb.STEERING_MODE_FLOW_HASH: "ingress.steering.steer_flow_hash",
+    pb.STEERING_MODE_WEIGHTED: "ingress.steering.steer_weighted",
+    pb.STEERING_MODE_QDEPL: "ingress.steering.steer_qdepl",
+    pb.STEERING_MODE_QDEPL_DATAPLANE: "ingress.steering.steer_qdepl_measured",
+    pb.STEERING_MODE_LOWEST_RTT_FIRST: "ingress.steering.steer_lowest_rtt",
+    pb.STEERING_MODE_LTE_ONLY: "ingress.steering.steer_lte_only",
+    pb.STEERING_MODE_WIFI_ONLY: "ingress.steering.steer_wifi_only",
+}
+
+
+def compile_policies(policies: Sequence[StoredPolicy], lowest_rtt_link: Link = Link.WIFI) -> list[fy.P4TableEntry]:
+    """The entries of the policy tables for `policies` (validated), by policy id; `lowest_rtt_link` is the link
+    LOWEST_RTT_FIRST prefers on this switch."""
+    return [
+        entry
+        for stored in sorted(policies, key=lambda p: p.policy_id)
+        for entry in policy_entries(stored, lowest_rtt_link)
+    ]
+
+
+def policy_entries(stored: StoredPolicy, lowest_rtt_link: Link = Link.WIFI) -> Iterator[fy.P4TableEntry]:
+    """The entries of one policy: none without a switch half."""
+    policy, policy_id = stored.policy, stored.policy_id
+    if not policy.HasField("switch_policy"):
+        return
+    yield _classify(policy.match, policy_id)
+    switch = policy.switch_policy
+    if switch.aggregation == pb.AGGREGATION_IN_NETWORK:
+        yield fy.P4TableEntry(
+            STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, lowest_rtt_link)
+        )
+    if switch.visible.enabled:
+        yield fy.P4TableEntry(VISIBLE_PARAMS, match=fy.Match(policy=policy_id), action=_visible(switch.visible))
+    backpressure = switch.backpressure
+    if backpressure.feedback or backpressure.ecn_threshold_us:
+        action = fy.Action(
+            SET_THRESHOLDS,
+            feedback_min_us=0 if backpressure.feedback else NEVER_US,
+            ecn_mark_us=backpressure.ecn_threshold_us or NEVER_US,
+        )
+        yield fy.P4TableEntry(BACKPRESSURE_THRESHOLDS, match=fy.Match(policy=policy_id), action=action)
+
+
+def _classify(match: pb.Match, policy_id: int) -> fy.P4TableEntry:
+    action = fy.Action(SET_POLICY, policy=policy_id)
+    if match.has_connection_id:
+        return fy.P4TableEntry(CONNECTION_POLICY, match=fy.Match(connection_id=match.connection_id), action=action)
+    fields = fy.Match()
+    for name, prefix in (("src_addr", match.src_prefix), ("dst_addr", match.dst_prefix)):
+        network = parse_prefix(prefix) if prefix else None
+        if network is not None and network.prefixlen:
+            fields[name] = _ternary_network(network)
+    if match.ip_protocol:
+        fields["protocol"] = (match.ip_protocol, 0xFF)
+    for name in ("src_port", "dst_port"):
+        port: pb.PortMatch = getattr(match, name)
+        if port.mask:
+            fields[name] = (port.value, port.mask)
+    # P4Runtime priorities are positive; the policy's 0 (the lowest) becomes 1.
+    return fy.P4TableEntry(FLOW_POLICY, match=fields, action=action, priority=match.priority + 1)
+
+
+def _ternary_network(network: IPv4Network) -> tuple[int, int]:
+    return int(network.network_address), int(network.netmask)
+
+
+def _steering(switch: pb.SwitchPolicy, lowest_rtt_link: Link) -> fy.Action:
+    name = _STEERING_ACTIONS[switch.steering]
+    lte, wifi = (switch.lte_weight, switch.wifi_weight) if switch.lte_weight or switch.wifi_weight else (1, 1)
+    if switch.steering == pb.STEERING_MODE_WEIGHTED:
+        return fy.Action(name, lte_weight=lte, wifi_weight=wifi)
+    if switch.steering == pb.STEERING_MODE_QDEPL:
+        return fy.Action(name, lte_rate=lte, wifi_rate=wifi)
+    if switch.steering == pb.STEERING_MODE_LOWEST_RTT_FIRST:
+        return fy.Action(name, preferred_link=int(lowest_rtt_link), spill_depth=switch.spill_threshold_packets)
+    return fy.Action(name)
+
+
+def _visible(visible: pb.Visible) -> fy.Action:
+    return fy.Action(
+        VISIBLE_ON,
+        segment_size=visible.segment_size or DEFAULT_SEGMENT_SIZE,
+        hold_budget_us=visible.hold_budget_us,
+        hold_slack=visible.hold_slack,
+        boost_max_depth=visible.boost_threshold_packets,
+        boost_max=visible.max_boosts,
+        retransmit_max=visible.max_retransmissions,
+        alpha_shift=_shift(visible.ewma_alpha or DEFAULT_EWMA_ALPHA),
+        beta_shift=_shift(visible.ewma_beta or DEFAULT_EWMA_BETA),
+        idle_timeout_us=visible.idle_timeout_us or DEFAULT_IDLE_TIMEOUT_US,
+        report_bytes=visible.report_bytes,
+    )
+
+
+def _shift(gain_256ths: int) -> int:
+    """k such that gain/256 = 2^-k, for a power-of-two gain from 1 to 256."""
+    return 8 - (gain_256ths.bit_length() - 1)

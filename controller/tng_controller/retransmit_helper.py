@@ -1,0 +1,441 @@
+"""VISIBLE local-retransmission helper: keeps copies of downlink TCP segments, re-injects one when the switch asks.
+
+The tng pipeline (p4src/v1model/visible.p4) clones three kinds of frames to the helper, each behind an Ethernet
+header of type 0x88b5 and a 2-byte helper header (reason, reserved):
+
+- DATA_COPY: a downlink segment of a VISIBLE flow, as the switch received it. The helper keeps it.
+- ACK_REPORT: the receiver's own ACK. Copies wholly below its ACK number are freed: the receiver has those bytes.
+- RETRANSMIT: a dup-ACK past the hold budget. The helper sends the copy holding its ACK number back to the switch,
+  which routes it toward the receiver (packet-out to the CPU port, or a frame on the helper port).
+
+Copies are freed only by the receiver's own ACK numbers, never by what the switch sent upstream (a boosted ACK), so
+a copy of every byte the switch acknowledged on the receiver's behalf exists until the receiver acknowledges it.
+
+Health: the switch boosts only while the controller says the helper is up (table ingress.visible.helper). The
+helper reports `healthy` (it has room for more copies) and a `generation` that changes whenever its copies may have
+stopped covering what the switch forwarded (start, a rejected copy, a request it could not serve). HelperStatus turns
+health reports into that table's default entry, with a new epoch for every generation.
+
+Transports: `serve_p4runtime` runs inside a controller that holds the switch's P4Runtime stream (packet-in and
+packet-out); `serve_interface` and the command line attach to the switch's helper port through an AF_PACKET socket
+(needs CAP_NET_RAW) and answer health probes on a TCP port (`probe_health`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import struct
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import asdict, dataclass
+from enum import IntEnum
+from typing import Protocol
+
+import finsy as fy
+
+LOGGER = logging.getLogger(__name__)
+
+HELPER_ETHERTYPE = 0x88B5
+CPU_PORT = 255
+DEFAULT_MAX_BYTES = 64 << 20
+
+# P4Info names of the helper status table (p4src/README.md, "tng: the main pipeline").
+HELPER_TABLE = "ingress.visible.helper"
+HELPER_UP = "ingress.visible.helper_up"
+HELPER_DOWN = "ingress.visible.helper_down"
+
+_HELPER = struct.Struct("!6s6sHBB")  # helper Ethernet header (dst, src, type) + reason + reserved
+_ETHERNET = struct.Struct("!6s6sH")
+_IPV4 = struct.Struct("!BBHHHBBH4s4s")
+_TCP = struct.Struct("!HHIIBB")  # ports, seq, ack, data offset, flags (the first 14 of 20 bytes)
+_TCP_HEADER_BYTES = 20
+_ETHERTYPE_IPV4 = 0x0800
+_PROTO_TCP = 6
+_TCP_FIN = 0x01
+_TCP_SYN = 0x02
+_SEQ_MASK = 0xFFFFFFFF
+
+
+class Reason(IntEnum):
+    """Why the switch sent a frame to the helper (helper_t.reason)."""
+
+    DATA_COPY = 1
+    ACK_REPORT = 2
+    RETRANSMIT = 3
+
+
+def seq_before(a: int, b: int) -> bool:
+    """a precedes b in 32-bit sequence space (RFC 1982)."""
+    return ((a - b) & _SEQ_MASK) >= 0x80000000
+
+
+def _offset(origin: int, seq: int) -> int:
+    """Signed distance from origin to seq in 32-bit sequence space."""
+    distance = (seq - origin) & _SEQ_MASK
+    return distance - (1 << 32) if distance >= 0x80000000 else distance
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """One direction of a TCP connection: the data sender's address and port, then the receiver's."""
+
+    sender: str
+    sender_port: int
+    receiver: str
+    receiver_port: int
+
+    def reversed(self) -> Flow:
+        """The other direction: the one the receiver's ACKs travel."""
+        return Flow(self.receiver, self.receiver_port, self.sender, self.sender_port)
+
+
+@dataclass(frozen=True, slots=True)
+class TcpSegment:
+    """What the helper reads from an Ethernet/IPv4/TCP frame."""
+
+    flow: Flow
+    seq: int
+    ack: int
+    length: int  # sequence space used: payload bytes, +1 for SYN, +1 for FIN
+
+    @property
+    def end(self) -> int:
+        return (self.seq + self.length) & _SEQ_MASK
+
+
+def parse_tcp(frame: bytes) -> TcpSegment:
+    """The TCP segment in an Ethernet/IPv4 frame; ValueError if the frame is anything else or truncated."""
+    if len(frame) < _ETHERNET.size + _IPV4.size:
+        raise ValueError("frame too short for Ethernet/IPv4")
+    (_dst, _src, ether_type) = _ETHERNET.unpack_from(frame)
+    if ether_type != _ETHERTYPE_IPV4:
+        raise ValueError(f"ethertype {ether_type:#06x} is not IPv4")
+    version_ihl, _tos, total_length, _id, _frag, _ttl, protocol, _csum, src, dst = _IPV4.unpack_from(
+        frame, _ETHERNET.size
+    )
+    ip_header = (version_ihl & 0x0F) * 4
+    if version_ihl >> 4 != 4 or protocol != _PROTO_TCP or ip_header < _IPV4.size:
+        raise ValueError("not an IPv4 TCP packet")
+    tcp_at = _ETHERNET.size + ip_header
+    if len(frame) < tcp_at + _TCP_HEADER_BYTES or total_length < ip_header + _TCP_HEADER_BYTES:
+        raise ValueError("frame too short for its TCP header")
+    sport, dport, seq, ack, offset, flags = _TCP.unpack_from(frame, tcp_at)
+    payload = total_length - ip_header - (offset >> 4) * 4
+    if payload < 0 or len(frame) < _ETHERNET.size + total_length:
+        raise ValueError("IPv4 total length disagrees with the frame")
+    length = payload + (1 if flags & _TCP_SYN else 0) + (1 if flags & _TCP_FIN else 0)
+    flow = Flow(socket.inet_ntoa(src), sport, socket.inet_ntoa(dst), dport)
+    return TcpSegment(flow=flow, seq=seq, ack=ack, length=length)
+
+
+def parse_helper_frame(frame: bytes) -> tuple[Reason, bytes]:
+    """Split a frame from the switch into its reason and the frame the switch received; ValueError if malformed."""
+    if len(frame) < _HELPER.size:
+        raise ValueError("frame too short for the helper header")
+    _dst, _src, ether_type, reason, _reserved = _HELPER.unpack_from(frame)
+    if ether_type != HELPER_ETHERTYPE:
+        raise ValueError(f"ethertype {ether_type:#06x} is not the helper's ({HELPER_ETHERTYPE:#06x})")
+    try:
+        return Reason(reason), frame[_HELPER.size :]
+    except ValueError:
+        raise ValueError(f"unknown helper reason {reason}") from None
+
+
+def helper_frame(reason: Reason, inner: bytes) -> bytes:
+    """The frame the switch sends the helper for `inner` (what the pipeline's egress builds)."""
+    return _HELPER.pack(bytes(6), bytes(6), HELPER_ETHERTYPE, reason, 0) + inner
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What a health probe reports."""
+
+    healthy: bool
+    generation: int
+    stored_bytes: int
+    stored_segments: int
+    reason: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Health:
+        data = json.loads(text)
+        return cls(
+            healthy=bool(data["healthy"]),
+            generation=int(data["generation"]),
+            stored_bytes=int(data["stored_bytes"]),
+            stored_segments=int(data["stored_segments"]),
+            reason=str(data["reason"]),
+        )
+
+
+@dataclass(slots=True)
+class Stats:
+    """Event counts since start."""
+
+    copies: int = 0
+    rejected_copies: int = 0
+    reports: int = 0
+    requests: int = 0
+    retransmitted: int = 0
+    misses: int = 0
+    freed_segments: int = 0
+    malformed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    seq: int
+    end: int
+    frame: bytes
+
+
+class RetransmitHelper:
+    """The helper's state machine, free of I/O: `handle` takes a frame from the switch, returns frames to send back."""
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES, generation: int | None = None) -> None:
+        self.max_bytes = max_bytes
+        self.stats = Stats()
+        self._generation = generation if generation is not None else int.from_bytes(os.urandom(4), "big")
+        self._copies: dict[Flow, dict[int, _Copy]] = {}
+        self._acked: dict[Flow, int] = {}
+        self._stored_bytes = 0
+        self._reason = "started"
+
+    def handle(self, frame: bytes) -> list[bytes]:
+        """Process one frame from the switch; the result is what to re-inject toward the receiver."""
+        try:
+            reason, inner = parse_helper_frame(frame)
+            segment = parse_tcp(inner)
+        except ValueError as error:
+            self.stats.malformed += 1
+            LOGGER.warning("ignoring frame from the switch: %s", error)
+            return []
+        if reason == Reason.DATA_COPY:
+            self._keep(segment, inner)
+            return []
+        data_flow = segment.flow.reversed()
+        self._acknowledge(data_flow, segment.ack)
+        if reason == Reason.ACK_REPORT:
+            self.stats.reports += 1
+            return []
+        self.stats.requests += 1
+        found = self.copy_at(data_flow, segment.ack)
+        if found is None:
+            self.stats.misses += 1
+            self._new_generation(f"no copy of {data_flow} at {segment.ack}")
+            return []
+        self.stats.retransmitted += 1
+        return [found]
+
+    def copy_at(self, flow: Flow, seq: int) -> bytes | None:
+        """The stored frame whose segment holds sequence number `seq` of `flow`, if any."""
+        for copy in self._copies.get(flow, {}).values():
+            if not seq_before(seq, copy.seq) and seq_before(seq, copy.end):
+                return copy.frame
+        return None
+
+    def covered(self, flow: Flow, start: int, end: int) -> bool:
+        """Every sequence number in [start, end) of `flow` is in a stored copy."""
+        position = start
+        for copy in sorted(self._copies.get(flow, {}).values(), key=lambda c: _offset(start, c.seq)):
+            if not seq_before(position, end) or seq_before(position, copy.seq):
+                break
+            if seq_before(position, copy.end):
+                position = copy.end
+        return not seq_before(position, end)
+
+    def health(self) -> Health:
+        full = self._stored_bytes >= self.max_bytes
+        return Health(
+            healthy=not full,
+            generation=self._generation,
+            stored_bytes=self._stored_bytes,
+            stored_segments=sum(len(copies) for copies in self._copies.values()),
+            reason="store full" if full else self._reason,
+        )
+
+    def _keep(self, segment: TcpSegment, frame: bytes) -> None:
+        if segment.length == 0:
+            return
+        acked = self._acked.get(segment.flow)
+        if acked is not None and not seq_before(acked, segment.end):
+            return  # the receiver already has every byte of it
+        copies = self._copies.setdefault(segment.flow, {})
+        known = copies.get(segment.seq)
+        if known is not None and not seq_before(known.end, segment.end):
+            return
+        if self._stored_bytes + len(frame) > self.max_bytes:
+            self.stats.rejected_copies += 1
+            self._new_generation("store full: a copy was rejected")
+            return
+        if known is not None:
+            self._stored_bytes -= len(known.frame)
+        copies[segment.seq] = _Copy(segment.seq, segment.end, frame)
+        self._stored_bytes += len(frame)
+        self.stats.copies += 1
+
+    def _acknowledge(self, flow: Flow, ack: int) -> None:
+        copies = self._copies.get(flow)
+        known = self._acked.get(flow)
+        if not copies or (known is not None and seq_before(ack, known)):
+            return
+        for seq in [seq for seq, copy in copies.items() if not seq_before(ack, copy.end)]:
+            self._stored_bytes -= len(copies.pop(seq).frame)
+            self.stats.freed_segments += 1
+        if copies:
+            self._acked[flow] = ack
+        else:
+            del self._copies[flow]
+            self._acked.pop(flow, None)
+
+    def _new_generation(self, reason: str) -> None:
+        self._generation = (self._generation + 1) & 0xFFFFFFFF
+        self._reason = reason
+        LOGGER.warning("helper generation %d: %s", self._generation, reason)
+
+
+class HelperStatus:
+    """Turns health reports into the default entry of ingress.visible.helper.
+
+    The switch boosts ACKs only for flows whose copies belong to the current epoch, so every helper_up after a
+    helper_down or a new generation carries a new epoch (1-65535; 0 means "no copies" in the switch).
+    """
+
+    def __init__(self) -> None:
+        self._epoch = 0
+        self._generation: int | None = None
+
+    def entry(self, health: Health | None) -> fy.P4TableEntry:
+        """helper_up(epoch) for a healthy helper, helper_down() for an unhealthy or unreachable one (None)."""
+        if health is None or not health.healthy:
+            self._generation = None
+            return fy.P4TableEntry(HELPER_TABLE, action=fy.Action(HELPER_DOWN), is_default_action=True)
+        if health.generation != self._generation:
+            self._epoch = self._epoch % 0xFFFF + 1
+            self._generation = health.generation
+        return fy.P4TableEntry(HELPER_TABLE, action=fy.Action(HELPER_UP, epoch=self._epoch), is_default_action=True)
+
+
+class PacketSwitch(Protocol):
+    """What serve_p4runtime needs of a finsy Switch."""
+
+    def read_packets(self, *, eth_types: Iterable[int] | None = None) -> AsyncIterator[fy.P4PacketIn]: ...
+
+    async def write(self, entities: Iterable[fy.P4PacketOut]) -> None: ...
+
+
+class TableSwitch(Protocol):
+    """What keep_switch_informed needs of a finsy Switch."""
+
+    async def modify(self, entities: Iterable[fy.P4TableEntry]) -> None: ...
+
+
+async def serve_p4runtime(switch: PacketSwitch, helper: RetransmitHelper, *, cpu_port: int = CPU_PORT) -> None:
+    """Serve the helper over a switch's P4Runtime stream until cancelled.
+
+    Helper frames arrive as packet-ins (ethertype 0x88b5); a copy goes back as a packet-out to the CPU port, which
+    the pipeline routes like a packet from the helper.
+    """
+    async for packet in switch.read_packets(eth_types={HELPER_ETHERTYPE}):
+        for frame in helper.handle(packet.payload):
+            await switch.write([fy.P4PacketOut(frame, egress_port=cpu_port, _pad=0)])
+
+
+async def keep_switch_informed(
+    switch: TableSwitch, probe: Callable[[], Awaitable[Health | None]], *, interval_s: float = 0.5
+) -> None:
+    """Write ingress.visible.helper whenever the helper's health changes what the switch must know; until cancelled."""
+    status = HelperStatus()
+    written: fy.P4TableEntry | None = None
+    while True:
+        entry = status.entry(await probe())
+        if entry != written:
+            await switch.modify([entry])
+            written = entry
+        await asyncio.sleep(interval_s)
+
+
+async def serve_interface(interface: str, helper: RetransmitHelper) -> None:
+    """Serve the helper on the switch's helper port (an AF_PACKET socket on `interface`) until cancelled."""
+    loop = asyncio.get_running_loop()
+    with (
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(HELPER_ETHERTYPE)) as receiver,
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0) as sender,
+    ):
+        receiver.bind((interface, HELPER_ETHERTYPE))
+        sender.bind((interface, 0))
+        receiver.setblocking(False)
+        sender.setblocking(False)
+        while True:
+            frame = await loop.sock_recv(receiver, 65535)
+            for copy in helper.handle(frame):
+                await loop.sock_sendall(sender, copy)
+
+
+async def serve_health(helper: RetransmitHelper, host: str, port: int) -> asyncio.Server:
+    """Answer every TCP connection on (host, port) with one JSON line: the helper's Health."""
+
+    async def answer(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(helper.health().to_json().encode() + b"\n")
+        try:
+            await writer.drain()
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(answer, host, port)
+
+
+async def probe_health(host: str, port: int, *, timeout_s: float = 1.0) -> Health | None:
+    """The helper's health, or None if it does not answer within timeout_s."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                line = await reader.readline()
+            finally:
+                writer.close()
+        return Health.from_json(line.decode())
+    except (OSError, TimeoutError, ValueError, KeyError) as error:
+        LOGGER.info("helper health probe %s:%d failed: %s", host, port, error)
+        return None
+
+
+async def _run(interface: str, host: str, port: int, max_bytes: int) -> None:
+    helper = RetransmitHelper(max_bytes=max_bytes)
+    server = await serve_health(helper, host, port)
+    async with server:
+        LOGGER.info("helper on %s, health on %s:%d", interface, host, port)
+        await serve_interface(interface, helper)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tng_controller.retransmit_helper",
+        description="VISIBLE local-retransmission helper on the switch's helper port.",
+    )
+    parser.add_argument("--interface", required=True, help="the interface attached to the switch's helper port")
+    parser.add_argument("--health", default="127.0.0.1:9601", help="HOST:PORT answering health probes")
+    parser.add_argument("--max-mbytes", type=int, default=DEFAULT_MAX_BYTES >> 20, help="copy store size, MiB")
+    args = parser.parse_args(argv)
+    host, _, port = args.health.rpartition(":")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        asyncio.run(_run(args.interface, host, int(port), args.max_mbytes << 20))
+    except KeyboardInterrupt:
+        return 0
+    except PermissionError:
+        print("retransmit_helper: an AF_PACKET socket needs root or CAP_NET_RAW", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
