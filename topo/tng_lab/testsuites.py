@@ -99,14 +99,24 @@ def suites(py: str, logs: Path) -> list[Suite]:
             count_exit,
             may_skip=True,
         ),
-        Suite(
-            "ptf (BMv2)",
-            [py, "-m", "tng_p4.run_ptf", "--all", f"--xunit-dir={logs / 'ptf'}"],
-            count_junit_dir,
-            artifact=logs / "ptf",
-            may_skip=True,
+        *(
+            Suite(
+                f"ptf {program} (BMv2)",
+                [py, "-m", "tng_p4.run_ptf", "--program", program, "--work-dir", str(logs / "ptf" / program)],
+                count_junit_dir,
+                artifact=logs / "ptf" / program,
+                may_skip=True,
+            )
+            for program in p4_programs()
         ),
     ]
+
+
+def p4_programs() -> list[str]:
+    """Program names (file stems) listed in p4src/programs.txt, in order."""
+    listing = REPO / "p4src" / "programs.txt"
+    lines = listing.read_text().splitlines() if listing.exists() else []
+    return [Path(line.strip()).stem for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def count_junit_dir(output: str, status: int, artifact: Path) -> Counts:
