@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
-from collections.abc import AsyncIterator, Iterable
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import finsy as fy
 import pytest
@@ -28,6 +31,7 @@ from tng_controller.retransmit_helper import (
     probe_health,
     seq_before,
     serve_health,
+    serve_interface,
     serve_p4runtime,
 )
 
@@ -35,6 +39,7 @@ SERVER, UE = "198.51.100.1", "192.0.2.1"
 SERVER_PORT, UE_PORT = 80, 40000
 DOWNLINK = Flow(SERVER, SERVER_PORT, UE, UE_PORT)
 MSS = 100
+ETH_P_ALL = 0x0003
 
 
 def segment(seq: int, length: int = MSS, flags: str = "A") -> bytes:
@@ -298,3 +303,39 @@ async def test_keep_switch_informed_writes_only_changes() -> None:
     task.cancel()
     actions = [entry.action for entry in written]
     assert actions == [fy.Action(HELPER_UP, epoch=1), fy.Action(HELPER_DOWN), fy.Action(HELPER_UP, epoch=2)]
+
+
+@pytest.fixture
+def veth_pair() -> Iterator[tuple[str, str]]:
+    """Two ends of a fresh veth pair, up; deleted afterwards. Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a veth pair")
+    ends = (f"tngh{os.getpid() % 100000}a", f"tngh{os.getpid() % 100000}b")
+    subprocess.run(["ip", "link", "add", ends[0], "type", "veth", "peer", "name", ends[1]], check=True)
+    try:
+        for end in ends:
+            subprocess.run(["ip", "link", "set", end, "up"], check=True)
+        yield ends
+    finally:
+        subprocess.run(["ip", "link", "del", ends[0]], check=False)
+
+
+@pytest.mark.needs_root
+async def test_serve_interface_answers_on_the_helper_port(veth_pair: tuple[str, str]) -> None:
+    """Frames from the switch arrive on the helper's interface; the copy goes back out of it."""
+    helper_end, switch_end = veth_pair
+    data = segment(1000)
+    loop = asyncio.get_running_loop()
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL)) as switch:
+        switch.bind((switch_end, 0))
+        switch.setblocking(False)
+        task = asyncio.create_task(serve_interface(helper_end, RetransmitHelper(generation=1)))
+        try:
+            await asyncio.sleep(0.2)  # the helper's sockets are bound
+            await loop.sock_sendall(switch, helper_frame(Reason.DATA_COPY, data))
+            await loop.sock_sendall(switch, helper_frame(Reason.RETRANSMIT, ack(1000)))
+            async with asyncio.timeout(5):
+                while (frame := await loop.sock_recv(switch, 65535)) != data:
+                    assert not frame.startswith(data[:12]), "the helper sent something else"
+        finally:
+            task.cancel()

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import tng_p4
@@ -16,6 +17,7 @@ from tng_p4.bmv2 import Bmv2Error, Bmv2Switch, running_switch
 
 PTF_DEVICE = 0
 PTF_PORTS = "0-7"
+DETAIL_WIDTH = 160  # characters of a failure message shown per test (the full text is in the xunit XML)
 
 
 def ptf_command(
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if not results:
         print(f"run_ptf: ptf exited with status {status} and reported no test")
     for result in results:
-        detail = f"  ({result.message.splitlines()[0]})" if result.message else ""
+        detail = f"  ({textwrap.shorten(result.message, DETAIL_WIDTH)})" if result.message else ""
         print(f"{result.outcome.upper():<8} {result.name}{detail}")
     print(f"run_ptf: logs in {workdir}")
     print(xunit.summary_line("ptf", results))

@@ -86,7 +86,12 @@ def suites(py: str, logs: Path) -> list[Suite]:
         ),
         Suite("lint: ruff check", [py, "-m", "ruff", "check", "."], count_exit),
         Suite("lint: ruff format", [py, "-m", "ruff", "format", "--check", "."], count_exit),
-        Suite("cargo test", ["cargo", "test", "--workspace", "--profile", "ci"], count_cargo, cargo_env),
+        Suite(
+            "cargo test",
+            ["cargo", "test", "--workspace", "--profile", "ci", "--no-fail-fast"],
+            count_cargo,
+            cargo_env,
+        ),
         Suite(
             "pytest",
             [py, "-m", "pytest", "-q", f"--junitxml={logs / 'pytest.xml'}"],

@@ -1,12 +1,13 @@
 //! `tng perf` end to end on loopback: the JSON report carries the fields the lab and benchmarks read.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const TNG: &str = env!("CARGO_BIN_EXE_tng");
+mod common;
+
+use common::{free_port, TNG};
 
 struct Server {
     child: Child,
@@ -15,8 +16,7 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = format!("127.0.0.1:{port}");
+        let addr = format!("127.0.0.1:{}", free_port());
         let child = Command::new(TNG)
             .args(["perf", "server", "--listen", &addr])
             .stderr(Stdio::null())
@@ -138,7 +138,7 @@ fn unknown_congestion_control_is_one_clear_error() {
 
 #[test]
 fn unreachable_server_is_one_clear_error() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let out = Command::new(TNG)
         .args(["perf", "client", "--transport", "tcp", "--connect", &format!("127.0.0.1:{port}"), "--duration", "0.2"])
         .output()

@@ -4,17 +4,28 @@
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 pub const TNG: &str = env!("CARGO_BIN_EXE_tng");
 
 /// A port free for both TCP and UDP on 127.0.0.1.
+///
+/// Ports come from a per-process block below the kernel's ephemeral range, so that a port handed to a child process
+/// is not handed out again by the kernel (to a concurrent test) before the child binds it.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 12_000 + (std::process::id() % 1_800) as u16 * 10;
     loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % 10;
+        let port = base + offset;
+        let tcp = TcpListener::bind(("127.0.0.1", port));
+        let udp = UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_ok() && udp.is_ok() {
             return port;
+        }
+        if offset == 9 {
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }

@@ -1,0 +1,160 @@
+/*
+ * v1model: packet steering between the two links of an LWIP next hop (VISIBLE, LWIP node), per policy:
+ *   flow-hash         every packet of a 5-tuple on the link its CRC-32 picks (baseline)
+ *   weighted          per packet, LTE with probability lte_weight / (lte_weight + wifi_weight)
+ *   qdepl             per packet, the link whose queue drains first (queue depth / depletion rate, depths from the
+ *                     egress register port_queue_depth, rates from the controller); with equal drain times (e.g.
+ *                     both queues empty) LTE with probability lte_rate / (lte_rate + wifi_rate), the paper's
+ *                     lambda_LTE = mu_LTE / (mu_LTE + mu_WiFi) lambda
+ *   qdepl-measured    the same with the rates measured in egress (port_service_time: time per packet while
+ *                     backlogged); an even split until both links have been measured
+ *   lowest-rtt-first  the preferred (lower-delay) link until its queue holds more than spill_depth packets
+ *   lte-only, wifi-only
+ * The chosen link's port and destination MAC become the next hop; steered packets are counted per port.
+ */
+#ifndef TNG_V1MODEL_STEERING_P4
+#define TNG_V1MODEL_STEERING_P4
+
+#include <core.p4>
+#include <v1model.p4>
+
+#include "shared/pipeline_header.p4"
+#include "shared/size.p4"
+#include "v1model/port_state.p4"
+
+control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
+    counter(PORT_COUNT, CounterType.packets_and_bytes) steered;
+
+    bit<32> lte_share = 0;
+    bit<32> wifi_share = 0;
+    link_t preferred = LINK_LTE;
+    bit<32> spill = 0;
+
+    action steer_flow_hash() {}
+
+    action steer_weighted(bit<16> lte_weight, bit<16> wifi_weight) {
+        lte_share = (bit<32>)lte_weight;
+        wifi_share = (bit<32>)wifi_weight;
+    }
+
+    action steer_qdepl(bit<16> lte_rate, bit<16> wifi_rate) {
+        lte_share = (bit<32>)lte_rate;
+        wifi_share = (bit<32>)wifi_rate;
+    }
+
+    action steer_qdepl_measured() {}
+
+    action steer_lowest_rtt(link_t preferred_link, bit<32> spill_depth) {
+        preferred = preferred_link;
+        spill = spill_depth;
+    }
+
+    action steer_lte_only() {}
+
+    action steer_wifi_only() {}
+
+    table modes {
+        key = {
+            md.policy: exact @name("policy");
+        }
+        actions = {
+            steer_flow_hash;
+            steer_weighted;
+            steer_qdepl;
+            steer_qdepl_measured;
+            steer_lowest_rtt;
+            steer_lte_only;
+            steer_wifi_only;
+        }
+        default_action = steer_flow_hash();
+        size = POLICY_COUNT;
+    }
+
+    /* LTE with probability lte_share / (lte_share + wifi_share); LTE when both are 0. */
+    @hidden
+    action pick_by_shares(out link_t link) {
+        bit<32> total = lte_share + wifi_share;
+        bit<32> draw = 0;
+        random(draw, 32w0, total - 1);
+        link = (total == 0 || draw < lte_share) ? LINK_LTE : LINK_WIFI;
+    }
+
+    apply {
+        link_t link = LINK_LTE;
+        bit<32> lte_depth;
+        bit<32> wifi_depth;
+        port_queue_depth.read(lte_depth, (bit<32>)md.lte_port);
+        port_queue_depth.read(wifi_depth, (bit<32>)md.wifi_port);
+
+        switch (modes.apply().action_run) {
+            steer_flow_hash: {
+                hash(link, HashAlgorithm.crc32, LINK_LTE,
+                     { hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol, md.l4_src_port,
+                       md.l4_dst_port },
+                     16w2);
+            }
+            steer_weighted: {
+                pick_by_shares(link);
+            }
+            steer_qdepl: {
+                /* lte_depth / lte_rate vs wifi_depth / wifi_rate, cross-multiplied. */
+                bit<64> lte_drain = (bit<64>)lte_depth * (bit<64>)wifi_share;
+                bit<64> wifi_drain = (bit<64>)wifi_depth * (bit<64>)lte_share;
+                if (lte_drain < wifi_drain) {
+                    link = LINK_LTE;
+                } else if (wifi_drain < lte_drain) {
+                    link = LINK_WIFI;
+                } else {
+                    pick_by_shares(link);
+                }
+            }
+            steer_qdepl_measured: {
+                /* Drain time = depth x time per packet; a link's rate is proportional to the other's time per
+                 * packet. */
+                bit<32> lte_service;
+                bit<32> wifi_service;
+                port_service_time.read(lte_service, (bit<32>)md.lte_port);
+                port_service_time.read(wifi_service, (bit<32>)md.wifi_port);
+                if (lte_service == 0 || wifi_service == 0) {
+                    lte_service = 1;
+                    wifi_service = 1;
+                }
+                bit<64> lte_drain = (bit<64>)lte_depth * (bit<64>)lte_service;
+                bit<64> wifi_drain = (bit<64>)wifi_depth * (bit<64>)wifi_service;
+                if (lte_drain < wifi_drain) {
+                    link = LINK_LTE;
+                } else if (wifi_drain < lte_drain) {
+                    link = LINK_WIFI;
+                } else {
+                    lte_share = wifi_service;
+                    wifi_share = lte_service;
+                    pick_by_shares(link);
+                }
+            }
+            steer_lowest_rtt: {
+                bit<32> preferred_depth = preferred == LINK_LTE ? lte_depth : wifi_depth;
+                link = preferred;
+                if (preferred_depth > spill) {
+                    link = preferred == LINK_LTE ? LINK_WIFI : LINK_LTE;
+                }
+            }
+            steer_wifi_only: {
+                link = LINK_WIFI;
+            }
+            steer_lte_only: {
+                link = LINK_LTE;
+            }
+        }
+
+        if (link == LINK_LTE) {
+            std_md.egress_spec = md.lte_port;
+            hdr.wire.ethernet.dst_addr = md.lte_dst_mac;
+        } else {
+            std_md.egress_spec = md.wifi_port;
+            hdr.wire.ethernet.dst_addr = md.wifi_dst_mac;
+        }
+        steered.count((bit<32>)std_md.egress_spec);
+    }
+}
+
+#endif  // TNG_V1MODEL_STEERING_P4

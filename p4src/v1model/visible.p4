@@ -1,0 +1,368 @@
+/*
+ * v1model: VISIBLE virtual congestion control on the TCP ACKs of steered downlink flows (docs/visible.md maps every
+ * step of the paper's algorithm to this control).
+ *
+ * Per-flow state lives in registers indexed by a direction-symmetric hash of the 5-tuple, so a downlink data segment
+ * and the uplink ACKs of the same connection meet in one cell; a 32-bit key in the cell tells flows apart.
+ *   downlink segment (LWIP route, policy with VISIBLE on): claims a free or idle cell, advances forwarded_end (every
+ *     sequence number below it has been forwarded downlink) and forwarded_max (the highest one forwarded), and, while
+ *     the helper is up, clones the segment to the retransmission helper (copy_start: from there on every forwarded
+ *     byte was copied).
+ *   uplink ACK (from an LTE or Wi-Fi port): a pure dup-ACK (RFC 5681: same ACK number, no data, no SYN/FIN/RST, same
+ *     window, data outstanding) goes through the paper's phases in order:
+ *       boost   both links' queues at most boost_max_depth packets, the helper up with copies of every byte from
+ *               the receiver's ACK on, no SACK blocks (options empty or timestamps only), no retransmission request
+ *               in this burst, at most boost_max boosts: ACK number := sent_ack + mss * dup_acks, but never beyond
+ *               forwarded_end
+ *       hold    no retransmission request in this burst, hold time below hold_budget_us and the burst no longer
+ *               than the EWMA of past bursts + hold_slack: the dup-ACK is dropped
+ *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
+ *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on
+ *       otherwise   the dup-ACK goes on unchanged
+ *     A new ACK ends the burst: the EWMA of burst lengths moves up by 2^-alpha_shift or down by 2^-beta_shift,
+ *     hold time and request count reset, and the helper gets the receiver's ACK every report_bytes of progress so
+ *     it can free its copies. What the receiver acknowledged has been forwarded: forwarded_end catches up with it.
+ */
+#ifndef TNG_V1MODEL_VISIBLE_P4
+#define TNG_V1MODEL_VISIBLE_P4
+
+#include <core.p4>
+#include <v1model.p4>
+
+#include "shared/arith.p4"
+#include "shared/pipeline_header.p4"
+#include "shared/size.p4"
+#include "v1model/port_state.p4"
+
+control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
+    counter(VISIBLE_DECISION_COUNT, CounterType.packets) decisions;
+
+    register<bit<32>>(VISIBLE_FLOW_CELLS) flow_key;
+    register<bit<8>>(VISIBLE_FLOW_CELLS) flow_policy;
+    register<bit<32>>(VISIBLE_FLOW_CELLS) flow_links;       // lte_port << 16 | wifi_port
+    register<bit<48>>(VISIBLE_FLOW_CELLS) last_seen;        // us
+    register<bit<32>>(VISIBLE_FLOW_CELLS) forwarded_end;    // every sequence number below was forwarded downlink
+    register<bit<32>>(VISIBLE_FLOW_CELLS) forwarded_max;    // highest seq + length forwarded downlink
+    register<bit<1>>(VISIBLE_FLOW_CELLS) ack_seen;          // receiver_ack, sent_ack and window are set
+    register<bit<32>>(VISIBLE_FLOW_CELLS) receiver_ack;     // A^r: the receiver's highest ACK number
+    register<bit<32>>(VISIBLE_FLOW_CELLS) sent_ack;         // A^s: the highest ACK number sent to the sender
+    register<bit<16>>(VISIBLE_FLOW_CELLS) receiver_window;
+    register<bit<16>>(VISIBLE_FLOW_CELLS) dup_acks;         // P: dup-ACKs in the current burst
+    register<bit<32>>(VISIBLE_FLOW_CELLS) hold_time;        // H: us spent holding in this burst
+    register<bit<48>>(VISIBLE_FLOW_CELLS) hold_since;       // TH: us, 0 = not holding
+    register<bit<8>>(VISIBLE_FLOW_CELLS) retransmits;       // RT: requests in this burst
+    register<bit<16>>(VISIBLE_FLOW_CELLS) burst_ewma;       // PH^a, VISIBLE_EWMA_FRACTION_BITS fractional bits
+    register<bit<16>>(VISIBLE_FLOW_CELLS) copy_epoch;       // helper epoch the copies belong to, 0 = none
+    register<bit<32>>(VISIBLE_FLOW_CELLS) copy_start;       // every forwarded byte from here on was copied
+    register<bit<32>>(VISIBLE_FLOW_CELLS) reported_ack;     // last ACK number reported to the helper
+
+    policy_id_t policy = DEFAULT_POLICY;
+    bit<16> mss = 0;
+    bit<32> hold_budget = 0;
+    bit<16> slack = 0;
+    bit<32> boost_depth = 0;
+    bit<16> boosts_max = 0;
+    bit<8> requests_max = 0;
+    bit<8> alpha = 0;
+    bit<8> beta = 0;
+    bit<32> idle_timeout = 0;
+    bit<32> report_every = 0;
+    bool helper_ok = false;
+    bit<16> helper_epoch = 0;
+
+    action visible_on(bit<16> segment_size, bit<32> hold_budget_us, bit<16> hold_slack, bit<32> boost_max_depth,
+                      bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
+                      bit<32> idle_timeout_us, bit<32> report_bytes) {
+        mss = segment_size;
+        hold_budget = hold_budget_us;
+        slack = hold_slack;
+        boost_depth = boost_max_depth;
+        boosts_max = boost_max;
+        requests_max = retransmit_max;
+        alpha = alpha_shift;
+        beta = beta_shift;
+        idle_timeout = idle_timeout_us;
+        report_every = report_bytes;
+    }
+
+    table params {
+        key = {
+            policy: exact @name("policy");
+        }
+        actions = {
+            visible_on;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = POLICY_COUNT;
+    }
+
+    action helper_up(bit<16> epoch) {
+        helper_ok = true;
+        helper_epoch = epoch;
+    }
+
+    action helper_down() {
+        helper_ok = false;
+    }
+
+    /* Keyless: the controller sets the default action (helper_up with a new epoch each time the helper starts). */
+    table helper {
+        actions = {
+            helper_up;
+            helper_down;
+        }
+        default_action = helper_down();
+    }
+
+    @hidden
+    action to_helper(helper_reason_t reason) {
+        md.helper_reason = reason;
+        md.helper_ingress_port = std_md.ingress_port;
+        clone_preserving_field_list(CloneType.I2E, HELPER_CLONE_SESSION, 8w1);
+    }
+
+    apply {
+        bool downlink = md.lwip && !md.injected && hdr.wire.tcp.isValid();
+        bool uplink = (md.role == ROLE_LTE || md.role == ROLE_WIFI) && !md.injected && hdr.wire.tcp.isValid()
+                      && (hdr.wire.tcp.flags & TCP_FLAG_ACK) != 0;
+        bit<48> now = std_md.ingress_global_timestamp;
+        bit<32> key = 0;
+        bit<32> cell = 0;
+        bit<32> owner = 0;
+        bool tracked = false;
+        if (downlink || uplink) {
+            /* The same key for both directions: lower address (then port) first. */
+            ipv4_addr_t addr_a = hdr.wire.ipv4.src_addr;
+            ipv4_addr_t addr_b = hdr.wire.ipv4.dst_addr;
+            l4_port_t port_a = hdr.wire.tcp.src_port;
+            l4_port_t port_b = hdr.wire.tcp.dst_port;
+            if (addr_b < addr_a || (addr_b == addr_a && port_b < port_a)) {
+                addr_a = hdr.wire.ipv4.dst_addr;
+                addr_b = hdr.wire.ipv4.src_addr;
+                port_a = hdr.wire.tcp.dst_port;
+                port_b = hdr.wire.tcp.src_port;
+            }
+            hash(key, HashAlgorithm.crc32, 32w0, { addr_a, addr_b, port_a, port_b }, 64w0x100000000);
+            if (key == 0) {
+                key = 1;  // 0 marks a free cell
+            }
+            cell = (bit<32>)key[VISIBLE_FLOW_INDEX_BITS - 1:0];
+            flow_key.read(owner, cell);
+            if (downlink) {
+                policy = md.policy;
+                tracked = true;
+            } else if (owner == key) {
+                flow_policy.read(policy, cell);
+                tracked = true;
+            } else if (owner != 0) {
+                decisions.count(VISIBLE_UNTRACKED);
+            }
+        }
+        if (tracked) {
+            if (params.apply().hit) {
+                helper.apply();
+                if (downlink) {
+                    bit<48> seen;
+                    last_seen.read(seen, cell);
+                    bool claim = owner != key;
+                    if (claim && owner != 0 && now - seen <= (bit<48>)idle_timeout) {
+                        decisions.count(VISIBLE_UNTRACKED);
+                    } else {
+                        bit<32> seq = hdr.wire.tcp.seq_no;
+                        bit<32> length = (bit<32>)md.tcp_payload_bytes;
+                        if ((hdr.wire.tcp.flags & TCP_FLAG_SYN) != 0) {
+                            length = length + 1;
+                        }
+                        if ((hdr.wire.tcp.flags & TCP_FLAG_FIN) != 0) {
+                            length = length + 1;
+                        }
+                        bit<32> contiguous;
+                        bit<32> highest;
+                        forwarded_end.read(contiguous, cell);
+                        forwarded_max.read(highest, cell);
+                        if (claim) {
+                            flow_key.write(cell, key);
+                            flow_policy.write(cell, md.policy);
+                            flow_links.write(cell, (bit<32>)md.lte_port << 16 | (bit<32>)md.wifi_port);
+                            ack_seen.write(cell, 0);
+                            dup_acks.write(cell, 0);
+                            hold_time.write(cell, 0);
+                            hold_since.write(cell, 0);
+                            retransmits.write(cell, 0);
+                            burst_ewma.write(cell, 0);
+                            copy_epoch.write(cell, 0);
+                            reported_ack.write(cell, 0);
+                            contiguous = seq;
+                            highest = seq;
+                        }
+                        /* Bytes at or above the highest forwarded so far are copied from now on if the helper is up. */
+                        bit<32> copied_from = highest;
+                        bit<32> seg_end = seq + length;
+                        if (!seq_before(contiguous, seq) && seq_before(contiguous, seg_end)) {
+                            contiguous = seg_end;
+                        }
+                        if (seq_before(highest, seg_end)) {
+                            highest = seg_end;
+                        }
+                        forwarded_end.write(cell, contiguous);
+                        forwarded_max.write(cell, highest);
+                        last_seen.write(cell, now);
+                        decisions.count(VISIBLE_DATA_TRACKED);
+                        if (length > 0 && helper_ok && helper_epoch != 0) {
+                            bit<16> copies_epoch;
+                            copy_epoch.read(copies_epoch, cell);
+                            if (copies_epoch != helper_epoch) {
+                                copy_epoch.write(cell, helper_epoch);
+                                copy_start.write(cell, copied_from);
+                            }
+                            to_helper(HELPER_DATA_COPY);
+                            decisions.count(VISIBLE_DATA_COPIED);
+                        }
+                    }
+                } else {
+                    /* Uplink ACK of a tracked flow. */
+                    last_seen.write(cell, now);
+                    bit<32> links;
+                    bit<32> contiguous;
+                    bit<32> highest;
+                    bit<1> valid;
+                    bit<32> acked;
+                    bit<32> sent;
+                    bit<16> window;
+                    bit<16> dups;
+                    bit<32> held;
+                    bit<48> held_since;
+                    bit<8> requests;
+                    bit<16> ewma;
+                    bit<16> epoch;
+                    bit<32> copies_from;
+                    bit<32> reported;
+                    flow_links.read(links, cell);
+                    forwarded_end.read(contiguous, cell);
+                    forwarded_max.read(highest, cell);
+                    ack_seen.read(valid, cell);
+                    receiver_ack.read(acked, cell);
+                    sent_ack.read(sent, cell);
+                    receiver_window.read(window, cell);
+                    dup_acks.read(dups, cell);
+                    hold_time.read(held, cell);
+                    hold_since.read(held_since, cell);
+                    retransmits.read(requests, cell);
+                    burst_ewma.read(ewma, cell);
+                    copy_epoch.read(epoch, cell);
+                    copy_start.read(copies_from, cell);
+                    reported_ack.read(reported, cell);
+
+                    bit<32> ack = hdr.wire.tcp.ack_no;
+                    bool helper_copies = helper_ok && helper_epoch != 0 && epoch == helper_epoch;
+                    bool pure = md.tcp_payload_bytes == 0
+                                && (hdr.wire.tcp.flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) == 0;
+                    bool dup = valid == 1 && pure && ack == acked && hdr.wire.tcp.window == window
+                               && seq_before(ack, highest);
+
+                    if (dup) {
+                        decisions.count(VISIBLE_DUP_ACK);
+                        if (dups != 0xffff) {
+                            dups = dups + 1;
+                        }
+                        /* The helper has a copy of every byte from the receiver's ACK up to forwarded_end. */
+                        bool covered = helper_copies && !seq_before(acked, copies_from);
+                        bit<32> lte_depth;
+                        bit<32> wifi_depth;
+                        port_queue_depth.read(lte_depth, links >> 16);
+                        port_queue_depth.read(wifi_depth, links & 0xffff);
+                        bool spare = lte_depth <= boost_depth && wifi_depth <= boost_depth;
+                        bool no_sack = hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_MIN
+                                       || (hdr.tcp_timestamps.isValid()
+                                           && hdr.tcp_timestamps.nop1 == TCP_OPTION_NOP
+                                           && hdr.tcp_timestamps.nop2 == TCP_OPTION_NOP
+                                           && hdr.tcp_timestamps.kind == TCP_OPTION_TIMESTAMPS
+                                           && hdr.tcp_timestamps.length == TCP_OPTION_TIMESTAMPS_LENGTH);
+                        bit<32> target = sent + (bit<32>)mss * (bit<32>)dups;
+                        if (seq_before(contiguous, target)) {
+                            target = contiguous;
+                        }
+                        bit<32> hold_limit = ((bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
+                        if (requests == 0 && spare && covered && no_sack && dups <= boosts_max
+                                && seq_before(sent, target)) {
+                            hdr.wire.tcp.checksum = checksum_update(hdr.wire.tcp.checksum, 16w0 ++ hdr.wire.tcp.ack_no,
+                                                                    16w0 ++ target);
+                            hdr.wire.tcp.ack_no = target;
+                            sent = target;
+                            held = 0;
+                            held_since = now;
+                            decisions.count(VISIBLE_BOOSTED);
+                        } else if (requests == 0 && held < hold_budget
+                                   && ((bit<32>)dups << VISIBLE_EWMA_FRACTION_BITS) <= hold_limit) {
+                            if (held_since == 0) {
+                                held_since = now;
+                            }
+                            held = held + (bit<32>)(now - held_since);
+                            held_since = now;
+                            mark_to_drop(std_md);
+                            decisions.count(VISIBLE_HELD);
+                        } else if (requests < requests_max && covered) {
+                            requests = requests + 1;
+                            to_helper(HELPER_RETRANSMIT);
+                            decisions.count(VISIBLE_RETRANSMIT_REQUESTED);
+                        } else {
+                            decisions.count(VISIBLE_DUP_ACK_FORWARDED);
+                        }
+                    } else if (valid == 0 || seq_before(acked, ack)) {
+                        if (dups != 0) {
+                            bit<32> sample = (bit<32>)dups << VISIBLE_EWMA_FRACTION_BITS;
+                            bit<32> average = (bit<32>)ewma;
+                            if (sample > average) {
+                                average = average + ((sample - average) >> alpha);
+                            } else {
+                                average = average - ((average - sample) >> beta);
+                            }
+                            ewma = average > 0xffff ? 16w0xffff : average[15:0];
+                            dups = 0;
+                        }
+                        held = 0;
+                        held_since = 0;
+                        requests = 0;
+                        if (valid == 0 || seq_before(sent, ack)) {
+                            sent = ack;
+                        }
+                        /* The receiver has these bytes, so they went through this switch. */
+                        if (seq_before(contiguous, ack)) {
+                            contiguous = ack;
+                        }
+                        if (seq_before(highest, contiguous)) {
+                            highest = contiguous;
+                        }
+                        acked = ack;
+                        window = hdr.wire.tcp.window;
+                        valid = 1;
+                        if (helper_copies && ack - reported >= report_every) {
+                            reported = ack;
+                            to_helper(HELPER_ACK_REPORT);
+                            decisions.count(VISIBLE_ACK_REPORTED);
+                        }
+                        decisions.count(VISIBLE_NEW_ACK);
+                    } else if (ack == acked) {
+                        window = hdr.wire.tcp.window;
+                    }
+
+                    forwarded_end.write(cell, contiguous);
+                    forwarded_max.write(cell, highest);
+                    ack_seen.write(cell, valid);
+                    receiver_ack.write(cell, acked);
+                    sent_ack.write(cell, sent);
+                    receiver_window.write(cell, window);
+                    dup_acks.write(cell, dups);
+                    hold_time.write(cell, held);
+                    hold_since.write(cell, held_since);
+                    retransmits.write(cell, requests);
+                    burst_ewma.write(cell, ewma);
+                    reported_ack.write(cell, reported);
+                }
+            }
+        }
+    }
+}
+
+#endif  // TNG_V1MODEL_VISIBLE_P4

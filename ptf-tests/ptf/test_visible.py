@@ -1,0 +1,346 @@
+"""PTF, tng: VISIBLE on the uplink ACKs of a steered downlink TCP flow (holding, boosting, local retransmission).
+
+Downlink data from the server leaves on the LTE port (lte-only steering keeps the test deterministic); the UE's ACKs
+arrive on the LTE port. The retransmission helper is the real helper core (tng_controller.retransmit_helper) fed
+with what the switch clones to the helper port or the CPU port.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import queue
+import time
+import zlib
+
+from lwip_base import (
+    CPU_PORT,
+    SERVER_IP,
+    SERVER_PORT,
+    STEER_LTE_ONLY,
+    UE_IP,
+    UE_PORT,
+    VISIBLE_DECISIONS,
+    Decision,
+    LwipTest,
+    l4_checksum_valid,
+)
+from ptf.testutils import group
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet
+from tng_controller.retransmit_helper import Flow, Reason, RetransmitHelper, helper_frame
+
+POLICY = 40
+DOWNLINK = Flow(SERVER_IP, SERVER_PORT, UE_IP, UE_PORT)
+TIMESTAMPS = [("NOP", None), ("NOP", None), ("Timestamp", (1000, 2000))]
+SACK = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000))]
+PACKET_IN_TIMEOUT_S = 2.0
+STATE_CELLS = 4096  # VISIBLE_FLOW_CELLS
+
+
+def state_cell(ue_port: int) -> int:
+    """The VISIBLE state cell of the connection SERVER_IP:SERVER_PORT - UE_IP:ue_port: CRC-32 of both endpoints,
+    lower address first (UE_IP sorts before SERVER_IP), as the pipeline hashes them."""
+    endpoints = ipaddress.IPv4Address(UE_IP).packed + ipaddress.IPv4Address(SERVER_IP).packed
+    return zlib.crc32(endpoints + ue_port.to_bytes(2, "big") + SERVER_PORT.to_bytes(2, "big")) % STATE_CELLS
+
+
+class VisibleTest(LwipTest):
+    """TCP from the server gets POLICY: lte-only steering; each test turns VISIBLE on with its parameters."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.classify(POLICY, src_addr=SERVER_IP, protocol=6)
+        self.steer(POLICY, STEER_LTE_ONLY)
+        self.decisions = self.counters(VISIBLE_DECISIONS)
+        self.helper = RetransmitHelper(generation=1)
+        self.helper_at: int | None = None  # the switch port the helper sits behind, if any
+        self.retransmissions: list[bytes] = []  # what the helper answered to the last frame it got
+
+    def exchange(self, port: int, pkt: Packet, *expected: tuple[int, Packet]) -> None:
+        """Send `pkt` on `port`; exactly `expected` (port, packet) come out, in any order, byte for byte, with valid
+        TCP checksums. Frames on the helper's port are handed to the helper core."""
+        self.send(port, pkt)
+        received = sorted((self.receive() for _ in expected), key=lambda item: item[0])
+        for (got_port, got), (want_port, want) in zip(received, sorted(expected, key=lambda e: e[0]), strict=True):
+            self.assertEqual(got_port, want_port, f"{got!r} left on port {got_port}, expected {want_port}")
+            self.assertEqual(bytes(got), bytes(want), f"got {got!r}\nexpected {want!r}")
+            if got_port == self.helper_at:
+                self.retransmissions = self.helper.handle(bytes(got))
+            else:
+                self.assertTrue(l4_checksum_valid(got), f"bad TCP checksum: {got!r}")
+
+    def data(self, seq: int) -> Packet:
+        """A downlink segment [seq, seq + MSS): forwarded on LTE, and copied to the helper if it is on a port."""
+        pkt = self.downlink(seq)
+        copies = [(self.helper_at, helper_frame(Reason.DATA_COPY, bytes(pkt)))] if self.helper_at is not None else []
+        self.exchange(self.uplink, pkt, (self.lte, self.to_ue(pkt, self.lte)), *copies)
+        return pkt
+
+    def new_ack(self, ack: int) -> None:
+        """The receiver's new ACK: forwarded unchanged, and reported to the helper if it is on a port."""
+        pkt = self.uplink_ack(ack)
+        reports = [(self.helper_at, helper_frame(Reason.ACK_REPORT, bytes(pkt)))] if self.helper_at is not None else []
+        self.exchange(self.lte, pkt, (self.uplink, self.to_server(pkt)), *reports)
+
+    def dup_ack(
+        self, ack: int, *, sent_as: int | None = None, options: list[object] | None = None, window: int = 4096
+    ) -> None:
+        """An ACK from the UE; the server gets it with ACK number `sent_as` (a boost) or unchanged (None)."""
+        pkt = self.uplink_ack(ack, options=options or [], window=window)
+        self.exchange(self.lte, pkt, (self.uplink, self.to_server(pkt, ack=sent_as)))
+
+    def held_dup_ack(self, ack: int) -> None:
+        self.send(self.lte, self.uplink_ack(ack))
+
+    def assertDecisions(self, **expected: int) -> None:
+        """ingress.visible.decisions grew by exactly `expected` (Decision names, lower case) since setUp."""
+        self.assertNothingElse()
+        self.assertCounted(
+            VISIBLE_DECISIONS, self.decisions, {Decision[name.upper()]: n for name, n in expected.items()}, "decisions"
+        )
+
+
+@group("tng")
+class HoldThenReleaseAtTheBudget(VisibleTest):
+    """Reordering dup-ACKs are held (dropped) until the hold time reaches the budget; the next one goes on."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=300_000, hold_slack=10)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.held_dup_ack(2000)
+        self.held_dup_ack(2000)
+        time.sleep(0.4)
+        self.held_dup_ack(2000)  # held: 0.4 s were not yet counted when it arrived
+        self.dup_ack(2000)  # the hold time is now past the 300 ms budget
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=4, held=3, dup_ack_forwarded=1)
+
+
+@group("tng")
+class NewAckResetsTheBurstAndTheEwmaLearnsItsLength(VisibleTest):
+    """Hold limit = EWMA of past burst lengths + slack. First burst (EWMA 0, slack 1): one dup-ACK held, three go
+    on. The new ACK ends the burst (alpha shift 0: EWMA := 4); the next burst holds five, the sixth goes on."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=1, alpha_shift=0, beta_shift=8)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.held_dup_ack(2000)
+        for _ in range(3):
+            self.dup_ack(2000)
+        self.new_ack(3000)
+        for _ in range(5):
+            self.held_dup_ack(3000)
+        self.dup_ack(3000)
+        self.assertDecisions(data_tracked=3, new_ack=2, dup_ack=10, held=6, dup_ack_forwarded=4)
+
+
+class BoostTest(VisibleTest):
+    """Boosting on (queues up to 10 packets count as spare); holding and retransmission off."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.visible(POLICY, boost_max_depth=10, boost_max=100)
+
+
+@group("tng")
+class BoostNeverExceedsTheForwardedBytes(BoostTest):
+    """Each dup-ACK raises the ACK by MSS x dup count, capped at the highest byte forwarded downlink: 3000, then
+    4000 (not 5000); at the cap a dup-ACK goes on unchanged; one more forwarded segment lets the next reach 5000."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000, sent_as=3000)
+        self.dup_ack(2000, sent_as=4000)
+        self.dup_ack(2000)
+        self.data(4000)
+        self.dup_ack(2000, sent_as=5000)
+        self.assertTrue(self.helper.covered(DOWNLINK, 2000, 5000), "boosted bytes without a copy at the helper")
+        self.assertDecisions(
+            data_tracked=4, data_copied=4, new_ack=1, ack_reported=1, dup_ack=4, boosted=3, dup_ack_forwarded=1
+        )
+
+
+@group("tng")
+class BoostedBytesStayCoveredUntilTheReceiverAcks(BoostTest):
+    """The helper frees copies only on the receiver's own ACKs: after a boost to 5000, the receiver's ACK 3000
+    frees [1000, 3000) and keeps [3000, 5000), which the switch acknowledged on the receiver's behalf."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        for seq in (1000, 2000, 3000, 4000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000, sent_as=3000)
+        self.dup_ack(2000, sent_as=5000)
+        self.new_ack(3000)
+        self.assertTrue(self.helper.covered(DOWNLINK, 3000, 5000))
+        self.assertIsNone(self.helper.copy_at(DOWNLINK, 2500))
+        self.new_ack(5000)
+        self.assertEqual(self.helper.health().stored_segments, 0)
+        self.assertDecisions(data_tracked=4, data_copied=4, new_ack=3, ack_reported=3, dup_ack=2, boosted=2)
+
+
+@group("tng")
+class NoBoostWithoutTheHelper(BoostTest):
+    """With the helper down nobody could retransmit what a boost acknowledges: dup-ACKs go on unchanged."""
+
+    def runTest(self) -> None:
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000)
+        self.dup_ack(2000)
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=2, dup_ack_forwarded=2)
+
+
+@group("tng")
+class NoBoostWithoutSpareQueues(BoostTest):
+    """Boosting needs both links' queues at most boost_max_depth: Wi-Fi at 11 packets stops it, at 10 it boosts."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.write_queue_depth(self.wifi, 11)
+        self.dup_ack(2000)
+        self.write_queue_depth(self.wifi, 10)
+        self.dup_ack(2000, sent_as=4000)  # second dup-ACK of the burst: 2000 + 2 x MSS
+        self.assertDecisions(
+            data_tracked=3, data_copied=3, new_ack=1, ack_reported=1, dup_ack=2, boosted=1, dup_ack_forwarded=1
+        )
+
+
+@group("tng")
+class SackDupAcksAreNotBoosted(BoostTest):
+    """A boost above SACK blocks would make them read as D-SACKs: a dup-ACK with SACK goes on unchanged, one with
+    timestamps only is boosted (its TCP checksum, over the options too, stays valid)."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000, options=SACK)
+        self.dup_ack(2000, sent_as=4000, options=TIMESTAMPS)
+        self.assertDecisions(
+            data_tracked=3, data_copied=3, new_ack=1, ack_reported=1, dup_ack=2, boosted=1, dup_ack_forwarded=1
+        )
+
+
+class RetransmitTest(VisibleTest):
+    """Retransmission on (one request per burst); boosting and holding off."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.visible(POLICY, retransmit_max=1)
+
+
+@group("tng")
+class RetransmitThroughTheHelperPort(RetransmitTest):
+    """A dup-ACK past the hold budget goes on and is cloned to the helper, whose copy of the missing segment,
+    sent back on the helper port, is routed to the UE (and not copied again); the next dup-ACK only goes on."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000)}
+        self.new_ack(2000)
+        request = self.uplink_ack(2000)
+        self.exchange(
+            self.lte,
+            request,
+            (self.uplink, self.to_server(request)),
+            (self.helper_port, helper_frame(Reason.RETRANSMIT, bytes(request))),
+        )
+        self.assertEqual(self.retransmissions, [bytes(segments[2000])])
+        copy = Ether(self.retransmissions[0])
+        self.exchange(self.helper_port, copy, (self.lte, self.to_ue(segments[2000], self.lte)))
+        self.dup_ack(2000)
+        self.assertDecisions(
+            data_tracked=3,
+            data_copied=3,
+            new_ack=1,
+            ack_reported=1,
+            dup_ack=2,
+            retransmit_requested=1,
+            dup_ack_forwarded=1,
+        )
+
+
+@group("tng")
+class RetransmitThroughTheCpuPort(RetransmitTest):
+    """The same loop over P4Runtime: copies and the request arrive as packet-ins, the helper's copy goes back as a
+    packet-out to the CPU port and is routed to the UE."""
+
+    def runTest(self) -> None:
+        self.helper_up(1, CPU_PORT)
+        packet_ins = self.switch.receive_packets()
+        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000)}
+        self.new_ack(2000)
+        self.dup_ack(2000)
+        retransmissions = []
+        for port, kind in (
+            [(self.uplink, Reason.DATA_COPY)] * 3 + [(self.lte, Reason.ACK_REPORT)] + [(self.lte, Reason.RETRANSMIT)]
+        ):
+            try:
+                packet_in = packet_ins.get(timeout=PACKET_IN_TIMEOUT_S)
+            except queue.Empty:
+                self.fail(f"no packet-in for the {kind.name} from port {port}")
+            self.assertEqual(packet_in.metadata, {"ingress_port": port, "_pad": 0})
+            self.assertEqual(packet_in.payload[14], kind)
+            retransmissions = self.helper.handle(packet_in.payload)
+        self.assertEqual(retransmissions, [bytes(segments[2000])])
+        self.switch.packet_out(retransmissions[0], egress_port=CPU_PORT, _pad=0)
+        self.assertReceived(self.to_ue(segments[2000], self.lte), self.lte)
+        self.assertDecisions(
+            data_tracked=3, data_copied=3, new_ack=1, ack_reported=1, dup_ack=1, retransmit_requested=1
+        )
+
+
+@group("tng")
+class DupAckDetectionFollowsRfc5681(RetransmitTest):
+    """Only pure dup-ACKs count: a changed window, a payload or a FIN make an ACK with the same number no dup-ACK,
+    and an ACK number at the highest forwarded byte (nothing outstanding) neither; all go on unchanged."""
+
+    def runTest(self) -> None:
+        for seq in (1000, 2000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000, window=8192)  # a window update, not a dup-ACK
+        self.dup_ack(2000, window=8192)  # a dup-ACK at the new window
+        for ack in (self.uplink_ack(2000, window=8192, payload=b"uplink data"), self.uplink_ack(2000, flags="FA")):
+            self.exchange(self.lte, ack, (self.uplink, self.to_server(ack)))
+        self.new_ack(3000)
+        self.dup_ack(3000)  # nothing outstanding beyond 3000: not a dup-ACK
+        self.assertDecisions(data_tracked=2, new_ack=2, dup_ack=1, dup_ack_forwarded=1)
+
+
+@group("tng")
+class CollidingFlowIsLeftAlone(VisibleTest):
+    """A second connection whose hash picks the cell a live flow holds is forwarded untouched and counted
+    untracked: its dup-ACKs are not held, and nothing of it enters the first flow's state."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=10)
+        other = next(port for port in range(UE_PORT + 1, 65536) if state_cell(port) == state_cell(UE_PORT))
+        for seq in (1000, 2000):
+            self.data(seq)
+        segment = self.downlink(5000, ue_port=other)
+        self.exchange(self.uplink, segment, (self.lte, self.to_ue(segment, self.lte)))
+        for _ in range(3):
+            ack = self.uplink_ack(5000, ue_port=other)
+            self.exchange(self.lte, ack, (self.uplink, self.to_server(ack)))
+        self.new_ack(2000)
+        self.held_dup_ack(2000)  # the first flow still holds its own dup-ACKs
+        self.assertDecisions(data_tracked=2, untracked=4, new_ack=1, dup_ack=1, held=1)
