@@ -409,7 +409,7 @@ mod tests {
         // (gain, phase start) for every phase entered in ProbeBW.
         let mut phases: Vec<(usize, Time)> = Vec::new();
         sim.run_until(Time::from_millis(6_000), |record, bbr| {
-            if bbr.mode == Mode::ProbeBw && phases.last().map_or(true, |&(index, _)| index != bbr.cycle_index) {
+            if bbr.mode == Mode::ProbeBw && phases.last().is_none_or(|&(index, _)| index != bbr.cycle_index) {
                 phases.push((bbr.cycle_index, record.now));
             }
         });
