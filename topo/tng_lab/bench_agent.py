@@ -126,16 +126,27 @@ def shaped_paths(seconds: float, rate: str) -> dict | None:
         return None
     with two_shaped_paths(rate) as (client, server):
         server_cmd = ["ip", "netns", "exec", server, str(TNG), "--log-level", "error", "perf", "server"]
-        with background([*server_cmd, "--listen", "0.0.0.0:5383"]):
+        with background([*server_cmd, "--listen", "0.0.0.0:5383"]) as server_proc:
             base = ["ip", "netns", "exec", client, str(TNG), "--log-level", "error", "perf", "client"]
             base += ["--connect", "10.78.0.2:5383", "--duration", str(seconds), "--json"]
-            one = run_json([*base, "--local", "10.78.0.1:0"])
-            two = run_json([*base, "--local", "10.78.0.1:0", "--local", "10.78.1.1:0"])
+
+            def run(locals_: list[str]) -> tuple[dict, float]:
+                """One run and the server's CPU use meanwhile (percent of one core)."""
+                server_cpu, started = cpu_seconds(server_proc.pid), time.monotonic()
+                report = run_json([*base, *locals_])
+                return report, (cpu_seconds(server_proc.pid) - server_cpu) / (time.monotonic() - started) * 100
+
+            one, one_server_cpu = run(["--local", "10.78.0.1:0"])
+            two, two_server_cpu = run(["--local", "10.78.0.1:0", "--local", "10.78.1.1:0"])
     return {
         "rate_per_path": rate,
         "one_path_mbps": round(one["goodput_mbps"], 1),
         "two_paths_mbps": round(two["goodput_mbps"], 1),
         "ratio": round(two["goodput_mbps"] / one["goodput_mbps"], 3) if one["goodput_mbps"] > 0 else None,
+        # Neither agent should be near a full core (100), or the ratio measures the CPU rather than the paths.
+        "cpu_percent_one_path": {"client": round(one["cpu_percent"], 1), "server": round(one_server_cpu, 1)},
+        "cpu_percent_two_paths": {"client": round(two["cpu_percent"], 1), "server": round(two_server_cpu, 1)},
+        "two_paths_bytes_per_path": [path["bytes"] for path in two["paths"]],
     }
 
 

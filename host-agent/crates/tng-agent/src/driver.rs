@@ -2,7 +2,7 @@
 //! requests in and out of it. Everything else talks to it through an [`Agent`] handle.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use tng_proto::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::netlink::{self, AddressEvent, Renumbering};
 use crate::udp::{self, Datagram, Socket};
 
 /// Bytes the driver reads from a stream per application read.
@@ -22,6 +23,8 @@ const READ_CHUNK: usize = 64 * 1024;
 const ABANDONED: u64 = 1;
 /// Buffer of the in-process pipe between a stream and socket-style code.
 const PIPE_BYTES: usize = 256 * 1024;
+/// Most bytes one GSO send may carry: a UDP payload is at most 65,507 bytes over IPv4 (65,527 over IPv6).
+const MAX_GSO_BYTES: usize = 65_507;
 
 type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -75,6 +78,8 @@ enum Command {
         local: SocketAddr,
         reply: Reply<SocketAddr>,
     },
+    /// The kernel reported a local address change (netlink).
+    Address(AddressEvent),
 }
 
 /// What `tng status` shows.
@@ -101,6 +106,14 @@ impl Agent {
         let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx);
         for &local in locals {
             driver.bind(local)?;
+        }
+        // A weak sender: the watcher must not keep the driver alive once every handle is gone.
+        let driver_inbox = commands.downgrade();
+        let watching = netlink::watch(move |event| {
+            driver_inbox.upgrade().is_some_and(|inbox| inbox.send(Command::Address(event)).is_ok())
+        });
+        if let Err(err) = watching {
+            tracing::warn!("local address changes will not be followed: {err:#}");
         }
         tokio::spawn(driver.run());
         Ok(Agent { commands })
@@ -229,10 +242,23 @@ struct PendingWrite {
     reply: Reply<()>,
 }
 
+/// A bound socket and its receive task, which stops when this is dropped.
+struct Bound {
+    socket: Arc<Socket>,
+    receiver: tokio::task::AbortHandle,
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        self.receiver.abort();
+    }
+}
+
 struct Driver {
     endpoint: Endpoint,
     epoch: Instant,
-    sockets: HashMap<SocketAddr, Arc<Socket>>,
+    sockets: HashMap<SocketAddr, Bound>,
+    renumbering: Renumbering,
     inbox: mpsc::UnboundedReceiver<Command>,
     datagrams: mpsc::Receiver<Vec<Datagram>>,
     datagrams_tx: mpsc::Sender<Vec<Datagram>>,
@@ -256,6 +282,7 @@ impl Driver {
             endpoint,
             epoch: Instant::now(),
             sockets: HashMap::new(),
+            renumbering: Renumbering::default(),
             inbox,
             datagrams,
             datagrams_tx,
@@ -277,20 +304,27 @@ impl Driver {
         self.epoch + Duration::from_nanos(time.as_nanos())
     }
 
-    /// Binds a socket and starts its receive task, which feeds batches of datagrams to the driver.
+    /// Binds a socket for a new local address and tells the endpoint (a client opens channels from it).
     fn bind(&mut self, local: SocketAddr) -> Result<SocketAddr> {
-        let socket = Socket::bind(local, self.endpoint.config().server.is_some())?;
-        let bound = socket.local;
-        self.sockets.insert(bound, socket.clone());
+        let bound = self.open_socket(local)?;
         let now = self.now();
         self.endpoint.add_local_address(now, bound);
+        tracing::info!("listening on UDP {bound}");
+        Ok(bound)
+    }
+
+    /// Binds a socket and starts its receive task, which feeds batches of datagrams to the driver.
+    fn open_socket(&mut self, local: SocketAddr) -> Result<SocketAddr> {
+        let socket = Socket::bind(local, self.endpoint.config().server.is_some())?;
+        let bound = socket.local;
         let tx = self.datagrams_tx.clone();
-        tokio::spawn(async move {
+        let receiving = socket.clone();
+        let receiver = tokio::spawn(async move {
             let mut buffer = udp::recv_buffer();
             loop {
                 let mut batch = Vec::new();
-                if let Err(err) = socket.recv(&mut buffer, &mut batch).await {
-                    tracing::warn!("receiving on {}: {err}", socket.local);
+                if let Err(err) = receiving.recv(&mut buffer, &mut batch).await {
+                    tracing::warn!("receiving on {}: {err}", receiving.local);
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
@@ -298,9 +332,41 @@ impl Driver {
                     return;
                 }
             }
-        });
-        tracing::info!("listening on UDP {bound}");
+        })
+        .abort_handle();
+        self.sockets.insert(bound, Bound { socket, receiver });
         Ok(bound)
+    }
+
+    /// Follows a kernel address event: a bound address replaced on its interface moves our channels.
+    fn on_address_event(&mut self, event: AddressEvent) {
+        let sockets = &self.sockets;
+        let is_bound = |ip: IpAddr| sockets.keys().any(|local| local.ip() == ip);
+        if let Some((old, new)) = self.renumbering.on_event(Instant::now(), event, is_bound) {
+            self.migrate(old, new);
+        }
+    }
+
+    /// Rebinds every socket on `old` to `new` (the same port if free) and migrates the channels bound to it: the
+    /// core validates the new path and moves each channel there.
+    fn migrate(&mut self, old: IpAddr, new: IpAddr) {
+        let moving: Vec<SocketAddr> = self.sockets.keys().filter(|local| local.ip() == old).copied().collect();
+        for from in moving {
+            let to = match self
+                .open_socket(SocketAddr::new(new, from.port()))
+                .or_else(|_| self.open_socket(SocketAddr::new(new, 0)))
+            {
+                Ok(to) => to,
+                Err(err) => {
+                    tracing::warn!("local address {old} was replaced by {new}, but {err:#}");
+                    continue;
+                }
+            };
+            tracing::info!("local address {from} replaced by {to}: migrating its channels");
+            let now = self.now();
+            self.endpoint.local_address_changed(now, from, to);
+            self.sockets.remove(&from);
+        }
     }
 
     async fn run(mut self) {
@@ -346,17 +412,21 @@ impl Driver {
             let segment = first.payload.len();
             let mut contents = first.payload;
             let mut segments = 1;
+            // Only the last datagram of a GSO send may be shorter than the segment size.
+            let mut full = true;
             loop {
                 let next = self.endpoint.poll_transmit(now);
                 match next {
                     Some(t)
-                        if segments < socket.max_segments()
+                        if full
+                            && segments < socket.max_segments()
                             && t.local == first.local
                             && t.remote == first.remote
                             && t.ecn == first.ecn
                             && t.payload.len() <= segment
-                            && contents.len() % segment == 0 =>
+                            && contents.len() + t.payload.len() <= MAX_GSO_BYTES =>
                     {
+                        full = t.payload.len() == segment;
                         contents.extend_from_slice(&t.payload);
                         segments += 1;
                     }
@@ -374,10 +444,13 @@ impl Driver {
     }
 
     fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {
-        self.sockets.get(&local).cloned().or_else(|| {
+        let bound = self.sockets.get(&local).or_else(|| {
             // A socket bound to the unspecified address serves every address of its port.
-            self.sockets.values().find(|s| s.local.ip().is_unspecified() && s.local.port() == local.port()).cloned()
-        })
+            self.sockets
+                .values()
+                .find(|b| b.socket.local.ip().is_unspecified() && b.socket.local.port() == local.port())
+        });
+        bound.map(|b| b.socket.clone())
     }
 
     fn handle(&mut self, command: Command) {
@@ -453,6 +526,7 @@ impl Driver {
             Command::BindLocal { local, reply } => {
                 let _ = reply.send(self.bind(local));
             }
+            Command::Address(event) => self.on_address_event(event),
         }
     }
 

@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod driver;
 mod keys;
+mod netlink;
 mod perf;
 mod policy;
 mod service;

@@ -1,5 +1,6 @@
 //! Two paths between two network namespaces: a transfer uses both, and survives the client losing its address on
-//! one path mid-transfer (`ip addr del` / `ip addr add`) with every byte intact. Needs root; skipped otherwise.
+//! one path mid-transfer (`ip addr del` / `ip addr add`) with every byte intact; a one-path transfer follows the
+//! client's address being replaced (netlink -> migration). Needs root; skipped otherwise.
 
 mod common;
 
@@ -35,9 +36,10 @@ struct TwoPaths {
 }
 
 impl TwoPaths {
-    fn new() -> TwoPaths {
+    /// `name` tells apart the namespaces of tests running at once.
+    fn new(name: &str) -> TwoPaths {
         let tag = std::process::id() % 100_000;
-        let (client, server) = (format!("tngc{tag}"), format!("tngs{tag}"));
+        let (client, server) = (format!("tngc{name}{tag}"), format!("tngs{name}{tag}"));
         let _ = Command::new("ip").args(["netns", "del", &client]).output();
         let _ = Command::new("ip").args(["netns", "del", &server]).output();
         ip(&format!("netns add {client}"));
@@ -82,7 +84,7 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
         eprintln!("SKIP two_path_transfer: needs root for network namespaces");
         return;
     }
-    let net = TwoPaths::new();
+    let net = TwoPaths::new("m");
     let mut server = Command::new("ip")
         .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
         .stdout(Stdio::null())
@@ -124,4 +126,59 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
     let (path0, path1) = (bytes_from("10.77.0.1:"), bytes_from("10.77.1.1:"));
     eprintln!("path 0: {path0} bytes, path 1: {path1} bytes, goodput {} Mbit/s", report["goodput_mbps"]);
     assert!(path0 > total / 10 && path1 > total / 10, "both paths must carry data: {report}");
+}
+
+#[test]
+fn one_path_transfer_migrates_when_the_client_address_is_replaced() {
+    if !is_root() {
+        eprintln!("SKIP address replacement: needs root for network namespaces");
+        return;
+    }
+    let net = TwoPaths::new("r");
+    // 50 Mbit/s each way keeps the agents from competing for the CPU with the other tests.
+    for (ns, dev) in [(&net.client, "c0"), (&net.server, "s0")] {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root"])
+            .args(["tbf", "rate", "50mbit", "burst", "64kb", "latency", "50ms"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tc: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // Without --json the client prints its goodput every second (stderr) and each channel's addresses (stdout).
+    let client = Command::new("ip")
+        .args(["netns", "exec", &net.client, TNG, "--log-level", "info", "perf", "client"])
+        .args(["--connect", "10.77.0.2:5201", "--local", "10.77.0.1:0", "--mode", "bulk", "--duration", "8"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // Renumbering: the old address goes, a new one arrives on the same interface (its subnet route with it).
+    ip(&format!("-n {} addr del 10.77.0.1/24 dev c0", net.client));
+    ip(&format!("-n {} addr add 10.77.0.5/24 dev c0", net.client));
+    let out = client.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // A non-zero exit includes received bytes that differ from what the server sent.
+    assert!(out.status.success(), "perf client failed: {stdout}\n{stderr}");
+    assert!(stderr.contains("replaced by 10.77.0.5:"), "no migration was logged: {stderr}");
+    // Progress lines `[   5 s]     48.12 Mbit/s`: the seconds well after the change must carry data.
+    let per_second: Vec<f64> = stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix('[')?.split_once("s]"))
+        .filter_map(|(_, rest)| rest.trim().strip_suffix("Mbit/s")?.trim().parse().ok())
+        .collect();
+    eprintln!("goodput per second: {per_second:?}\n{stdout}");
+    assert!(per_second.len() >= 7, "missing progress lines: {stderr}");
+    assert!(per_second[5..].iter().all(|&mbps| mbps > 5.0), "no data after the change: {per_second:?}");
+    let moved = stdout.lines().find(|line| line.trim_start().starts_with("path 10.77.0.5:"));
+    assert!(moved.is_some(), "the channel did not move to the new address: {stdout}");
 }

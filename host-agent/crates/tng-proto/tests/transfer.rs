@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use common::{payload, Pair, PathConfig};
 use tng_proto::{
-    ChannelState, ConnectionError, EndpointConfig, Event, HostPolicy, SchedulerKind, TailLossMode, TransportConfig,
+    ChannelState, ConnectionError, EndpointConfig, Event, HostPolicy, SchedulerKind, StreamConfig, TailLossMode,
+    TransportConfig,
 };
 
 #[test]
@@ -301,4 +302,21 @@ fn limits_give_clear_errors() {
     let accepted = connection.write(stream, &vec![0; 2 * limit]).expect("partial write");
     assert_eq!(accepted, limit);
     assert!(matches!(connection.write(stream, b"more"), Err(tng_proto::StreamError::Blocked(_))));
+}
+
+#[test]
+fn a_window_held_back_by_flow_control_does_not_grow() {
+    // The server grants 64 kB of credit: with 2 x 10 ms of delay the client can use at most that much of a
+    // 10 MB/s path, so its window stops growing once credit rather than the window limits it. (Grown by every
+    // ACK, as before, it reached the size of the whole upload.)
+    let mut server_config = EndpointConfig::server();
+    server_config.transport.streams =
+        StreamConfig { stream_receive_window: 64 * 1024, receive_window: 64 * 1024, ..StreamConfig::default() };
+    let mut pair = Pair::new(EndpointConfig::client(), server_config, vec![PathConfig::clean(10)], 31);
+    let (client, _) = pair.connect_and_wait();
+    let upload = payload(4_000_000, 32);
+    pair.client_send(client, upload.clone());
+    assert!(pair.run_until(Duration::from_secs(60), |pair| pair.server_got(&upload)), "upload incomplete");
+    let channel = pair.client.connection_stats(client).expect("client stats").channels[0].clone();
+    assert!(channel.cwnd < 256 * 1024, "window grew beyond what flow control let it use: {channel:?}");
 }

@@ -97,6 +97,10 @@ pub(crate) struct LossRecovery {
     /// Bytes acknowledged so far and when the last of them was, for delivery-rate samples.
     delivered: u64,
     delivered_time: Time,
+    /// The sender ran out of data while the window had room, and has not filled the window since: ACKs meanwhile
+    /// are app-limited, so that a window held back by flow control or the application does not grow without bound
+    /// (RFC 9002 section 7.8).
+    app_limited: bool,
     ecn_ce_seen: u64,
 }
 
@@ -115,6 +119,16 @@ impl LossRecovery {
 
     pub(crate) fn largest_acked_sent_time(&self) -> Option<Time> {
         self.largest_acked_sent_time
+    }
+
+    /// The sender has nothing to send although the window has room.
+    pub(crate) fn on_out_of_data(&mut self) {
+        self.app_limited = true;
+    }
+
+    /// What is in flight fills the window: it limits the sender again.
+    pub(crate) fn on_window_full(&mut self) {
+        self.app_limited = false;
     }
 
     pub(crate) fn has_ack_eliciting_in_flight(&self) -> bool {
@@ -223,7 +237,7 @@ impl LossRecovery {
                     let rate = u128::from(bytes) * 1_000_000_000 / interval.as_nanos().max(1);
                     outcome.delivery_rate = Some(u64::try_from(rate).unwrap_or(u64::MAX));
                 }
-                outcome.app_limited = sampled.app_limited;
+                outcome.app_limited = sampled.app_limited || self.app_limited;
             }
         }
         if frame.ecn.ce > self.ecn_ce_seen {

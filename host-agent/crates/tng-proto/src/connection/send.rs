@@ -108,6 +108,16 @@ impl Connection {
         (release > self.now).then_some(release)
     }
 
+    /// The sender ran out of data: the data channels whose window has room are app-limited.
+    fn note_out_of_data(&mut self) {
+        let mtu = self.max_datagram_size();
+        for channel in self.channels.values_mut().filter(|channel| channel.carries_data()) {
+            if channel.window_allows(mtu) {
+                channel.recovery.on_out_of_data();
+            }
+        }
+    }
+
     fn has_data_to_send(&self) -> bool {
         !self.control.is_empty() || self.streams.as_ref().is_some_and(|streams| streams.has_pending_frames())
     }
@@ -205,6 +215,7 @@ impl Connection {
     /// and the rate cap gates them all.
     fn poll_data(&mut self, now: Time) -> Option<Transmit> {
         if !self.has_data_to_send() {
+            self.note_out_of_data();
             return None;
         }
         let mtu = self.max_datagram_size();
@@ -255,6 +266,8 @@ impl Connection {
         }
         if body.is_empty() {
             if purpose == Purpose::Data {
+                // The queued streams had nothing they may send (flow control).
+                self.note_out_of_data();
                 return None;
             }
             Frame::Ping.encode(&mut body);
@@ -311,6 +324,7 @@ impl Connection {
     ) -> Option<Transmit> {
         let ecn = self.config.ecn;
         let connection_id = self.connection_id;
+        let mtu = self.max_datagram_size();
         let size = (HEADER_LEN + plaintext.body.len() + TAG_LEN) as u64;
         let channel = self.channels.get_mut(&id)?;
         if channel.budget_for((local, remote)).is_some_and(|budget| !budget.allows(size)) {
@@ -380,6 +394,9 @@ impl Connection {
                 };
                 channel.recovery.on_sent(now, outgoing);
                 channel.cc.on_sent(now, size, channel.recovery.bytes_in_flight());
+                if !channel.window_allows(mtu) {
+                    channel.recovery.on_window_full();
+                }
                 channel.last_sent_eliciting = now;
                 channel.pacer.on_sent(size);
                 if let Some((_, pacer)) = self.rate_cap.as_mut() {
