@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 P4_SKIP_STATUS ?= 0
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
-APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libnanomsg-dev libffi-dev \
+APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
 	iproute2 iputils-ping iperf3 ethtool
 RUST_COMPONENTS := rustfmt clippy
 
