@@ -60,7 +60,7 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"apii": {}}, "config: apii: unknown key (known: api, store, switch)"),
+        ({"apii": {}}, "config: apii: unknown key (known: api, digests, monitor, store, switch, traffic_class)"),
         ({"api": {"listen": "localhost"}}, "config: api.listen: 'localhost' is not host:port"),
         ({"api": {"listen": "127.0.0.1:70000"}}, "config: api.listen: '127.0.0.1:70000' is not host:port"),
         ({"api": {"listen": "10.0.0.1:50051"}}, "config: api.listen: 10.0.0.1:50051 is reachable from other hosts"),
@@ -73,7 +73,10 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
         ({"switch": [{"name": "LWIP", "address": "h:1"}]}, "config: switch[0].name: 'LWIP' does not match"),
         ({"switch": [{"name": "a", "address": "h"}]}, "config: switch[0].address: 'h' is not host:port"),
         ({"switch": [{"name": "a", "address": "h:1", "device_id": -1}]}, "config: switch[0].device_id: -1 is not"),
-        ({"switch": [{"name": "a", "address": "h:1", "port": 1}]}, "config: switch[0].port: unknown key"),
+        (
+            {"switch": [{"name": "a", "address": "h:1", "port": 1}]},
+            "config: switch[0].port: must be an array of tables ([[switch.port]])",
+        ),
         (
             {"switch": [{"name": "a", "address": "h:1", "lowest_rtt_link": "5g"}]},
             "config: switch[0].lowest_rtt_link: '5g' is not 'lte' or 'wifi'",

@@ -131,10 +131,6 @@ def test_valid_policies_have_no_errors() -> None:
             "policy.switch_policy.spill_threshold_packets: is used only by STEERING_MODE_LOWEST_RTT_FIRST",
         ),
         (
-            lambda p: (p.match.Clear(), setattr(p.match, "traffic_class", "video")),
-            "policy.switch_policy: switches do not see traffic classes, so there it would apply to every flow",
-        ),
-        (
             lambda p: setattr(p.switch_policy.visible, "max_retransmissions", 256),
             "policy.switch_policy.visible.max_retransmissions: 256 is above 255",
         ),
@@ -256,3 +252,18 @@ def test_policies_switches_cannot_tell_apart_conflict() -> None:
             by_connection, [pb.Policy(name="d", match=by_connection.match, switch_policy=base.switch_policy)]
         )
     assert switch_match_key(pb.Match(src_prefix="0.0.0.0/0")) == switch_match_key(pb.Match())
+
+
+def test_a_switch_half_for_a_traffic_class_alone_is_valid_and_clashes_only_within_its_class() -> None:
+    def for_class(name: str, traffic_class: str, priority: int = 0) -> pb.Policy:
+        return pb.Policy(
+            name=name,
+            match=pb.Match(traffic_class=traffic_class, priority=priority),
+            switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK),
+        )
+
+    check(for_class("video", "video"))  # its flows get entries one by one, from new-flow digests
+    check_conflicts(for_class("video", "video"), [for_class("bulk", "bulk"), for_class("any", "")])
+    check_conflicts(for_class("video", "video", 1), [for_class("video-lo", "video", 0)])
+    with pytest.raises(PolicyConflict):
+        check_conflicts(for_class("video", "video"), [for_class("video-2", "video")])

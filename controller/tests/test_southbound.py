@@ -15,10 +15,11 @@ import grpc
 import pytest
 from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
+from tng_controller.compile import compile_policies
 from tng_controller.config import SwitchConfig
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.southbound import SwitchFleet
-from tng_controller.store import PolicyStore
+from tng_controller.store import PolicyStore, StoredPolicy
 
 
 class TableServer(P4RuntimeServer):
@@ -198,4 +199,70 @@ async def test_a_switch_that_is_down_is_not_writable(tmp_path: Path, contract_pi
         assert [(s.name, s.state, s.pipeline_cookie) for s in fleet.statuses()] == [("s1", "CONNECTING", 0)]
         with pytest.raises(Exception, match="switch s1: not in sync"):
             await fleet.write("s1", [])
+    store.close()
+
+
+def written(server: TableServer, since: int, schema: fy.P4Schema) -> list[tuple[str, str, dict[int, int]]]:
+    """(type, table, action parameters by id) of the updates the server took after its first `since`."""
+    names = {t.id: t.alias for t in schema.tables}
+    return [
+        (
+            p4r.Update.Type.Name(update.type),
+            names[update.entity.table_entry.table_id],
+            {p.param_id: int.from_bytes(p.value, "big") for p in update.entity.table_entry.action.action.params},
+        )
+        for update in server.updates[since:]
+    ]
+
+
+async def test_a_write_after_a_change_writes_exactly_what_changed(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path]
+) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    for name, lte, prefix in (("video", 3, "10.0.1.0/24"), ("bulk", 1, "10.0.2.0/24"), ("web", 2, "10.0.3.0/24")):
+        store.put(weighted(name, lte, prefix))
+    address = f"127.0.0.1:{free_port()}"
+    server = TableServer(address)
+    config = SwitchConfig(name="s1", address=address, device_id=1, p4info=p4info, bmv2_json=blob)
+    fleet = SwitchFleet([config], store, asyncio.Lock())
+    schema = fy.P4Schema(p4info, blob)
+
+    async with server.run(), fy.Controller(fleet.switches()):
+        await until(lambda: fleet.writable() == ["s1"])
+
+        before = len(server.updates)
+        store.put(weighted("video", 7, "10.0.1.0/24"))
+        await fleet.write("s1", store.list())
+        assert written(server, before, schema) == [("MODIFY", "modes", {1: 7, 2: 1})]
+
+        before = len(server.updates)
+        bulk = store.delete("bulk")
+        await fleet.write("s1", store.list())
+        deletes = written(server, before, schema)
+        assert sorted((kind, table) for kind, table, _ in deletes) == [
+            ("DELETE", "flow_policy"),
+            ("DELETE", "modes"),
+            ("DELETE", "thresholds"),
+        ]
+        assert deletes[[table for _, table, _ in deletes].index("flow_policy")][2] == {1: bulk.policy_id}
+
+        # A change a switch refused is not stored, so the next change reuses its revision with other contents.
+        video = store.get("video")
+        assert video is not None
+        retried = pb.Policy()
+        retried.CopyFrom(video.policy)
+        retried.switch_policy.lte_weight = 9
+        before = len(server.updates)
+        await fleet.write(
+            "s1", [StoredPolicy(retried, video.policy_id), *(p for p in store.list() if p.name != "video")]
+        )
+        await fleet.write("s1", store.list())
+        assert written(server, before, schema) == [("MODIFY", "modes", {1: 9, 2: 1}), ("MODIFY", "modes", {1: 7, 2: 1})]
+
+        def encoded(entries: list[p4r.TableEntry]) -> list[bytes]:
+            return sorted(e.SerializeToString(deterministic=True) for e in entries)
+
+        fresh = [entry.encode_entry(schema) for entry in compile_policies(store.list())]
+        assert encoded(list(server.entries.values())) == encoded(fresh)
     store.close()

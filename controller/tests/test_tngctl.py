@@ -112,8 +112,8 @@ async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
     ]
     _, out = await tngctl(api.address, "switches")
     assert out.splitlines()[:2] == [
-        "NAME  ADDRESS         DEVICE  STATE      PIPELINE  LAST ERROR",
-        "s1    127.0.0.1:9559  1       CONNECTED  0x0",
+        "NAME  ADDRESS         DEVICE  STATE      PIPELINE  HELPER  FLOWS  LTE SHARE  LAST ERROR",
+        "s1    127.0.0.1:9559  1       CONNECTED  0x0       -       0      -",
     ]
 
 

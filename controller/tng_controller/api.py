@@ -81,9 +81,10 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
             before = self._store.list()
             check_conflicts(request.policy, (p.policy for p in before))
             old = self._store.get(request.policy.name)
-            with self._store.transaction() as dry_run:  # rolled back: only shows the policy set to write
-                dry_run.put(request.policy, request.policy.revision)
-                after = dry_run.list()
+            with self._store.transaction() as dry_run:  # rolled back: only shows the policy as it would be stored
+                planned = dry_run.put(request.policy, request.policy.revision)
+            # The store lists by name; listing it again inside the dry run would cost a parse of every policy.
+            after = sorted([*(p for p in before if p.name != planned.name), planned], key=lambda p: p.name)
             policy = request.policy
             switches, stored = await self._change(before, after, lambda: self._store.put(policy, policy.revision))
         self._announce(old, stored, deleted=False)

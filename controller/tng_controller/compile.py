@@ -9,7 +9,7 @@ from ipaddress import IPv4Network
 import finsy as fy
 
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.policy import parse_prefix
+from tng_controller.policy import matches_on_switches, parse_prefix
 from tng_controller.store import StoredPolicy
 
 # The tables the controller owns: it writes every entry in them and never touches any other table.
@@ -51,26 +51,33 @@ _STEERING_ACTIONS = {
 }
 
 
-def compile_policies(policies: Sequence[StoredPolicy], lowest_rtt_link: Link = Link.WIFI) -> list[fy.P4TableEntry]:
+def compile_policies(
+    policies: Sequence[StoredPolicy], lowest_rtt_link: Link = Link.WIFI, qdepl_rates: tuple[int, int] | None = None
+) -> list[fy.P4TableEntry]:
     """The entries of the policy tables for `policies` (validated), by policy id; `lowest_rtt_link` is the link
-    LOWEST_RTT_FIRST prefers on this switch."""
+    LOWEST_RTT_FIRST prefers on this switch, `qdepl_rates` the (LTE, Wi-Fi) rates the link monitor measured (None:
+    QDEPL policies use their weights)."""
     return [
         entry
         for stored in sorted(policies, key=lambda p: p.policy_id)
-        for entry in policy_entries(stored, lowest_rtt_link)
+        for entry in policy_entries(stored, lowest_rtt_link, qdepl_rates)
     ]
 
 
-def policy_entries(stored: StoredPolicy, lowest_rtt_link: Link = Link.WIFI) -> Iterator[fy.P4TableEntry]:
-    """The entries of one policy: none without a switch half."""
+def policy_entries(
+    stored: StoredPolicy, lowest_rtt_link: Link = Link.WIFI, qdepl_rates: tuple[int, int] | None = None
+) -> Iterator[fy.P4TableEntry]:
+    """The entries of one policy: none without a switch half. A policy for a traffic class with no switch-visible
+    field gets no classification entry: its flows get one each when they are digested (digests.py)."""
     policy, policy_id = stored.policy, stored.policy_id
     if not policy.HasField("switch_policy"):
         return
-    yield _classify(policy.match, policy_id)
+    if matches_on_switches(policy.match) or not policy.match.traffic_class:
+        yield _classify(policy.match, policy_id)
     switch = policy.switch_policy
     if switch.aggregation == pb.AGGREGATION_IN_NETWORK:
         yield fy.P4TableEntry(
-            STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, lowest_rtt_link)
+            STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, lowest_rtt_link, qdepl_rates)
         )
     if switch.visible.enabled:
         yield fy.P4TableEntry(VISIBLE_PARAMS, match=fy.Match(policy=policy_id), action=_visible(switch.visible))
@@ -107,12 +114,13 @@ def _ternary_network(network: IPv4Network) -> tuple[int, int]:
     return int(network.network_address), int(network.netmask)
 
 
-def _steering(switch: pb.SwitchPolicy, lowest_rtt_link: Link) -> fy.Action:
+def _steering(switch: pb.SwitchPolicy, lowest_rtt_link: Link, qdepl_rates: tuple[int, int] | None) -> fy.Action:
     name = _STEERING_ACTIONS[switch.steering]
     lte, wifi = (switch.lte_weight, switch.wifi_weight) if switch.lte_weight or switch.wifi_weight else (1, 1)
     if switch.steering == pb.STEERING_MODE_WEIGHTED:
         return fy.Action(name, lte_weight=lte, wifi_weight=wifi)
     if switch.steering == pb.STEERING_MODE_QDEPL:
+        lte, wifi = qdepl_rates or (lte, wifi)
         return fy.Action(name, lte_rate=lte, wifi_rate=wifi)
     if switch.steering == pb.STEERING_MODE_LOWEST_RTT_FIRST:
         return fy.Action(name, preferred_link=int(lowest_rtt_link), spill_depth=switch.spill_threshold_packets)

@@ -1,4 +1,5 @@
-"""The controller's configuration file (TOML): the API listener, the policy store and the switches."""
+"""The controller's configuration file (TOML): the API listener, the policy store, the switches with their topology,
+traffic classes and the settings of the control loops (link monitor, new-flow digests)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_P4INFO = REPO / "p4src/build/tng/p4info.txtpb"
 DEFAULT_BMV2_JSON = REPO / "p4src/build/tng/bmv2.json"
 _SWITCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_TRAFFIC_CLASS = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # as policy.TRAFFIC_CLASS_PATTERN
 _HOST_PORT = re.compile(r"(?P<host>\[[^]]+\]|[^:]+):(?P<port>\d{1,5})")
+_INDEX = re.compile(r"\[\d+\]")  # "switch[0].port" -> "switch.port"
+_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+_RATE = re.compile(r"(?P<number>\d+(\.\d+)?)\s*(?P<unit>bit|kbit|mbit|gbit)")
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+ROLES = ("core", "lte", "wifi", "helper")  # ingress.port_role values 0-3, in order
+MAX_PORT = 511  # 9-bit ports
 
 
 class ConfigError(ValueError):
@@ -35,6 +43,44 @@ class ApiConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PortConfig:
+    """A switch port: its role, and optionally its source MAC, capacity and BMv2 egress queue depth."""
+
+    port: int
+    role: str = "core"
+    mac: int | None = None
+    capacity_bps: int | None = None
+    queue_packets: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NextHop:
+    port: int
+    dst_mac: int
+
+
+@dataclass(frozen=True, slots=True)
+class RouteConfig:
+    """An IPv4 route: one next hop, or (LWIP) an LTE and a Wi-Fi next hop that steering chooses between."""
+
+    prefix: ipaddress.IPv4Network
+    next_hop: NextHop | None = None
+    lte: NextHop | None = None
+    wifi: NextHop | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HelperConfig:
+    """The VISIBLE retransmission helper: run by the controller on the P4Runtime stream ("cpu"), or an external
+    process on a switch port whose health answers on `health` ("port")."""
+
+    attach: str  # "cpu" | "port"
+    port: int | None = None
+    health: str | None = None
+    probe_interval_s: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
 class SwitchConfig:
     name: str
     address: str
@@ -42,6 +88,47 @@ class SwitchConfig:
     p4info: Path = DEFAULT_P4INFO
     bmv2_json: Path = DEFAULT_BMV2_JSON
     lowest_rtt_link: str = "wifi"  # the link STEERING_MODE_LOWEST_RTT_FIRST prefers: "lte" or "wifi"
+    thrift: str | None = None  # BMv2 Thrift host:port, for queue rates and register resets
+    ports: tuple[PortConfig, ...] = ()
+    routes: tuple[RouteConfig, ...] = ()
+    helper: HelperConfig | None = None
+
+    @property
+    def has_topology(self) -> bool:
+        """Whether the controller owns the topology tables of this switch (ports or routes are configured)."""
+        return bool(self.ports or self.routes)
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficClassRule:
+    """Flows of a traffic class, as the new-flow digest shows them (unset fields match anything)."""
+
+    name: str
+    src_prefix: ipaddress.IPv4Network | None = None
+    dst_prefix: ipaddress.IPv4Network | None = None
+    protocol: int | None = None
+    src_port: int | None = None
+    dst_port: int | None = None
+    ingress_port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorConfig:
+    """The link monitor: how often it reads the port counters, its EWMA weight and its hysteresis."""
+
+    interval_s: float = 1.0
+    ewma_weight: float = 0.25  # of the newest sample
+    share_band: float = 0.05  # rewrite qdepl rates only when the LTE share moved by more than this
+    rewrite_interval_s: float = 5.0  # and at most this often
+
+
+@dataclass(frozen=True, slots=True)
+class DigestConfig:
+    """New-flow digests: how many classified flows a switch keeps entries for, and how often the seen-flow bit arrays
+    may be cleared (over Thrift) so that forgotten flows are digested again."""
+
+    max_flows: int = 512
+    reset_interval_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +136,9 @@ class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     store: Path = Path("tng-controller.db")
     switches: tuple[SwitchConfig, ...] = ()
+    traffic_classes: tuple[TrafficClassRule, ...] = ()
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    digests: DigestConfig = field(default_factory=DigestConfig)
 
 
 def load(path: Path) -> Config:
@@ -64,7 +154,7 @@ def load(path: Path) -> Config:
 
 def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
     reader = _Reader(source, base)
-    reader.only(data, "", {"api", "store", "switch"})
+    reader.only(data, "", {"api", "store", "switch", "traffic_class", "monitor", "digests"})
     api = reader.table(data, "api")
     reader.only(api, "api.", {"listen", "tls_cert", "tls_key", "tls_client_ca", "allow_insecure_remote"})
     listen = reader.string(api, "api.listen", DEFAULT_LISTEN)
@@ -99,6 +189,9 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
         api=ApiConfig(listen=listen, tls=tls),
         store=reader.path(store, "store.path", Path("tng-controller.db")),
         switches=tuple(switches),
+        traffic_classes=_traffic_classes(reader, data.get("traffic_class", [])),
+        monitor=_monitor(reader, reader.table(data, "monitor")),
+        digests=_digests(reader, reader.table(data, "digests")),
     )
 
 
@@ -118,7 +211,11 @@ def _tls(reader: _Reader, api: dict[str, Any]) -> TlsConfig | None:
 def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
     if not isinstance(raw, dict):
         raise reader.error(where, "must be a table")
-    reader.only(raw, f"{where}.", {"name", "address", "device_id", "p4info", "bmv2_json", "lowest_rtt_link"})
+    reader.only(
+        raw,
+        f"{where}.",
+        {"name", "address", "device_id", "p4info", "bmv2_json", "lowest_rtt_link", "thrift", "port", "route", "helper"},
+    )
     name = reader.string(raw, f"{where}.name", None)
     if not _SWITCH_NAME.fullmatch(name):
         raise reader.error(f"{where}.name", f"{name!r} does not match {_SWITCH_NAME.pattern}")
@@ -131,6 +228,30 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
     lowest_rtt_link = reader.string(raw, f"{where}.lowest_rtt_link", "wifi")
     if lowest_rtt_link not in ("lte", "wifi"):
         raise reader.error(f"{where}.lowest_rtt_link", f"{lowest_rtt_link!r} is not 'lte' or 'wifi'")
+    thrift = raw.get("thrift")
+    if thrift is not None and (not isinstance(thrift, str) or _host(thrift) is None):
+        raise reader.error(f"{where}.thrift", f"{thrift!r} is not host:port")
+    ports = tuple(
+        _port(reader, item, f"{where}.port[{i}]") for i, item in enumerate(reader.tables(raw, f"{where}.port"))
+    )
+    seen: set[int] = set()
+    for i, port in enumerate(ports):
+        if port.port in seen:
+            raise reader.error(f"{where}.port[{i}].port", f"port {port.port} is configured twice")
+        seen.add(port.port)
+    roles = {port.port: port.role for port in ports}
+    routes = tuple(
+        _route(reader, item, f"{where}.route[{i}]", roles)
+        for i, item in enumerate(reader.tables(raw, f"{where}.route"))
+    )
+    prefixes: set[ipaddress.IPv4Network] = set()
+    for i, route in enumerate(routes):
+        if route.prefix in prefixes:
+            raise reader.error(f"{where}.route[{i}].prefix", f"{route.prefix} is routed twice")
+        prefixes.add(route.prefix)
+    helper = None
+    if "helper" in raw:
+        helper = _helper(reader, reader.table(raw, "helper"), f"{where}.helper")
     return SwitchConfig(
         name=name,
         address=address,
@@ -138,7 +259,162 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
         p4info=reader.path(raw, f"{where}.p4info", DEFAULT_P4INFO),
         bmv2_json=reader.path(raw, f"{where}.bmv2_json", DEFAULT_BMV2_JSON),
         lowest_rtt_link=lowest_rtt_link,
+        thrift=thrift,
+        ports=ports,
+        routes=routes,
+        helper=helper,
     )
+
+
+def _port(reader: _Reader, raw: dict[str, Any], where: str) -> PortConfig:
+    reader.only(raw, f"{where}.", {"port", "role", "mac", "capacity", "queue"})
+    role = reader.string(raw, f"{where}.role", "core")
+    if role not in ROLES:
+        raise reader.error(f"{where}.role", f"{role!r} is not one of {', '.join(ROLES)}")
+    capacity = None
+    if "capacity" in raw:
+        capacity = parse_rate(raw["capacity"])
+        if capacity is None:
+            raise reader.error(
+                f"{where}.capacity", f'{raw["capacity"]!r} is not a rate such as "20mbit" (bit, kbit, mbit, gbit)'
+            )
+    queue = None
+    if "queue" in raw:
+        queue = reader.integer(raw, f"{where}.queue", 1, 1 << 31, "packets")
+    return PortConfig(
+        port=reader.integer(raw, f"{where}.port", 0, MAX_PORT, "port"),
+        role=role,
+        mac=_mac(reader, raw, f"{where}.mac") if "mac" in raw else None,
+        capacity_bps=capacity,
+        queue_packets=queue,
+    )
+
+
+def _route(reader: _Reader, raw: dict[str, Any], where: str, roles: dict[int, str]) -> RouteConfig:
+    reader.only(raw, f"{where}.", {"prefix", "port", "dst_mac", "lte", "wifi"})
+    text = reader.string(raw, f"{where}.prefix", None)
+    try:
+        prefix = ipaddress.IPv4Network(text, strict=True)
+    except ValueError as exc:
+        raise reader.error(f"{where}.prefix", f"{text!r} is not an IPv4 prefix without host bits: {exc}") from exc
+    lwip = "lte" in raw or "wifi" in raw
+    if lwip:
+        if "port" in raw or "dst_mac" in raw:
+            raise reader.error(where, "has both a next hop (port, dst_mac) and LWIP links (lte, wifi): pick one")
+        links = {}
+        for link in ("lte", "wifi"):
+            if link not in raw:
+                raise reader.error(f"{where}.{link}", "is required with the other LWIP link")
+            table = reader.table(raw, link)
+            reader.only(table, f"{where}.{link}.", {"port", "dst_mac"})
+            links[link] = _next_hop(reader, table, f"{where}.{link}")
+            role = roles.get(links[link].port)
+            if role is not None and role != link:
+                raise reader.error(f"{where}.{link}.port", f"port {links[link].port} has role {role!r}, not {link!r}")
+        return RouteConfig(prefix, lte=links["lte"], wifi=links["wifi"])
+    return RouteConfig(prefix, next_hop=_next_hop(reader, raw, where))
+
+
+def _next_hop(reader: _Reader, raw: dict[str, Any], where: str) -> NextHop:
+    return NextHop(reader.integer(raw, f"{where}.port", 0, MAX_PORT, "port"), _mac(reader, raw, f"{where}.dst_mac"))
+
+
+def _helper(reader: _Reader, raw: dict[str, Any], where: str) -> HelperConfig:
+    reader.only(raw, f"{where}.", {"attach", "port", "health", "probe_interval_s"})
+    attach = reader.string(raw, f"{where}.attach", None)
+    interval = reader.number(raw, f"{where}.probe_interval_s", 0.5)
+    if attach == "cpu":
+        for key in ("port", "health"):
+            if key in raw:
+                raise reader.error(f"{where}.{key}", 'is only for attach = "port"')
+        return HelperConfig("cpu", probe_interval_s=interval)
+    if attach != "port":
+        raise reader.error(f"{where}.attach", f"{attach!r} is not 'cpu' or 'port'")
+    health = reader.string(raw, f"{where}.health", None)
+    if _host(health) is None:
+        raise reader.error(f"{where}.health", f"{health!r} is not host:port")
+    port = reader.integer(raw, f"{where}.port", 0, MAX_PORT, "port")
+    return HelperConfig("port", port=port, health=health, probe_interval_s=interval)
+
+
+def _traffic_classes(reader: _Reader, raw: Any) -> tuple[TrafficClassRule, ...]:
+    if not isinstance(raw, list):
+        raise reader.error("traffic_class", "must be an array of tables ([[traffic_class]])")
+    rules = []
+    for i, item in enumerate(raw):
+        where = f"traffic_class[{i}]"
+        if not isinstance(item, dict):
+            raise reader.error(where, "must be a table")
+        reader.only(
+            item, f"{where}.", {"name", "src_prefix", "dst_prefix", "protocol", "src_port", "dst_port", "ingress_port"}
+        )
+        name = reader.string(item, f"{where}.name", None)
+        if not _TRAFFIC_CLASS.fullmatch(name):
+            raise reader.error(f"{where}.name", f"{name!r} does not match {_TRAFFIC_CLASS.pattern}")
+        prefixes = {}
+        for key in ("src_prefix", "dst_prefix"):
+            if key in item:
+                text = reader.string(item, f"{where}.{key}", None)
+                try:
+                    prefixes[key] = ipaddress.IPv4Network(text, strict=True)
+                except ValueError as exc:
+                    raise reader.error(f"{where}.{key}", f"{text!r} is not an IPv4 prefix: {exc}") from exc
+        limits = {"protocol": 255, "src_port": 0xFFFF, "dst_port": 0xFFFF, "ingress_port": MAX_PORT}
+        numbers = {
+            key: reader.integer(item, f"{where}.{key}", 0, top, key) for key, top in limits.items() if key in item
+        }
+        rules.append(TrafficClassRule(name=name, **prefixes, **numbers))
+    return tuple(rules)
+
+
+def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
+    reader.only(raw, "monitor.", {"interval_s", "ewma_weight", "share_band", "rewrite_interval_s"})
+    defaults = MonitorConfig()
+    weight = reader.number(raw, "monitor.ewma_weight", defaults.ewma_weight)
+    if not 0 < weight <= 1:
+        raise reader.error("monitor.ewma_weight", f"{weight} is not in (0, 1]")
+    band = raw.get("share_band", defaults.share_band)
+    if isinstance(band, bool) or not isinstance(band, int | float) or not 0 <= band < 1:
+        raise reader.error("monitor.share_band", f"{band!r} is not a number in [0, 1)")
+    return MonitorConfig(
+        interval_s=reader.number(raw, "monitor.interval_s", defaults.interval_s),
+        ewma_weight=weight,
+        share_band=float(band),
+        rewrite_interval_s=reader.number(raw, "monitor.rewrite_interval_s", defaults.rewrite_interval_s),
+    )
+
+
+def _digests(reader: _Reader, raw: dict[str, Any]) -> DigestConfig:
+    reader.only(raw, "digests.", {"max_flows", "reset_interval_s"})
+    defaults = DigestConfig()
+    max_flows = defaults.max_flows
+    if "max_flows" in raw:
+        max_flows = reader.integer(
+            raw, "digests.max_flows", 1, 1024, "flows (the size of ingress.classify.flow_policy)"
+        )
+    return DigestConfig(
+        max_flows=max_flows, reset_interval_s=reader.number(raw, "digests.reset_interval_s", defaults.reset_interval_s)
+    )
+
+
+def _mac(reader: _Reader, raw: dict[str, Any], key: str) -> int:
+    text = reader.string(raw, key, None)
+    if not _MAC.fullmatch(text):
+        raise reader.error(key, f"{text!r} is not a MAC address aa:bb:cc:dd:ee:ff")
+    return int(text.replace(":", ""), 16)
+
+
+def parse_rate(value: object) -> int | None:
+    """Bits per second of "20mbit" (units bit, kbit, mbit, gbit, as tc writes them) or of a positive integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = _RATE.fullmatch(value.strip().lower())
+    if match is None:
+        return None
+    bps = int(float(match["number"]) * _RATE_UNITS[match["unit"]])
+    return bps if bps > 0 else None
 
 
 def _host(address: str) -> str | None:
@@ -169,10 +445,32 @@ class _Reader:
                 raise self.error(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(allowed))})")
 
     def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
-        value = data.get(key, {})
+        value = data.get(key.rsplit(".", 1)[-1], {})
         if not isinstance(value, dict):
             raise self.error(key, "must be a table")
         return value
+
+    def tables(self, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+        """An array of tables ([[key]]); absent means empty."""
+        value = data.get(key.rsplit(".", 1)[-1], [])
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise self.error(key, f"must be an array of tables ([[{_INDEX.sub('', key)}]])")
+        return value
+
+    def integer(self, table: dict[str, Any], key: str, low: int, high: int, what: str) -> int:
+        value = table.get(key.rsplit(".", 1)[-1])
+        if value is None:
+            raise self.error(key, "is required")
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise self.error(key, f"{value!r} is not a {what} from {low} to {high}")
+        return value
+
+    def number(self, table: dict[str, Any], key: str, default: float) -> float:
+        """A positive number of seconds or a weight."""
+        value = table.get(key.rsplit(".", 1)[-1], default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise self.error(key, f"{value!r} is not a positive number")
+        return float(value)
 
     def string(self, table: dict[str, Any], key: str, default: str | None) -> str:
         value = table.get(key.rsplit(".", 1)[-1], default)

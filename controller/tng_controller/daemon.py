@@ -29,7 +29,18 @@ async def run(config: Config, on_ready: Callable[[int], None] = lambda port: Non
                 raise ConfigError(f"switch[{index}].{key}: {path} does not exist (compile the pipeline: make p4)")
     store = PolicyStore(config.store)
     changes = asyncio.Lock()
-    fleet: Fleet = SwitchFleet(config.switches, store, changes) if config.switches else NoSwitches()
+    fleet: Fleet = (
+        SwitchFleet(
+            config.switches,
+            store,
+            changes,
+            traffic_classes=config.traffic_classes,
+            monitor=config.monitor,
+            digests=config.digests,
+        )
+        if config.switches
+        else NoSwitches()
+    )
     async with AsyncExitStack() as stack:
         stack.callback(store.close)
         if isinstance(fleet, SwitchFleet):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import math
@@ -80,6 +81,8 @@ def switch_match_key(match: pb.Match) -> tuple[object, ...]:
     """What switches match on, canonically: two policies with equal keys are one table entry to a switch."""
     if match.has_connection_id:
         return ("connection", match.connection_id)
+    if match.traffic_class and not matches_on_switches(match):
+        return ("class", match.traffic_class, match.priority)  # switches get its flows one by one (digests)
     networks = [parse_prefix(prefix) if prefix else None for prefix in (match.src_prefix, match.dst_prefix)]
     addresses = [network if network and network.prefixlen else None for network in networks]
     ports = [(port.value, port.mask) if port.mask else None for port in (match.src_port, match.dst_port)]
@@ -108,6 +111,7 @@ def traffic_class_errors(traffic_class: str, field: str) -> Iterator[FieldError]
         yield FieldError(field, f"{_quote(traffic_class)} does not match {TRAFFIC_CLASS_PATTERN}")
 
 
+@functools.lru_cache(maxsize=4096)  # every change compares the new policy's match with each stored policy's
 def parse_prefix(text: str) -> ipaddress.IPv4Network | None:
     """The network of an "a.b.c.d/len" prefix without host bits, or None if `text` is not one."""
     if not _PREFIX.fullmatch(text):
@@ -194,12 +198,6 @@ def _switch_errors(policy: pb.Policy, field: str) -> Iterator[FieldError]:
         yield FieldError(f"{field}.aggregation", "is required: AGGREGATION_IN_NETWORK or AGGREGATION_AT_HOSTS")
     elif aggregation not in pb.Aggregation.values():
         yield FieldError(f"{field}.aggregation", _not_one_of(aggregation, pb.Aggregation.keys()[1:]))
-    if policy.match.traffic_class and not matches_on_switches(policy.match):
-        yield FieldError(
-            field,
-            "switches do not see traffic classes, so there it would apply to every flow: also match on addresses, "
-            "protocol, ports or a connection id, or leave switch_policy out",
-        )
     steering = switch.steering
     if steering not in pb.SteeringMode.values():
         yield FieldError(f"{field}.steering", _not_one_of(steering, pb.SteeringMode.keys()[1:]))

@@ -1,25 +1,34 @@
-"""Southbound: the configured switches over P4Runtime (finsy), their policy tables kept equal to the stored policies."""
+"""Southbound: the configured switches over P4Runtime (finsy), their tables kept equal to the configured topology and
+the stored policies, and the control loops of each connected switch (new-flow digests, link monitor, helper health)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
+import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import finsy as fy
 import grpc
-from finsy.proto import p4r
 
-from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, Link, compile_policies
-from tng_controller.config import SwitchConfig
+from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, Link, policy_entries
+from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
+from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
+from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
 from tng_controller.fleet import SwitchWriteError
+from tng_controller.helper_health import HelperHealth, keep_helper_table
+from tng_controller.monitor import LinkRates, QdeplShare
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands, reset_seen_flows_commands
 from tng_controller.reconcile import Op, Update, reconcile
+from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.topology import TOPOLOGY_TABLES, helper_clone_session, topology_entries
 
 LOGGER = logging.getLogger(__name__)
 PORT_ROLE = "ingress.port_role"
@@ -27,23 +36,44 @@ PORT_TX = "egress.port_tx"
 STEERED = "ingress.steering.steered"
 ROLES = {0: "core", 1: "lte", 2: "wifi", 3: "helper"}
 SYNC_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """A table entry as reconciliation compares it: by its encoded action; `entry` is what is written."""
-
-    action: bytes
-    entry: fy.P4TableEntry = field(compare=False)
+# new_flow_digest_t: lists of up to 64 flows, sent after at most 5 ms; a list not acked is resent after 1 s.
+DIGEST_CONFIG = {"max_list_size": 64, "max_timeout_ns": 5_000_000, "ack_timeout_ns": 1_000_000_000}
 
 
 @dataclass(slots=True, eq=False)
 class _Member:
     config: SwitchConfig
     switch: fy.Switch
-    installed: dict[bytes, _Entry] | None = None  # None: unknown, the switch must be synced before it is written
+    flows: FlowTable
+    links: LinkRates
+    share: QdeplShare
+    helper: HelperHealth | None
+    thrift: Bmv2Thrift | None
+    installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
+    encoded: EncodedEntries = field(default_factory=EncodedEntries)
     last_error: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    reset_at: float = -math.inf  # when the seen-flow bit arrays were last cleared
+    forgotten_at_reset: int = 0  # flows.forgotten then
+
+    @property
+    def link_ports(self) -> tuple[list[int], list[int]]:
+        """The switch's LTE ports and Wi-Fi ports (by role, and the links of LWIP routes)."""
+        lte = {p.port for p in self.config.ports if p.role == "lte"}
+        wifi = {p.port for p in self.config.ports if p.role == "wifi"}
+        for route in self.config.routes:
+            if route.lte is not None and route.wifi is not None:
+                lte.add(route.lte.port)
+                wifi.add(route.wifi.port)
+        return sorted(lte), sorted(wifi)
+
+    def link_rates(self) -> tuple[float | None, float | None]:
+        """The summed rate estimates of the LTE ports and of the Wi-Fi ports (None: a link without any estimate)."""
+        sums: list[float | None] = []
+        for ports in self.link_ports:
+            estimates = [e for e in (self.links.estimate(port) for port in ports) if e is not None]
+            sums.append(sum(estimates) if estimates else None)
+        return sums[0], sums[1]
 
     @property
     def state(self) -> str:
@@ -60,9 +90,23 @@ class SwitchFleet:
     """The switches of a configuration: finsy connects them (mastership, pipeline push, reconnect with backoff); each
     switch is synced to the stored policies when it becomes primary, and written on every change while it is."""
 
-    def __init__(self, configs: Sequence[SwitchConfig], store: PolicyStore, changes: asyncio.Lock) -> None:
+    def __init__(
+        self,
+        configs: Sequence[SwitchConfig],
+        store: PolicyStore,
+        changes: asyncio.Lock,
+        *,
+        traffic_classes: Sequence[TrafficClassRule] = (),
+        monitor: MonitorConfig | None = None,
+        digests: DigestConfig | None = None,
+    ) -> None:
+        monitor = monitor or MonitorConfig()
+        digests = digests or DigestConfig()
         self._store = store
-        self._changes = changes  # held by the policy API for each change, and here for each sync
+        self._changes = changes  # held by the policy API for each change, and here for each sync and loop write
+        self._traffic_classes = tuple(traffic_classes)
+        self._monitor = monitor
+        self._digests = digests
         self._members: dict[str, _Member] = {}
         for config in configs:
             options = fy.SwitchOptions(
@@ -72,7 +116,17 @@ class SwitchFleet:
                 ready_handler=self._on_ready,
             )
             switch = fy.Switch(config.name, config.address, options)
-            member = _Member(config, switch)
+            nominal = {p.port: float(p.capacity_bps) for p in config.ports if p.capacity_bps is not None}
+            member = _Member(
+                config,
+                switch,
+                flows=FlowTable(digests.max_flows),
+                links=LinkRates(monitor.ewma_weight, nominal),
+                share=QdeplShare(monitor.share_band, monitor.rewrite_interval_s),
+                helper=HelperHealth(config.name, config.helper) if config.helper else None,
+                thrift=Bmv2Thrift(config.name, config.thrift) if config.thrift else None,
+            )
+            member.share.update(*member.link_rates(), now=-math.inf)  # configured capacities, until measured
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
             switch.ee.on(fy.SwitchEvent.BECOME_BACKUP, lambda _sw, m=member: self._forget(m))
             self._members[config.name] = member
@@ -108,6 +162,9 @@ class SwitchFleet:
                 state=m.state,
                 pipeline_cookie=m.switch.p4info.p4cookie if m.switch.is_up else 0,
                 last_error=m.last_error,
+                helper=m.helper.state if m.helper else "",
+                classified_flows=len(m.flows),
+                qdepl_lte_share=m.share.share or 0.0,
             )
             for name, m in self._members.items()
         ]
@@ -122,7 +179,7 @@ class SwitchFleet:
                 for cell in await _read_all(member.switch, fy.P4CounterEntry(POLICY_COUNTER)):
                     counts[cell.index or 0][0] += cell.packet_count
                     counts[cell.index or 0][1] += cell.byte_count
-                ports += await _port_stats(name, member.switch)
+                ports += await _port_stats(name, member.switch, member.links)
             except (fy.P4ClientError, ValueError, KeyError) as exc:
                 LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
         return pb.GetStatsResponse(
@@ -134,12 +191,25 @@ class SwitchFleet:
         )
 
     async def _on_ready(self, switch: fy.Switch) -> None:
-        """finsy calls this when the pipeline is in place; as primary, sync until it works (or the channel drops)."""
-        if switch.is_primary:
-            await self._sync(self._members[switch.name])
+        """finsy calls this when the pipeline is in place; as primary, sync until it works (or the channel drops),
+        set the BMv2 queues, then run the switch's control loops (finsy cancels them when the channel drops)."""
+        if not switch.is_primary:
+            return
+        member = self._members[switch.name]
+        if _has_digest(switch):
+            # Listening before the sync turns digests on: a list that arrives while nobody listens is lost.
+            switch.create_task(self._consume_digests(member))
+        await self._sync(member)
+        switch.create_task(self._configure_queues(member))
+        switch.create_task(self._monitor_links(member))
+        if member.helper is not None:
+            if member.helper.helper is not None:
+                member.helper.serving = switch.create_task(serve_p4runtime(switch, member.helper.helper))
+            switch.create_task(keep_helper_table(member.helper, lambda entry: self._write_helper(member, entry)))
 
     async def _sync(self, member: _Member) -> None:
-        """Makes the switch's policy tables those of the stored policies, retrying with backoff."""
+        """Makes the switch's owned tables those of the topology and the stored policies, points clone session 1 at
+        the helper and turns new-flow digests on, retrying with backoff."""
         attempt = 0
         while True:
             try:
@@ -147,9 +217,13 @@ class SwitchFleet:
                     desired = self._desired(member, self._store.list())
                     actual = await self._read_installed(member)
                     await self._write(member, reconcile(desired.items(), actual.items()))
+                    if member.config.helper is not None:
+                        await _insert_or_modify(member.switch, helper_clone_session(member.config.helper))
+                    if _has_digest(member.switch):
+                        await _insert_or_modify(member.switch, fy.P4DigestEntry(NEW_FLOW_DIGEST, **DIGEST_CONFIG))
                     member.installed = desired
                     member.last_error = ""
-                LOGGER.info("%s: in sync (%d policy table entries)", member.config.name, len(desired))
+                LOGGER.info("%s: in sync (%d table entries)", member.config.name, len(desired))
                 return
             except (fy.P4ClientError, ValueError, KeyError) as exc:
                 member.last_error = _describe(exc)
@@ -158,7 +232,106 @@ class SwitchFleet:
                 LOGGER.warning("%s: sync failed (%s); retrying in %.1f s", member.config.name, member.last_error, delay)
                 await asyncio.sleep(delay)
 
-    async def _undo(self, member: _Member, previous: dict[bytes, _Entry]) -> None:
+    async def _configure_queues(self, member: _Member) -> None:
+        """BMv2 egress queue rates and depths from the configured capacities and queue sizes (Thrift)."""
+        commands = queue_commands(member.config.ports)
+        if not commands:
+            return
+        if member.thrift is None:
+            LOGGER.warning(
+                "%s: ports have capacities or queue depths but no thrift address is configured: queues left as they"
+                " are",
+                member.config.name,
+            )
+            return
+        try:
+            await member.thrift.run(commands)
+            LOGGER.info("%s: %s", member.config.name, "; ".join(commands))
+        except ThriftError as exc:
+            member.last_error = str(exc)
+            LOGGER.error("%s", exc)
+
+    async def _refresh(self, member: _Member, why: str) -> None:
+        """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates)."""
+        async with self._changes, member.lock:
+            previous = member.installed
+            if previous is None:
+                return  # it is being synced, which computes the desired entries anew
+            desired = self._desired(member, self._store.list())
+            updates = reconcile(desired.items(), previous.items())
+            try:
+                await self._write(member, updates)
+                member.installed = desired
+                if updates:
+                    LOGGER.info("%s: %s: %d table updates", member.config.name, why, len(updates))
+            except (fy.P4ClientError, ValueError, KeyError) as exc:
+                LOGGER.warning("%s: %s: write failed (%s)", member.config.name, why, _describe(exc))
+                await self._undo(member, previous)
+
+    async def _consume_digests(self, member: _Member) -> None:
+        """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
+        async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
+            await member.switch.write([digests.ack()])
+            changed = False
+            for data in digests:
+                flow = NewFlow.from_digest(data)  # type: ignore[arg-type]
+                if flow.policy:
+                    continue  # a policy the switch matches itself took the flow
+                traffic_class = classify(flow, self._traffic_classes)
+                if traffic_class is not None:
+                    changed |= member.flows.learn(flow.key, traffic_class)
+                    LOGGER.debug("%s: new flow %s of class %s", member.config.name, flow.key, traffic_class)
+            if changed:
+                await self._refresh(member, "new flows")
+
+    async def _monitor_links(self, member: _Member) -> None:
+        """Every interval: reads the LTE and Wi-Fi ports' transmit counters, updates their rate estimates and, when
+        the LTE share moved past the band, the rates of the qdepl policies; clears the seen-flow bits when due."""
+        lte, wifi = member.link_ports
+        ports = lte + wifi
+        loop = asyncio.get_running_loop()
+        member.links.forget_readings()
+        while True:
+            await asyncio.sleep(self._monitor.interval_s)
+            if ports:
+                try:
+                    cells = await _read_all(member.switch, [fy.P4CounterEntry(PORT_TX, index=p) for p in ports])
+                except (fy.P4ClientError, ValueError, KeyError) as exc:
+                    LOGGER.warning("%s: cannot read %s: %s", member.config.name, PORT_TX, _describe(exc))
+                    continue
+                now = loop.time()
+                for cell in cells:
+                    member.links.observe(cell.index or 0, cell.byte_count, cell.packet_count, now)
+                if member.share.update(*member.link_rates(), now=now):
+                    await self._refresh(member, f"qdepl LTE share {member.share.share:.3f}")
+            await self._reset_seen_flows(member, loop.time())
+
+    async def _reset_seen_flows(self, member: _Member, now: float) -> None:
+        """Clears the seen-flow bit arrays once flows were forgotten (so that they are digested again), at most once
+        per reset interval. Flows still remembered are digested again too and only refreshed."""
+        if (
+            member.flows.forgotten == member.forgotten_at_reset
+            or now - member.reset_at < self._digests.reset_interval_s
+        ):
+            return
+        member.reset_at, member.forgotten_at_reset = now, member.flows.forgotten
+        if member.thrift is None:
+            LOGGER.warning(
+                "%s: flows were forgotten but no thrift address is configured: they are not digested again",
+                member.config.name,
+            )
+            return
+        try:
+            await member.thrift.run(reset_seen_flows_commands())
+            LOGGER.info("%s: seen-flow bit arrays cleared", member.config.name)
+        except ThriftError as exc:
+            LOGGER.error("%s", exc)
+
+    async def _write_helper(self, member: _Member, entry: fy.P4TableEntry) -> None:
+        async with member.lock:
+            await member.switch.modify([entry])
+
+    async def _undo(self, member: _Member, previous: Entries) -> None:
         """Puts back the entries of `previous` after a failed write; if that fails too, the switch is synced anew."""
         try:
             actual = await self._read_installed(member)
@@ -169,50 +342,72 @@ class SwitchFleet:
             LOGGER.error("%s: %s; syncing it again", member.config.name, member.last_error)
             member.switch.create_task(self._sync(member))
 
-    def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> dict[bytes, _Entry]:
+    def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> Entries:
+        """The entries the switch should have; only policies that changed since the last call are encoded again."""
         link = Link.LTE if member.config.lowest_rtt_link == "lte" else Link.WIFI
-        return _index(member.switch.p4info, compile_policies(policies, link))
+        rates = member.share.rates
+        sources: list[Source] = [
+            (
+                ("policy", p.policy_id, p.policy.SerializeToString(deterministic=True), link, rates),
+                functools.partial(policy_entries, p, link, rates),
+            )
+            for p in sorted(policies, key=lambda p: p.policy_id)
+        ]
+        if member.config.has_topology:
+            sources.append((("topology",), functools.partial(topology_entries, member.config)))
+        desired = member.encoded.collect(member.switch.p4info, sources)
+        # Flow entries depend on every flow and policy: made anew each time (there are none without traffic classes).
+        desired.update(index(member.switch.p4info, flow_entries(member.flows.items(), policies)))
+        return desired
 
-    async def _read_installed(self, member: _Member) -> dict[bytes, _Entry]:
-        entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in POLICY_TABLES])
-        return _index(member.switch.p4info, entries)
+    async def _read_installed(self, member: _Member) -> Entries:
+        tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
+        entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in tables])
+        return index(member.switch.p4info, entries)
 
-    async def _write(self, member: _Member, updates: Sequence[Update[bytes, _Entry]]) -> None:
+    async def _write(self, member: _Member, updates: Sequence[Update[bytes, Entry]]) -> None:
         if updates:
             await member.switch.write([_update(u) for u in updates])
 
     def _forget(self, member: _Member) -> None:
         """What a switch holds is unknown once the channel drops or another controller is primary."""
         member.installed = None
+        if member.helper is not None:
+            member.helper.forget()
 
 
-def _update(update: Update[bytes, _Entry]) -> fy.P4TableEntry:
+def _update(update: Update[bytes, Entry]) -> fy.P4TableEntry:
     entry = dataclasses.replace(update.value.entry)  # finsy's +, ~ and - mark the entry itself: use a copy
     if update.op is Op.INSERT:
         return +entry
     return ~entry if update.op is Op.MODIFY else -entry
 
 
-def _index(schema: fy.P4Schema, entries: Iterable[fy.P4TableEntry]) -> dict[bytes, _Entry]:
-    indexed: dict[bytes, _Entry] = {}
-    for entry in entries:
-        message = entry.encode_entry(schema)
-        key = p4r.TableEntry(
-            table_id=message.table_id,
-            match=sorted(message.match, key=lambda m: m.field_id),
-            priority=message.priority,
-        )
-        indexed[key.SerializeToString(deterministic=True)] = _Entry(
-            message.action.SerializeToString(deterministic=True), entry
-        )
-    return indexed
-
-
 async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:
     return [entity async for entity in switch.read(entities)]
 
 
-async def _port_stats(name: str, switch: fy.Switch) -> list[pb.PortStats]:
+def _has_digest(switch: fy.Switch) -> bool:
+    """Whether the switch's pipeline sends new-flow digests (the tng pipeline does; stand-ins in tests may not)."""
+    return any(digest.name == NEW_FLOW_DIGEST for digest in switch.p4info.digests)
+
+
+async def _insert_or_modify(switch: fy.Switch, entity: Any) -> None:
+    """Writes an entity that may be there already (a switch the controller configured before): inserted when absent,
+    modified when different, not written when the switch has it already (a restarted controller writes nothing)."""
+    try:
+        present = [found.encode(switch.p4info) async for found in switch.read(entity)]
+    except fy.P4ClientError as exc:
+        if exc.code != fy.GRPCStatusCode.NOT_FOUND:
+            raise
+        present = []
+    if not present:
+        await switch.insert([entity])
+    elif entity.encode(switch.p4info) not in present:
+        await switch.modify([entity])
+
+
+async def _port_stats(name: str, switch: fy.Switch, links: LinkRates) -> list[pb.PortStats]:
     roles = {
         int(entry.match["ingress_port"]): ROLES.get(int(entry.action.args["role"]), "unknown")
         for entry in await _read_all(switch, fy.P4TableEntry(PORT_ROLE))
@@ -229,6 +424,7 @@ async def _port_stats(name: str, switch: fy.Switch) -> list[pb.PortStats]:
             tx_packets=tx[port].packet_count if port in tx else 0,
             tx_bytes=tx[port].byte_count if port in tx else 0,
             steered_packets=steered.get(port, 0),
+            rate_estimate_bps=links.estimate(port) or 0.0,
         )
         for port in used
     ]

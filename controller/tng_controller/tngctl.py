@@ -226,8 +226,22 @@ def _switches(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: Te
     if args.json:
         _print_json([_as_dict(s) for s in switches], out)
         return 0
-    rows = [[s.name, s.address, str(s.device_id), s.state, f"{s.pipeline_cookie:#x}", s.last_error] for s in switches]
-    _print_table(["NAME", "ADDRESS", "DEVICE", "STATE", "PIPELINE", "LAST ERROR"], rows, out)
+    rows = [
+        [
+            s.name,
+            s.address,
+            str(s.device_id),
+            s.state,
+            f"{s.pipeline_cookie:#x}",
+            s.helper or "-",
+            str(s.classified_flows),
+            f"{s.qdepl_lte_share:.3f}" if s.qdepl_lte_share else "-",
+            s.last_error,
+        ]
+        for s in switches
+    ]
+    headers = ["NAME", "ADDRESS", "DEVICE", "STATE", "PIPELINE", "HELPER", "FLOWS", "LTE SHARE", "LAST ERROR"]
+    _print_table(headers, rows, out)
     return 0
 
 

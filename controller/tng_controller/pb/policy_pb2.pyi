@@ -267,20 +267,26 @@ class ListSwitchesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SwitchStatus(_message.Message):
-    __slots__ = ("name", "address", "device_id", "state", "pipeline_cookie", "last_error")
+    __slots__ = ("name", "address", "device_id", "state", "pipeline_cookie", "last_error", "helper", "classified_flows", "qdepl_lte_share")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_COOKIE_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    HELPER_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFIED_FLOWS_FIELD_NUMBER: _ClassVar[int]
+    QDEPL_LTE_SHARE_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     device_id: int
     state: str
     pipeline_cookie: int
     last_error: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., device_id: _Optional[int] = ..., state: _Optional[str] = ..., pipeline_cookie: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+    helper: str
+    classified_flows: int
+    qdepl_lte_share: float
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., device_id: _Optional[int] = ..., state: _Optional[str] = ..., pipeline_cookie: _Optional[int] = ..., last_error: _Optional[str] = ..., helper: _Optional[str] = ..., classified_flows: _Optional[int] = ..., qdepl_lte_share: _Optional[float] = ...) -> None: ...
 
 class ListSwitchesResponse(_message.Message):
     __slots__ = ("switches",)

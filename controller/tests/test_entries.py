@@ -1,0 +1,69 @@
+"""The per-switch cache of encoded entries: a source is compiled and encoded again only when its key changed, and
+changed or deleted sources are forgotten."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import finsy as fy
+from tng_controller.compile import compile_policies, policy_entries
+from tng_controller.entries import EncodedEntries, Source, index
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.store import StoredPolicy
+
+
+def weighted(policy_id: int, lte: int, revision: int) -> StoredPolicy:
+    policy = pb.Policy(
+        name=f"p{policy_id}",
+        revision=revision,
+        match=pb.Match(dst_prefix=f"10.0.{policy_id}.0/24"),
+        switch_policy=pb.SwitchPolicy(
+            aggregation=pb.AGGREGATION_IN_NETWORK, steering=pb.STEERING_MODE_WEIGHTED, lte_weight=lte, wifi_weight=1
+        ),
+    )
+    return StoredPolicy(policy, policy_id)
+
+
+class Compiles:
+    """Sources keyed as southbound keys policies (id and stored bytes), recording which policies were compiled."""
+
+    def __init__(self) -> None:
+        self.compiled: list[int] = []
+
+    def sources(self, policies: Iterable[StoredPolicy]) -> list[Source]:
+        return [
+            (("policy", p.policy_id, p.policy.SerializeToString(deterministic=True)), self._make(p)) for p in policies
+        ]
+
+    def _make(self, stored: StoredPolicy) -> Callable[[], Iterable[fy.P4TableEntry]]:
+        def make() -> Iterable[fy.P4TableEntry]:
+            self.compiled.append(stored.policy_id)
+            return policy_entries(stored)
+
+        return make
+
+
+def test_only_changed_policies_are_encoded_again_and_deleted_ones_are_forgotten(
+    contract_pipeline: tuple[Path, Path],
+) -> None:
+    schema = fy.P4Schema(*contract_pipeline)
+    cache, compiles = EncodedEntries(), Compiles()
+    policies = [weighted(1, 3, 1), weighted(2, 1, 2), weighted(3, 2, 3)]
+
+    assert cache.collect(schema, compiles.sources(policies)) == index(schema, compile_policies(policies))
+    assert compiles.compiled == [1, 2, 3]
+    cache.collect(schema, compiles.sources(policies))
+    assert compiles.compiled == [1, 2, 3]  # nothing changed: nothing encoded
+
+    changed = [policies[0], weighted(2, 5, 4), policies[2]]
+    assert cache.collect(schema, compiles.sources(changed)) == index(schema, compile_policies(changed))
+    assert compiles.compiled == [1, 2, 3, 2]
+
+    without_3 = changed[:2]
+    assert cache.collect(schema, compiles.sources(without_3)) == index(schema, compile_policies(without_3))
+    cache.collect(schema, compiles.sources(changed))
+    assert compiles.compiled == [1, 2, 3, 2, 3]  # deleted, then back: encoded anew
+
+    cache.collect(fy.P4Schema(*contract_pipeline), compiles.sources(changed))
+    assert compiles.compiled == [1, 2, 3, 2, 3, 1, 2, 3]  # another pipeline: everything encoded anew

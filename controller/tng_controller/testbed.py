@@ -1,0 +1,269 @@
+"""A BMv2 switch and a tng controller as processes on this machine, for end-to-end tests and the benchmark: start,
+kill and restart them, run tngctl, and read what the switch holds over P4Runtime."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import finsy as fy
+import grpc
+from finsy.proto import p4r, p4r_grpc
+from tng_p4.bmv2 import CPU_PORT, LOCALHOST, Bmv2Switch, free_tcp_ports, stop, switch_command
+
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.pb import policy_pb2_grpc as pb_grpc
+
+STARTUP_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 5.0
+
+
+class TestbedError(RuntimeError):
+    """A process of the testbed did not start or answer; the message ends with the tail of its log."""
+
+
+@dataclass(slots=True)
+class Bmv2Process:
+    """simple_switch_grpc on ports chosen once, so that a restarted switch is found where the old one was; its output
+    goes to `directory`/bmv2.log, appended across restarts."""
+
+    binary: Path
+    directory: Path
+    device_id: int = 1
+    switch: Bmv2Switch = field(init=False)
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        grpc_port, thrift_port = free_tcp_ports(2)
+        self.switch = Bmv2Switch(
+            grpc_address=f"{LOCALHOST}:{grpc_port}",
+            thrift_port=thrift_port,
+            packet_socket=f"ipc://{self.directory / 'packets.ipc'}",
+            device_id=self.device_id,
+            cpu_port=CPU_PORT,
+            log_path=self.directory / "bmv2.log",
+        )
+
+    @property
+    def address(self) -> str:
+        return self.switch.grpc_address
+
+    def start(self) -> None:
+        """Starts the switch (no pipeline) and returns once its gRPC port accepts connections."""
+        command = switch_command(self.binary, self.switch)
+        with self.switch.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        port = int(self.address.rsplit(":", 1)[1])
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise TestbedError(f"simple_switch_grpc exited with status {self._process.returncode}\n{self._tail()}")
+            try:
+                with socket.create_connection((LOCALHOST, port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TestbedError(f"simple_switch_grpc did not listen on {self.address}\n{self._tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL: the switch loses its pipeline and every entry."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+
+    def stop(self) -> None:
+        if self._process is not None:
+            stop(self._process)
+
+    def log_text(self) -> str:
+        return self.switch.log_path.read_text(errors="replace")
+
+    def _tail(self) -> str:
+        return "\n".join(self.log_text().splitlines()[-20:])
+
+
+def controller_config(switch: Bmv2Process, store: Path, topology: str = "", address: str | None = None) -> str:
+    """A controller configuration (TOML) for one BMv2 switch named "lwip"; `topology` is TOML appended to its
+    [[switch]] table (ports, routes, the helper); `address` replaces the switch's P4Runtime address (a proxy's)."""
+    return (
+        f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
+        f'[[switch]]\nname = "lwip"\naddress = "{address or switch.address}"\ndevice_id = {switch.device_id}\n'
+        f'thrift = "127.0.0.1:{switch.switch.thrift_port}"\n{topology}'
+    )
+
+
+@dataclass(slots=True)
+class ControllerProcess:
+    """`tngctl serve --config FILE` as a child process; its log (standard error) goes to `log_path`, appended."""
+
+    config: Path
+    log_path: Path
+    address: str = ""
+    _process: subprocess.Popen[str] | None = field(default=None, init=False)
+
+    def start(self) -> str:
+        """Starts the controller and returns the address of its policy API once it serves."""
+        with self.log_path.open("a") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "tng_controller.tngctl", "serve", "--config", str(self.config)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        assert self._process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._process.stdout, selectors.EVENT_READ)
+            ready = self._process.stdout.readline() if selector.select(STARTUP_TIMEOUT_S) else ""
+        if " on " not in ready:
+            self.kill()
+            tail = "\n".join(self.log_path.read_text().splitlines()[-20:])
+            raise TestbedError(f"the controller did not start ({ready.strip() or 'no ready line'})\n{tail}")
+        self.address = ready.split(" on ", 1)[1].split(",", 1)[0]
+        return self.address
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as when the machine loses power."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.kill()
+            self._reap()
+
+    def stop(self) -> int:
+        """SIGTERM and the exit status."""
+        if self._process is None:
+            return 0
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+        return self._reap()
+
+    def _reap(self) -> int:
+        assert self._process is not None and self._process.stdout is not None
+        self._process.stdout.close()
+        return self._process.wait()
+
+
+def tngctl(address: str, *args: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """Runs the operator's command line against the controller at `address`."""
+    return subprocess.run(
+        [sys.executable, "-m", "tng_controller.tngctl", "--server", address, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def canonical(entries: Iterable[p4r.TableEntry]) -> list[p4r.TableEntry]:
+    """Table entries with their match fields by field id, sorted: equal sets of entries give equal lists."""
+    result = []
+    for entry in entries:
+        copy = p4r.TableEntry()
+        copy.CopyFrom(entry)
+        fields = sorted(copy.match, key=lambda field: field.field_id)
+        del copy.match[:]
+        copy.match.extend(fields)
+        result.append(copy)
+    return sorted(result, key=lambda entry: entry.SerializeToString(deterministic=True))
+
+
+def wait_until_connected(address: str, timeout_s: float = STARTUP_TIMEOUT_S) -> float:
+    """Waits until the controller at `address` reports every switch CONNECTED (in sync and writable); returns the
+    seconds that took."""
+    start = time.monotonic()
+    states: list[str] = []
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.PolicyServiceStub(channel)
+        while time.monotonic() - start < timeout_s:
+            try:
+                response = stub.ListSwitches(pb.ListSwitchesRequest(), timeout=READ_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                states = [f"API: {exc.code().name}"]
+            else:
+                states = [f"{s.name}: {s.state} {s.last_error}".strip() for s in response.switches]
+                if all(s.state == "CONNECTED" for s in response.switches):
+                    return time.monotonic() - start
+            time.sleep(0.05)
+    raise TestbedError(f"switches not connected within {timeout_s:.0f} s: {'; '.join(states)}")
+
+
+class SwitchReader:
+    """Reads a switch over P4Runtime without arbitration, so it never competes with the controller for mastership."""
+
+    def __init__(self, address: str, p4info: Path, device_id: int = 1) -> None:
+        self._channel = grpc.insecure_channel(address)
+        self._stub = p4r_grpc.P4RuntimeStub(self._channel)
+        self._device_id = device_id
+        self.schema = fy.P4Schema(p4info)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def pipeline_cookie(self) -> int | None:
+        """The cookie of the installed pipeline, None when there is none (or the switch does not answer)."""
+        request = p4r.GetForwardingPipelineConfigRequest(
+            device_id=self._device_id, response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        )
+        try:
+            response = self._stub.GetForwardingPipelineConfig(request, timeout=READ_TIMEOUT_S)
+        except grpc.RpcError:
+            return None
+        return response.config.cookie.cookie if response.config.HasField("cookie") else None
+
+    def entry_messages(self, *tables: str) -> list[p4r.TableEntry]:
+        """Every entry of `tables` (all tables when none is named) as the switch encodes it, in canonical form."""
+        ids = [self.schema.tables[name].id for name in tables] or [0]
+        entities = [p4r.Entity(table_entry=p4r.TableEntry(table_id=table_id)) for table_id in ids]
+        return canonical(entity.table_entry for entity in self._read(entities))
+
+    def entry(self, key: fy.P4TableEntry) -> p4r.TableEntry | None:
+        """The entry with the table, match and priority of `key` (its action is ignored), None when there is none."""
+        message = key.encode_entry(self.schema)
+        message.ClearField("action")
+        try:
+            found = self._read([p4r.Entity(table_entry=message)])
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+        return found[0].table_entry if found else None
+
+    def encode(self, *entries: fy.P4TableEntry) -> list[p4r.TableEntry]:
+        """`entries` encoded for this switch's pipeline, in the canonical form of `entry_messages`."""
+        return canonical(entry.encode_entry(self.schema) for entry in entries)
+
+    def entries(self, *tables: str) -> list[fy.P4TableEntry]:
+        """Every entry of `tables`, decoded."""
+        return [
+            fy.P4TableEntry.decode(p4r.Entity(table_entry=entry), self.schema) for entry in self.entry_messages(*tables)
+        ]
+
+    def counter(self, name: str) -> dict[int, tuple[int, int]]:
+        """Packets and bytes of every cell of an indexed counter, by index."""
+        entity = p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=self.schema.counters[name].id))
+        return {
+            found.counter_entry.index.index: (
+                found.counter_entry.data.packet_count,
+                found.counter_entry.data.byte_count,
+            )
+            for found in self._read([entity])
+        }
+
+    def _read(self, entities: list[p4r.Entity]) -> list[p4r.Entity]:
+        request = p4r.ReadRequest(device_id=self._device_id, entities=entities)
+        return [entity for response in self._stub.Read(request, timeout=READ_TIMEOUT_S) for entity in response.entities]
