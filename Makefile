@@ -63,16 +63,20 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
 	@$(PY) -m tng_lab.testsuites
 
-bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem)
+bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem, controller)
 	@mkdir -p build/bench
 	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
 	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
+	$(PY) -m tng_controller.bench | tee build/bench/controller.json
 
-demo: deps ## Run the LTE + Wi-Fi scenario (tng, TCP, MPTCP on emulated links; needs root) and print its summary
+# BMv2 is the LWIP switch when the P4 toolchain is installed (then switch-steered TCP with and without VISIBLE runs
+# too); otherwise, or with TNG_LAB_SWITCH=linux, Linux forwarding, and the run says so in one line.
+demo: deps ## Run the LTE + Wi-Fi scenario (TCP, MPTCP, tng; with BMv2 switch-steered TCP +- VISIBLE; needs root)
 	$(CARGO) build --release -q -p linkem -p tng-agent
+	rm -rf build/lab/demo
 	$(PY) -m tng_lab run topo/scenarios/lwip.toml --duration 10 --out build/lab/demo
 
 lint: deps ## cargo fmt --check, clippy (warnings denied), ruff check, ruff format --check

@@ -111,12 +111,18 @@ def test_smoke_scenario_end_to_end(bin_dir: Path, tmp_path: Path) -> None:
     assert runner.returncode == 0, stderr
     assert elapsed < SMOKE_BUDGET_S, f"smoke took {elapsed:.0f} s"
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["scenario"] == "smoke" and results["switch"].startswith("Linux forwarding")
+    assert results["scenario"] == "smoke"
+    bmv2 = results["switch"].startswith("BMv2")
+    assert bmv2 or results["switch"].startswith("Linux forwarding")
     workloads = {w["workload"]["name"]: w for w in results["workloads"]}
-    assert {"tcp-lte", "mptcp", "tng"} == set(workloads)
+    assert {"tcp-lte", "mptcp", "tng", "steered-visible"} == set(workloads)
+    steered = workloads["steered-visible"]
+    assert (steered["status"] == "skipped") == (not bmv2), steered
+    if not bmv2:
+        assert "needs BMv2" in steered["skipped"] and "skipped: switch-steered TCP needs BMv2" in stdout
     for name, workload in workloads.items():
         if workload["status"] == "skipped":
-            assert name == "tng" and "--transport tng" in workload["skipped"]  # until the agent offers tng
+            assert name in ("tng", "steered-visible"), workload  # tng: until the agent offers it
             continue
         assert workload["status"] == "ok", workload
         run = workload["runs"][0]

@@ -1,15 +1,21 @@
 """The topology of a run: names, addresses and the commands that build it, computed without touching the system.
 
 ```
- server ns                switch ns (Linux forwarding)        link ns per link          UE ns
+ server ns                switch ns (BMv2 or Linux forwarding)  link ns per link          UE ns
  [eth0 10.0.0.1] ==veth== [srv 10.0.0.254]
                           [l-lte 10.1.0.1] ==veth== [sw] linkem [ue] ==veth== [lte 10.1.0.2]
                           [l-wifi 10.1.1.1] ==veth== [sw] linkem [ue] ==veth== [wifi 10.1.1.2]
+                                                                              [lo 10.2.0.2] (LWIP)
 ```
 linkem's `ab` direction runs switch -> UE (downlink), `ba` UE -> switch (uplink). The UE routes by source address
 (one table per link), so a socket bound to a link's address leaves by that link; its main table uses the first
-link. Static ARP entries keep ARP off the emulated links; offloads are off on every veth so linkem sees MTU-sized
-frames with complete checksums.
+link. Static ARP entries keep ARP off the emulated links (and off the server's link, which BMv2 does not answer);
+offloads are off on every veth so linkem and BMv2 see MTU-sized frames with complete checksums.
+
+With BMv2 the switch namespace's interfaces carry no addresses and the kernel does not forward: BMv2 owns them as
+ports 1 (`srv`), 2, 3, ... (the links in scenario order). A scenario with an LWIP pair of links also gives the UE
+one address on its loopback, reachable over both links (the switch steers each packet to one of them) and
+answering over the Wi-Fi link.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from tng_lab.scenario import Scenario
 SERVER_ADDRESS = "10.0.0.1"
 SWITCH_SERVER_ADDRESS = "10.0.0.254"
 UE_NETWORK = "10.1.0.0/16"
+LWIP_NETWORK = "10.2.0.0/24"
+LWIP_ADDRESS = "10.2.0.2"
+SERVER_PORT = 1  # BMv2 port of `srv`; link i is port FIRST_LINK_PORT + i
+FIRST_LINK_PORT = 2
 PERF_PORT = 5201
 FIRST_TABLE = 100
 OFFLOADS_OFF = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
@@ -60,6 +70,16 @@ class PathPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class LwipPlan:
+    """The UE's single address behind the LWIP switch, and the two links the switch steers it over."""
+
+    lte: str
+    wifi: str
+    address: str = LWIP_ADDRESS
+    network: str = LWIP_NETWORK
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     prefix: str
     server_ns: str
@@ -67,10 +87,28 @@ class Plan:
     ue_ns: str
     paths: tuple[PathPlan, ...]
     run_dir: Path
+    bmv2: bool = False  # BMv2 owns the switch namespace's interfaces; the kernel there neither forwards nor answers
+    lwip: LwipPlan | None = None
 
     @property
     def server_address(self) -> str:
         return SERVER_ADDRESS
+
+    @property
+    def server_mac(self) -> str:
+        return _mac(0, 1)
+
+    @property
+    def switch_server_mac(self) -> str:
+        return _mac(0, 2)
+
+    def switch_ports(self) -> list[tuple[int, str]]:
+        """BMv2's ports: (port number, interface in the switch namespace)."""
+        links = [(FIRST_LINK_PORT + index, path.switch_if) for index, path in enumerate(self.paths)]
+        return [(SERVER_PORT, "srv"), *links]
+
+    def port_of(self, link: str) -> int:
+        return FIRST_LINK_PORT + next(index for index, path in enumerate(self.paths) if path.name == link)
 
     def namespaces(self) -> list[str]:
         return [self.server_ns, self.switch_ns, *(path.namespace for path in self.paths), self.ue_ns]
@@ -79,7 +117,7 @@ class Plan:
         return next(path for path in self.paths if path.name == name)
 
     def veths(self) -> list[Veth]:
-        veths = [Veth(self.server_ns, "eth0", _mac(0, 1), self.switch_ns, "srv", _mac(0, 2))]
+        veths = [Veth(self.server_ns, "eth0", self.server_mac, self.switch_ns, "srv", self.switch_server_mac)]
         for index, path in enumerate(self.paths, start=1):
             veths.append(Veth(self.switch_ns, path.switch_if, path.switch_mac, path.namespace, "sw", _mac(index, 3)))
             veths.append(Veth(path.namespace, "ue", _mac(index, 4), self.ue_ns, path.ue_if, path.ue_mac))
@@ -91,7 +129,8 @@ class Plan:
         for ns in self.namespaces():
             commands.append(_ip(ns, "link", "set", "lo", "up"))
             commands.append(_exec(ns, "sysctl", "-qw", *NAMESPACE_SYSCTLS))
-        commands.append(_exec(self.switch_ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"))
+        forward = "0" if self.bmv2 else "1"
+        commands.append(_exec(self.switch_ns, "sysctl", "-qw", f"net.ipv4.ip_forward={forward}"))
         for veth in self.veths():
             a_end = [veth.a_if, "netns", veth.a_ns, "address", veth.a_mac]
             b_end = [veth.b_if, "netns", veth.b_ns, "address", veth.b_mac]
@@ -100,11 +139,15 @@ class Plan:
                 commands.append(_exec(ns, "ethtool", "-K", interface, *OFFLOADS_OFF))
                 commands.append(_ip(ns, "link", "set", interface, "up"))
         commands.append(_ip(self.server_ns, "addr", "add", f"{SERVER_ADDRESS}/24", "dev", "eth0"))
-        commands.append(_ip(self.switch_ns, "addr", "add", f"{SWITCH_SERVER_ADDRESS}/24", "dev", "srv"))
+        if not self.bmv2:
+            commands.append(_ip(self.switch_ns, "addr", "add", f"{SWITCH_SERVER_ADDRESS}/24", "dev", "srv"))
+        commands.append(_static_arp(self.server_ns, "eth0", SWITCH_SERVER_ADDRESS, self.switch_server_mac))
         commands.append(_ip(self.server_ns, "route", "add", UE_NETWORK, "via", SWITCH_SERVER_ADDRESS))
         for path in self.paths:
             table = str(path.table)
-            commands.append(_ip(self.switch_ns, "addr", "add", f"{path.switch_address}/24", "dev", path.switch_if))
+            if not self.bmv2:
+                commands.append(_ip(self.switch_ns, "addr", "add", f"{path.switch_address}/24", "dev", path.switch_if))
+                commands.append(_static_arp(self.switch_ns, path.switch_if, path.ue_address, path.ue_mac))
             commands.append(_ip(self.ue_ns, "addr", "add", f"{path.ue_address}/24", "dev", path.ue_if))
             commands.append(_ip(self.ue_ns, "rule", "add", "from", path.ue_address, "table", table))
             commands.append(
@@ -112,14 +155,25 @@ class Plan:
                     self.ue_ns, "route", "add", "default", "via", path.switch_address, "dev", path.ue_if, "table", table
                 )
             )
-            commands.append(_static_arp(self.switch_ns, path.switch_if, path.ue_address, path.ue_mac))
             commands.append(_static_arp(self.ue_ns, path.ue_if, path.switch_address, path.switch_mac))
         commands.append(_ip(self.ue_ns, "route", "add", "default", "via", self.paths[0].switch_address))
+        if self.lwip is not None:
+            commands += self._lwip_commands(self.lwip)
         subflows = str(len(self.paths))
         for ns in (self.server_ns, self.ue_ns):
             commands.append(_exec(ns, "sysctl", "-qw", "net.mptcp.enabled=1"))
             commands.append(_ip(ns, "mptcp", "limits", "set", "subflow", subflows, "add_addr_accepted", subflows))
         return commands
+
+    def _lwip_commands(self, lwip: LwipPlan) -> list[list[str]]:
+        """The UE's steered address on its loopback (this kernel has no dummy interfaces): accepted from both links
+        (rp_filter is 0), and answered over Wi-Fi (a rule sends its traffic to the Wi-Fi link's table)."""
+        wifi_table = str(self.path(lwip.wifi).table)
+        return [
+            _ip(self.ue_ns, "addr", "add", f"{lwip.address}/32", "dev", "lo"),
+            _ip(self.ue_ns, "rule", "add", "from", lwip.address, "table", wifi_table),
+            _ip(self.server_ns, "route", "add", lwip.network, "via", SWITCH_SERVER_ADDRESS),
+        ]
 
     def mptcp_endpoints(self, paths: tuple[str, ...]) -> list[list[str]]:
         """Commands giving the UE one `subflow` endpoint per path after the first (the initial subflow's)."""
@@ -146,8 +200,9 @@ def _static_arp(ns: str, interface: str, address: str, mac: str) -> list[str]:
     return _ip(ns, "neigh", "replace", address, "lladdr", mac, "dev", interface, "nud", "permanent")
 
 
-def make_plan(scenario: Scenario, prefix: str, run_dir: Path) -> Plan:
-    """Names every namespace `<prefix><role>`; link i gets 10.1.i.0/24 (switch .1, UE .2)."""
+def make_plan(scenario: Scenario, prefix: str, run_dir: Path, *, bmv2: bool = False) -> Plan:
+    """Names every namespace `<prefix><role>`; link i gets 10.1.i.0/24 (switch .1, UE .2); an LWIP pair of links
+    gives the UE the address 10.2.0.2 behind both."""
     paths = tuple(
         PathPlan(
             name=link.name,
@@ -163,4 +218,6 @@ def make_plan(scenario: Scenario, prefix: str, run_dir: Path) -> Plan:
         )
         for index, link in enumerate(scenario.links)
     )
-    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir)
+    switch = scenario.switch
+    lwip = LwipPlan(switch.lte, switch.wifi) if switch.lte is not None and switch.wifi is not None else None
+    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir, bmv2, lwip)

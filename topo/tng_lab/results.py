@@ -177,7 +177,10 @@ def summary_table(results: LabResults) -> str:
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for result in results.workloads:
         workload = result.workload
-        first = [workload.name, workload.transport, result.cc or "-", workload.mode, "+".join(workload.paths)]
+        paths = "+".join(workload.paths)
+        if workload.steering:  # one connection, the switch picks the link of every packet
+            paths += f" (switch: {workload.steering}{', VISIBLE' if workload.visible else ''})"
+        first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
             reason = result.skipped or next(run.error for run in result.runs if run.error)
             rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 7]) + " |")

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from tng_lab import kernelcc, linkem, perf
+from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch
 from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
 from tng_lab.load import LoadMeter
@@ -30,7 +30,6 @@ from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
 from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
 from tng_lab.scenario import Scenario, ScenarioError, Workload
-from tng_lab.switch import linux_forwarding_notice
 from tng_lab.timeline import Sample, path_result, pooled_delay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +92,9 @@ class _Lab:
     server: perf.PerfServer
     logs: Path
     default_cc: str  # the kernel's default congestion control, for kernel workloads that name none
+    controller: controller.Controller | None  # with BMv2: programs the switch, sets the steered workloads' policies
+    queue_depths: bmv2.QueueDepths | None  # with BMv2: its egress queues, part of every packet's delay
+    switch_pps: dict[str, int]  # link name -> BMv2 egress queue rate toward it (links it shapes)
 
     def sample(self) -> Sample:
         now = time.monotonic()
@@ -104,7 +106,11 @@ class _Lab:
                 # A dying linkem closes its socket before it can be reaped: give it a moment to say why it died.
                 self.linkems[path.name][0].check(grace_s=LINKEM_EXIT_GRACE_S)
                 raise LabError(f"linkem ({path.name}) does not answer on its control socket: {err}") from err
-        return Sample(now, links)
+        if self.queue_depths is None:
+            return Sample(now, links)
+        ports = {self.plan.port_of(name): name for name in self.switch_pps}
+        depths = self.queue_depths.read(list(ports))
+        return Sample(now, links, {name: depths[port] for port, name in ports.items()})
 
     def check_alive(self) -> None:
         for child, _ in self.linkems.values():
@@ -118,7 +124,7 @@ def notice(text: str) -> None:
     print(f"tng-lab: {text}", file=sys.stderr, flush=True)
 
 
-def preflight(options: RunOptions) -> dict[str, str]:
+def preflight(options: RunOptions, choice: switch.SwitchChoice) -> dict[str, str]:
     """Checks what a run needs before creating anything; returns the workloads to skip with the reason."""
     if os.geteuid() != 0:
         raise LabError("tng-lab run needs root (it creates network namespaces)")
@@ -133,17 +139,20 @@ def preflight(options: RunOptions) -> dict[str, str]:
             raise ScenarioError(scenario.file, f"workloads[{index}].cc", problem)
     supported = perf.supported_transports(options.binaries.tng)
     offers = ", ".join(sorted(supported))
-    return {
-        workload.name: f"this tng binary has no --transport {workload.transport} (it offers {offers})"
-        for workload in scenario.workloads
-        if workload.transport not in supported
-    }
+    skipped = {}
+    for workload in scenario.workloads:
+        if workload.transport not in supported:
+            skipped[workload.name] = f"this tng binary has no --transport {workload.transport} (it offers {offers})"
+        elif workload.steering and not choice.bmv2:
+            skipped[workload.name] = "switch-steered TCP needs BMv2 as the switch (this run uses Linux forwarding)"
+    return skipped
 
 
 def run(options: RunOptions) -> LabResults:
     """Runs every workload `repeat` times on one topology; raises LabError when the lab itself fails."""
     scenario = options.scenario
-    skipped = preflight(options)
+    choice = switch.choose(scenario, REPO)
+    skipped = preflight(options, choice)
     results = LabResults(
         scenario=scenario.name,
         scenario_file=scenario.file,
@@ -153,7 +162,7 @@ def run(options: RunOptions) -> LabResults:
         repeat=options.repeat,
         seed=options.seed,
         sample_ms=scenario.sample_ms,
-        switch=linux_forwarding_notice(REPO),
+        switch=choice.notice,
         links={},
         host={"cores": os.cpu_count(), "kernel": platform.release(), "loadavg_at_start": os.getloadavg()[0]},
     )
@@ -166,7 +175,7 @@ def run(options: RunOptions) -> LabResults:
     logs = options.out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with ShieldedExitStack() as stack:
-        lab = _start(options, stack, results, logs)
+        lab = _start(options, choice, stack, results, logs)
         progress = Progress(len(runnable) * options.repeat * options.duration_s)
         stack.callback(progress.close)
         for repetition in range(options.repeat):
@@ -177,17 +186,19 @@ def run(options: RunOptions) -> LabResults:
                 progress.start(label, options.duration_s)
                 result.runs.append(_run_workload(lab, workload, repetition, progress))
                 progress.finish()
+                if workload.steering is not None and lab.controller is not None:
+                    lab.controller.remove_policy(controller.STEERED_POLICY)  # the next workload starts unsteered
     return results
 
 
-def _start(options: RunOptions, stack: ExitStack, results: LabResults, logs: Path) -> _Lab:
+def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, results: LabResults, logs: Path) -> _Lab:
     scenario = options.scenario
     prefix = run_prefix()
     run_dir = stack.enter_context(run_directory(prefix))
     kernel_ccs = {w.cc for w in scenario.workloads if w.transport in KERNEL_TRANSPORTS and w.cc}
     for name in stack.enter_context(kernelcc.allowed(kernel_ccs, prefix)):
         notice(f"added {name} to net.ipv4.tcp_allowed_congestion_control for this run")
-    plan = make_plan(scenario, prefix, run_dir)
+    plan = make_plan(scenario, prefix, run_dir, bmv2=choice.bmv2)
     specs: dict[str, tuple[str, str]] = {}
     services: dict[str, Service] = {}
     for link in scenario.links:
@@ -204,6 +215,14 @@ def _start(options: RunOptions, stack: ExitStack, results: LabResults, logs: Pat
     stack.enter_context(namespaces(plan.namespaces()))
     for command in plan.commands():
         sh(command)
+    lab_controller, queue_depths, switch_pps = None, None, {}
+    if choice.bmv2:
+        lab_controller = _start_bmv2(scenario, choice, plan, stack, logs)
+        queue_depths = bmv2.QueueDepths(plan, logs / "queue-depths.log")
+        stack.callback(queue_depths.close)
+        switch_pps = {
+            link.name: bmv2.queue_rate_pps(link.down.rate_bps) for link in scenario.links if link.down.rate_bps
+        }
     linkems = {}
     for path in plan.paths:
         down, up = specs[path.name]
@@ -217,7 +236,25 @@ def _start(options: RunOptions, stack: ExitStack, results: LabResults, logs: Pat
             raise ScenarioError(scenario.file, f"links[{index}]", problem) from err
     server = perf.PerfServer(options.binaries.tng, plan.server_ns, plan.server_address, PERF_PORT, logs)
     stack.callback(server.stop)
-    return _Lab(options, plan, services, linkems, server, logs, kernelcc.get_default(plan.server_ns))
+    default_cc = kernelcc.get_default(plan.server_ns)
+    return _Lab(options, plan, services, linkems, server, logs, default_cc, lab_controller, queue_depths, switch_pps)
+
+
+def _start_bmv2(
+    scenario: Scenario, choice: switch.SwitchChoice, plan: Plan, stack: ExitStack, logs: Path
+) -> controller.Controller:
+    """BMv2 on the switch namespace's veths, then the controller that pushes the pipeline and programs it."""
+    assert choice.simple_switch_grpc and choice.p4info and choice.bmv2_json
+    argv = bmv2.command(choice.simple_switch_grpc, plan)
+    bmv2.wait_ready(stack.enter_context(running("simple_switch_grpc", argv, logs / "bmv2.log")), plan)
+    config = plan.run_dir / "controller.toml"
+    store = plan.run_dir / "controller.db"
+    config.write_text(controller.config_toml(scenario, plan, choice.p4info, choice.bmv2_json, store))
+    shutil.copyfile(config, logs / "controller.toml")  # the run directory goes away with the run
+    child = stack.enter_context(
+        running("tng controller", controller.serve_command(plan, config), logs / "controller.log")
+    )
+    return controller.wait_ready(child, plan)
 
 
 def _trace_file(options: RunOptions, link: str, direction: str, spec: Direction) -> Path | None:
@@ -241,6 +278,12 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
         lab.server.current()  # kernel sockets do not depend on the server's tng congestion control
     for command in plan.mptcp_endpoints(workload.paths if workload.transport == "mptcp" else ()):
         sh(command)
+    if workload.steering is not None:
+        assert lab.controller is not None  # preflight skips steered workloads without BMv2
+        policy = plan.run_dir / f"policy-{workload.name}.toml"
+        policy.write_text(controller.policy_toml(lab.options.scenario, plan, workload))
+        shutil.copyfile(policy, lab.logs / policy.name)
+        lab.controller.set_policy(policy)
     if workload.transport not in KERNEL_TRANSPORTS:
         return workload.cc or "agent default"
     cc = workload.cc or lab.default_cc
@@ -249,12 +292,14 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
 
 
 def _drain(lab: _Lab) -> None:
-    """Waits until every linkem queue and delay line is empty, so a workload does not start behind the last one."""
+    """Waits until every queue (linkem's, BMv2's) and delay line is empty, so a workload does not start behind the
+    last one."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while time.monotonic() < deadline:
         sample = lab.sample()
         busy = [c for pair in sample.links.values() for c in (pair.down, pair.up)]
-        if all(c.queue_packets == 0 and c.delay_line_packets == 0 for c in busy):
+        linkem_empty = all(c.queue_packets == 0 and c.delay_line_packets == 0 for c in busy)
+        if linkem_empty and not any(sample.switch_queues.values()):
             return
         time.sleep(0.05)
 
@@ -263,7 +308,11 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     options, plan = lab.options, lab.plan
     seed = options.seed + repetition
     _drain(lab)
-    locals_ = [plan.path(name).ue_address for name in workload.paths]
+    if workload.steering is not None:
+        assert plan.lwip is not None
+        locals_ = [plan.lwip.address]  # one address behind both links: the switch picks the link of every packet
+    else:
+        locals_ = [plan.path(name).ue_address for name in workload.paths]
     server = f"{plan.server_address}:{PERF_PORT}"
     argv = perf.client_command(options.binaries.tng, plan.ue_ns, workload, server, locals_, options.duration_s, seed)
     stem = f"{workload.name}-r{repetition}"
@@ -278,7 +327,10 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         error = _follow(lab, client, samples, meter, progress, workload)
     finally:
         client.stop()
-    paths = {name: path_result(samples, name, lab.services[name], lab.linkems[name][1]) for name in lab.services}
+    paths = {
+        name: path_result(samples, name, lab.services[name], lab.linkems[name][1], lab.switch_pps.get(name))
+        for name in lab.services
+    }
     delay = pooled_delay([paths[name] for name in workload.paths])
     try:
         report = perf.parse_report(report_file.read_text())

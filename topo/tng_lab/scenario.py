@@ -23,8 +23,12 @@ from tng_lab.linkspec import (
 
 Transport = Literal["tng", "tcp", "mptcp"]
 Mode = Literal["bulk", "shortflows", "rr"]
+SwitchUse = Literal["auto", "bmv2", "linux"]
 TRANSPORTS: tuple[Transport, ...] = ("tng", "tcp", "mptcp")
 MODES: tuple[Mode, ...] = ("bulk", "shortflows", "rr")
+SWITCH_USES: tuple[SwitchUse, ...] = ("auto", "bmv2", "linux")
+# The LWIP switch's steering modes (p4src/README.md, `ingress.steering.modes`), as the scenario names them.
+STEERING_MODES = ("flow-hash", "weighted", "qdepl", "qdepl-dataplane", "lowest-rtt", "lte-only", "wifi-only")
 LINK_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # becomes part of interface names (15 bytes at most)
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")  # becomes part of file names
 CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
@@ -64,6 +68,21 @@ class Workload:
     parallel: int | None = None
     flow_size: int | None = None
     response_size: int | None = None
+    steering: str | None = None  # set: one kernel TCP connection to the UE's LWIP address, steered by the switch
+    visible: bool = False  # VISIBLE on the steered connection's ACKs (with the retransmission helper)
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchSpec:
+    """The in-path switch: which one to use, and which two links the LWIP route steers over."""
+
+    use: SwitchUse = "auto"  # auto: BMv2 when the toolchain and the compiled pipeline are there
+    lte: str | None = None
+    wifi: str | None = None
+
+    @property
+    def lwip(self) -> bool:
+        return self.lte is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +95,7 @@ class Scenario:
     sample_ms: int
     links: tuple[Link, ...]
     workloads: tuple[Workload, ...]
+    switch: SwitchSpec = SwitchSpec()
 
     def link(self, name: str) -> Link:
         return next(link for link in self.links if link.name == name)
@@ -174,10 +194,33 @@ def parse(data: dict[str, Any], file: Path) -> Scenario:
     if len(links) > MAX_LINKS:
         raise root.error("links", f"at most {MAX_LINKS} links, got {len(links)}")
     _unique(root, "links", [link.name for link in links])
-    workloads = tuple(_workload(table, {link.name for link in links}) for table in root.tables("workloads"))
+    switch = _switch(root.sub("switch"), links) if "switch" in data else SwitchSpec()
+    root.seen.add("switch")
+    workloads = tuple(_workload(table, {link.name for link in links}, switch) for table in root.tables("workloads"))
     _unique(root, "workloads", [workload.name for workload in workloads])
     root.finish()
-    return Scenario(file, name, description, duration_s, seed, sample_ms, links, workloads)
+    return Scenario(file, name, description, duration_s, seed, sample_ms, links, workloads, switch)
+
+
+def _switch(table: _Table, links: tuple[Link, ...]) -> SwitchSpec:
+    use = cast(SwitchUse, table.choice("use", SWITCH_USES, "auto"))
+    names = [link.name for link in links]
+    lwip: dict[str, str | None] = {}
+    for role in ("lte", "wifi"):
+        lwip[role] = table.take(role, str, None)
+        if lwip[role] is not None and lwip[role] not in names:
+            raise table.error(role, f"no link named {lwip[role]!r} ({', '.join(names)})")
+    if (lwip["lte"] is None) != (lwip["wifi"] is None):
+        raise table.error("lte" if lwip["lte"] is None else "wifi", "the LWIP route needs both an lte and a wifi link")
+    if lwip["lte"] is not None and lwip["lte"] == lwip["wifi"]:
+        raise table.error("wifi", f"is the same link as lte ({lwip['lte']!r})")
+    rates = {link.name: link.down.rate_bps for link in links}
+    for role in ("lte", "wifi"):
+        name = lwip[role]
+        if name is not None and rates[name] is None:
+            raise table.error(role, f"link {name!r} needs a constant down rate (the switch queue is shaped to it)")
+    table.finish()
+    return SwitchSpec(use, lwip["lte"], lwip["wifi"])
 
 
 def _unique(table: _Table, key: str, names: list[str]) -> None:
@@ -259,13 +302,26 @@ def _trace_model(table: _Table) -> TraceModel:
     return TraceModel(model, mean_mbps, seconds, seed, options)
 
 
-def _workload(table: _Table, links: set[str]) -> Workload:
+def _workload(table: _Table, links: set[str], switch: SwitchSpec) -> Workload:
     name = table.take("name", str)
     if not WORKLOAD_NAME.match(name):
         raise table.error("name", f"{name!r} must be letters, digits, '_', '.', '+' or '-' (at most 40)")
     transport = cast(Transport, table.choice("transport", TRANSPORTS))
     mode = cast(Mode, table.choice("mode", MODES, "bulk"))
-    paths = table.take("paths", list)
+    steering = table.choice("steering", STEERING_MODES) if "steering" in table.data else None
+    table.seen.add("steering")
+    visible = table.take("visible", bool, False)
+    if visible and steering is None:
+        raise table.error("visible", "needs steering (VISIBLE works on the ACKs of a switch-steered connection)")
+    if steering is not None:
+        if transport != "tcp":
+            problem = f"steers one kernel TCP connection: needs transport = 'tcp', not {transport!r}"
+            raise table.error("steering", problem)
+        if not switch.lwip:
+            raise table.error("steering", "needs an LWIP switch: set [switch] lte and wifi to two links")
+        if "paths" in table.data:
+            raise table.error("paths", "conflicts with steering (the switch picks the link of every packet)")
+    paths = (switch.lte, switch.wifi) if steering is not None else table.take("paths", list)
     if not paths:
         raise table.error("paths", "needs at least one link name")
     for index, path in enumerate(paths):
@@ -285,4 +341,4 @@ def _workload(table: _Table, links: set[str]) -> Workload:
     if mode != "rr" and response_size is not None:
         raise table.error("response_size", "only applies to mode rr")
     table.finish()
-    return Workload(name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size)
+    return Workload(name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible)

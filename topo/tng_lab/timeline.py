@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tng_lab.delay import Service, weighted_mean, weighted_percentile
 from tng_lab.linkem import Counters, LinkCounters
@@ -16,6 +16,7 @@ MTU_BYTES = 1500
 class Sample:
     t: float  # time.monotonic()
     links: dict[str, LinkCounters]
+    switch_queues: dict[str, int] = field(default_factory=dict)  # link name -> packets in BMv2's egress queue
 
 
 def _mbps(byte_delta: int, seconds: float) -> float:
@@ -27,8 +28,13 @@ def _accepted(before: Counters, after: Counters) -> int:
     return max(arrived - (after.dropped_queue - before.dropped_queue) - (after.dropped_loss - before.dropped_loss), 0)
 
 
-def path_result(samples: list[Sample], name: str, service: Service, linkem_start: float) -> PathResult:
-    """Series and totals of link `name` over the samples (the first is taken before the workload starts)."""
+def path_result(
+    samples: list[Sample], name: str, service: Service, linkem_start: float, switch_pps: int | None = None
+) -> PathResult:
+    """Series and totals of link `name` over the samples (the first is taken before the workload starts).
+
+    `switch_pps`: the rate of BMv2's egress queue toward the link; a packet then first waits out that queue (its
+    depth at the sample, drained at that many packets per second), then linkem's."""
     start = samples[0].t
     t_s, down, up, capacity, delay, packets = [], [], [], [], [], []
     for before, after in itertools.pairwise(samples):
@@ -42,7 +48,8 @@ def path_result(samples: list[Sample], name: str, service: Service, linkem_start
         accepted = _accepted(a.down, b.down)
         forwarded = b.down.forwarded_packets - a.down.forwarded_packets
         size = (b.down.forwarded_bytes - a.down.forwarded_bytes) / forwarded if forwarded else MTU_BYTES
-        delay.append(service.delay_ms(t0_ms, a.down.queue_packets, a.down.queue_bytes, size))
+        switch_wait_ms = before.switch_queues.get(name, 0) * 1e3 / switch_pps if switch_pps else 0.0
+        delay.append(switch_wait_ms + service.delay_ms(t0_ms, a.down.queue_packets, a.down.queue_bytes, size))
         packets.append(accepted)
     first, last = samples[0].links[name], samples[-1].links[name]
     elapsed = samples[-1].t - start

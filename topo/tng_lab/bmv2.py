@@ -1,0 +1,120 @@
+"""BMv2 as the in-path switch: `simple_switch_grpc` in the switch namespace, owning its veths as ports.
+
+It starts with no program (`--no-p4`): the tng controller pushes the pipeline over P4Runtime and programs it. Its
+gRPC and Thrift servers listen inside the switch namespace, where the controller runs too, so their fixed ports
+never collide with another run's (or another BMv2 on the machine).
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tng_lab.netns import LabError, sh
+from tng_lab.plan import Plan
+from tng_lab.procs import CHILD_ENV, Child, log_tail
+
+GRPC_ADDRESS = "127.0.0.1:9559"
+THRIFT_PORT = 9090
+THRIFT_ADDRESS = f"127.0.0.1:{THRIFT_PORT}"
+DEVICE_ID = 1
+CPU_PORT = 255  # p4src/README.md: the tng pipeline's CPU port
+START_TIMEOUT_S = 30.0
+PACKET_BITS = 1500 * 8  # BMv2's queue rates are packets/s; the controller converts capacities with 1500-byte packets
+QUEUE_REGISTER = "port_queue_depth"  # packets left in a port's egress queue at its last dequeue (p4src/README.md)
+ANSWER_TIMEOUT_S = 2.0
+_REGISTER_VALUE = re.compile(rf"{QUEUE_REGISTER}\[(?P<port>\d+)\]\s*=\s*(?P<value>\d+)")
+
+
+def queue_rate_pps(rate_bps: float) -> int:
+    """The egress queue rate the controller gives a port of capacity `rate_bps` (tng_controller.queue_rates)."""
+    return max(1, round(rate_bps / PACKET_BITS))
+
+
+def command(binary: Path, plan: Plan) -> list[str]:
+    """simple_switch_grpc on the switch namespace's interfaces (`-i PORT@IFACE`), program pushed later."""
+    argv = ["ip", "netns", "exec", plan.switch_ns, str(binary), "--device-id", str(DEVICE_ID)]
+    argv += ["--thrift-port", str(THRIFT_PORT), "--no-p4"]
+    for port, interface in plan.switch_ports():
+        argv += ["-i", f"{port}@{interface}"]
+    return [*argv, "--", "--grpc-server-addr", GRPC_ADDRESS, "--cpu-port", str(CPU_PORT)]
+
+
+def wait_ready(child: Child, plan: Plan) -> None:
+    """Waits until the P4Runtime server listens in the switch namespace."""
+    port = GRPC_ADDRESS.rsplit(":", 1)[1]
+    probe = ["ip", "netns", "exec", plan.switch_ns, "ss", "-Hltn", f"sport = :{port}"]
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not sh(probe).strip():
+        child.check()
+        if time.monotonic() > deadline:
+            raise LabError(
+                f"simple_switch_grpc did not listen on {GRPC_ADDRESS} within {START_TIMEOUT_S:.0f} s: "
+                f"{log_tail(child.log)}"
+            )
+        time.sleep(0.1)
+
+
+class QueueDepths:
+    """Reads BMv2's egress queue depths while a run goes on, through one simple_switch_CLI kept open in the switch
+    namespace (its Thrift server is only reachable there; one CLI per sample would cost a core)."""
+
+    def __init__(self, plan: Plan, log: Path) -> None:
+        cli = shutil.which("simple_switch_CLI")
+        if cli is None:
+            raise LabError("simple_switch_CLI not found on PATH (BMv2's Thrift client)")
+        argv = ["ip", "netns", "exec", plan.switch_ns, sys.executable, cli, "--thrift-port", str(THRIFT_PORT)]
+        self._log = log
+        self._errors = log.open("wb")
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            start_new_session=True,
+            env=CHILD_ENV,
+            text=True,
+        )
+        self._answers: queue.Queue[tuple[int, int]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            match = _REGISTER_VALUE.search(line)
+            if match:
+                self._answers.put((int(match["port"]), int(match["value"])))
+
+    def read(self, ports: list[int]) -> dict[int, int]:
+        """Packets queued per egress port; raises LabError when the CLI does not answer."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write("".join(f"register_read {QUEUE_REGISTER} {port}\n" for port in ports))
+            self._process.stdin.flush()
+        except OSError as err:
+            raise LabError(f"simple_switch_CLI (queue depths) is gone: {err}; {log_tail(self._log)}") from err
+        depths = {}
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        while len(depths) < len(ports):
+            try:
+                port, value = self._answers.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                raise LabError(f"simple_switch_CLI did not report {QUEUE_REGISTER}: {log_tail(self._log)}") from None
+            depths[port] = value
+        return depths
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(ANSWER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._errors.close()
