@@ -89,6 +89,15 @@ def test_switch_and_steering_errors_name_the_key(tmp_path: Path, old: str, new: 
     assert caught.value.key == key and problem in caught.value.problem, caught.value
 
 
+def test_sack_is_on_unless_a_kernel_tcp_workload_turns_it_off(tmp_path: Path) -> None:
+    without = load(tmp_path, LWIP.replace('steering = "qdepl"\nvisible = true\n', 'steering = "qdepl"\nsack = false\n'))
+    assert [w.sack for w in without.workloads] == [True, True, False]
+    tng = LWIP.replace('transport = "tcp"\npaths = ["lte"]', 'transport = "tng"\npaths = ["lte"]\nsack = false')
+    with pytest.raises(ScenarioError) as caught:
+        load(tmp_path, tng)
+    assert caught.value.key == "workloads[0].sack" and "only applies to kernel TCP" in caught.value.problem
+
+
 def test_steering_without_an_lwip_pair_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as caught:
         load(tmp_path, LWIP.replace('[switch]\nlte = "lte"\nwifi = "wifi"\n', ""))

@@ -70,6 +70,15 @@ def test_commands_route_by_source_address_with_static_arp_and_offloads_off(plan)
     assert "ip -n tlab42-ue mptcp limits set subflow 2 add_addr_accepted 2" in commands
 
 
+def test_tcp_connections_start_from_defaults_and_the_ue_sack_setting_is_a_command(plan) -> None:
+    commands = [" ".join(command) for command in plan.commands()]
+    for namespace in plan.namespaces():
+        setup = f"ip netns exec {namespace} sysctl -qw "
+        assert any(c.startswith(setup) and "net.ipv4.tcp_no_metrics_save=1" in c for c in commands), namespace
+    assert " ".join(plan.ue_tcp_sack(False)) == "ip netns exec tlab42-ue sysctl -qw net.ipv4.tcp_sack=0"
+    assert " ".join(plan.ue_tcp_sack(True)) == "ip netns exec tlab42-ue sysctl -qw net.ipv4.tcp_sack=1"
+
+
 def test_veths_exist_before_they_are_configured(plan) -> None:
     commands = [" ".join(command) for command in plan.commands()]
     created = next(i for i, c in enumerate(commands) if c.startswith("ip link add wifi") or " name wifi " in c)

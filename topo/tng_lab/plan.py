@@ -40,6 +40,9 @@ NAMESPACE_SYSCTLS = [
     "net.ipv6.conf.default.disable_ipv6=1",
     "net.ipv4.conf.all.rp_filter=0",
     "net.ipv4.conf.default.rp_filter=0",
+    # Every connection starts from the kernel's defaults, not from the ssthresh, RTT and reordering degree that the
+    # last connection to the same address left in the TCP metrics cache (repetitions, steered workloads in a row).
+    "net.ipv4.tcp_no_metrics_save=1",
 ]
 
 
@@ -182,6 +185,10 @@ class Plan:
             path = self.path(name)
             commands.append(_ip(self.ue_ns, "mptcp", "endpoint", "add", path.ue_address, "dev", path.ue_if, "subflow"))
         return commands
+
+    def ue_tcp_sack(self, enabled: bool) -> list[str]:
+        """The command that makes the UE offer SACK on its next TCP connections, or not."""
+        return _exec(self.ue_ns, "sysctl", "-qw", f"net.ipv4.tcp_sack={int(enabled)}")
 
 
 def _ip(ns: str, *args: str) -> list[str]:

@@ -29,7 +29,7 @@ from tng_lab.plan import PERF_PORT, Plan, make_plan
 from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
 from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
-from tng_lab.scenario import Scenario, ScenarioError, Workload
+from tng_lab.scenario import KERNEL_TRANSPORTS, Scenario, ScenarioError, Workload
 from tng_lab.timeline import Sample, path_result, pooled_delay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,6 @@ DRAIN_TIMEOUT_S = 5.0
 # How long a client may run beyond its duration (shortflows finish their last flow, then statistics are fetched):
 # the duration again, at least this.
 MIN_CLIENT_GRACE_S = 10.0
-KERNEL_TRANSPORTS = ("tcp", "mptcp")
 LINKEM_EXIT_GRACE_S = 1.0
 
 
@@ -286,6 +285,7 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
         lab.controller.set_policy(policy)
     if workload.transport not in KERNEL_TRANSPORTS:
         return workload.cc or "agent default"
+    sh(plan.ue_tcp_sack(workload.sack))  # every kernel workload sets it: one without SACK must not leak into the next
     cc = workload.cc or lab.default_cc
     kernelcc.set_default(plan.server_ns, cc)  # the server sends the data with its namespace's default
     return cc

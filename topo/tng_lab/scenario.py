@@ -25,6 +25,7 @@ Transport = Literal["tng", "tcp", "mptcp"]
 Mode = Literal["bulk", "shortflows", "rr"]
 SwitchUse = Literal["auto", "bmv2", "linux"]
 TRANSPORTS: tuple[Transport, ...] = ("tng", "tcp", "mptcp")
+KERNEL_TRANSPORTS: tuple[Transport, ...] = ("tcp", "mptcp")
 MODES: tuple[Mode, ...] = ("bulk", "shortflows", "rr")
 SWITCH_USES: tuple[SwitchUse, ...] = ("auto", "bmv2", "linux")
 # The LWIP switch's steering modes (p4src/README.md, `ingress.steering.modes`), as the scenario names them.
@@ -70,6 +71,7 @@ class Workload:
     response_size: int | None = None
     steering: str | None = None  # set: one kernel TCP connection to the UE's LWIP address, steered by the switch
     visible: bool = False  # VISIBLE on the steered connection's ACKs (with the retransmission helper)
+    sack: bool = True  # the UE offers SACK (net.ipv4.tcp_sack) on this workload's kernel TCP connections
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,5 +342,10 @@ def _workload(table: _Table, links: set[str], switch: SwitchSpec) -> Workload:
         raise table.error("parallel" if parallel is not None else "flow_size", "only applies to mode shortflows")
     if mode != "rr" and response_size is not None:
         raise table.error("response_size", "only applies to mode rr")
+    sack = table.take("sack", bool, True)
+    if not sack and transport not in KERNEL_TRANSPORTS:
+        raise table.error("sack", f"only applies to kernel TCP (transport tcp or mptcp), not {transport!r}")
     table.finish()
-    return Workload(name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible)
+    return Workload(
+        name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible, sack
+    )
