@@ -1,4 +1,8 @@
-"""Benchmark the tng agent on real sockets: loopback goodput against kernel TCP (iperf3), and two tbf-shaped paths."""
+"""Benchmark the tng agent on real sockets: loopback goodput against kernel TCP (iperf3), and two tbf-shaped paths.
+
+Each comparison is repeated `--runs` times, alternating its sides so that a change in the machine's load hits both
+alike; the summary is the median, and every run records the 1-minute load average it started at.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -37,6 +42,15 @@ def background(command: list[str]) -> Iterator[subprocess.Popen]:
         proc.wait(timeout=10)
 
 
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def median_of(runs: list[dict], key: str) -> float | None:
+    values = [run[key] for run in runs if run.get(key) is not None]
+    return round(statistics.median(values), 1) if values else None
+
+
 def run_json(command: list[str]) -> dict:
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -58,6 +72,7 @@ def tng_loopback(seconds: float) -> dict:
     cpu = report["cpu_percent"] + server_percent
     gbps = report["goodput_mbps"] / 1000
     return {
+        "load_average": load_average(),
         "goodput_mbps": round(report["goodput_mbps"], 1),
         "cpu_percent_client": round(report["cpu_percent"], 1),
         "cpu_percent_server": round(server_percent, 1),
@@ -69,12 +84,14 @@ def tng_loopback(seconds: float) -> dict:
 def iperf3_loopback(seconds: float) -> dict | None:
     if shutil.which("iperf3") is None:
         return None
+    load = load_average()
     with background(["iperf3", "-s", "-1", "-p", "5382"]):
         report = run_json(["iperf3", "-c", "127.0.0.1", "-p", "5382", "-t", str(seconds), "-J"])
     end = report["end"]
     gbps = end["sum_received"]["bits_per_second"] / 1e9
     cpu = end["cpu_utilization_percent"]["host_total"] + end["cpu_utilization_percent"]["remote_total"]
     return {
+        "load_average": load,
         "goodput_mbps": round(gbps * 1000, 1),
         "cpu_percent_per_gbps": round(cpu / gbps, 1) if gbps > 0 else None,
     }
@@ -121,56 +138,78 @@ def two_shaped_paths(rate: str) -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
-def shaped_paths(seconds: float, rate: str) -> dict | None:
+def shaped_paths(seconds: float, rate: str, runs: int) -> dict | None:
     if os.geteuid() != 0:
         return None
+    one_path, two_paths = [], []
     with two_shaped_paths(rate) as (client, server):
         server_cmd = ["ip", "netns", "exec", server, str(TNG), "--log-level", "error", "perf", "server"]
         with background([*server_cmd, "--listen", "0.0.0.0:5383"]) as server_proc:
             base = ["ip", "netns", "exec", client, str(TNG), "--log-level", "error", "perf", "client"]
             base += ["--connect", "10.78.0.2:5383", "--duration", str(seconds), "--json"]
 
-            def run(locals_: list[str]) -> tuple[dict, float]:
+            def run(locals_: list[str]) -> dict:
                 """One run and the server's CPU use meanwhile (percent of one core)."""
-                server_cpu, started = cpu_seconds(server_proc.pid), time.monotonic()
+                load, server_cpu, started = load_average(), cpu_seconds(server_proc.pid), time.monotonic()
                 report = run_json([*base, *locals_])
-                return report, (cpu_seconds(server_proc.pid) - server_cpu) / (time.monotonic() - started) * 100
+                server_percent = (cpu_seconds(server_proc.pid) - server_cpu) / (time.monotonic() - started) * 100
+                return {
+                    "load_average": load,
+                    "goodput_mbps": round(report["goodput_mbps"], 1),
+                    # Neither agent should be near a full core (100), or the ratio measures the CPU, not the paths.
+                    "cpu_percent": {"client": round(report["cpu_percent"], 1), "server": round(server_percent, 1)},
+                    "bytes_per_path": [path["bytes"] for path in report["paths"]],
+                }
 
-            one, one_server_cpu = run(["--local", "10.78.0.1:0"])
-            two, two_server_cpu = run(["--local", "10.78.0.1:0", "--local", "10.78.1.1:0"])
+            for _ in range(runs):
+                one_path.append(run(["--local", "10.78.0.1:0"]))
+                two_paths.append(run(["--local", "10.78.0.1:0", "--local", "10.78.1.1:0"]))
+    one, two = median_of(one_path, "goodput_mbps"), median_of(two_paths, "goodput_mbps")
     return {
         "rate_per_path": rate,
-        "one_path_mbps": round(one["goodput_mbps"], 1),
-        "two_paths_mbps": round(two["goodput_mbps"], 1),
-        "ratio": round(two["goodput_mbps"] / one["goodput_mbps"], 3) if one["goodput_mbps"] > 0 else None,
-        # Neither agent should be near a full core (100), or the ratio measures the CPU rather than the paths.
-        "cpu_percent_one_path": {"client": round(one["cpu_percent"], 1), "server": round(one_server_cpu, 1)},
-        "cpu_percent_two_paths": {"client": round(two["cpu_percent"], 1), "server": round(two_server_cpu, 1)},
-        "two_paths_bytes_per_path": [path["bytes"] for path in two["paths"]],
+        "one_path_mbps": one,
+        "two_paths_mbps": two,
+        "ratio": round(two / one, 3) if one and two else None,
+        "runs": {"one_path": one_path, "two_paths": two_paths},
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=5, help="alternating runs per comparison; the medians count")
     parser.add_argument("--rate", default="200mbit", help="tbf rate of each shaped path")
     args = parser.parse_args()
     if not TNG.exists():
         print(f"{TNG} is missing: run 'cargo build --release -p tng-agent'", file=sys.stderr)
         return 1
-    print("bench: tng loopback ...", file=sys.stderr, flush=True)
-    tng = tng_loopback(args.seconds)
-    print("bench: kernel TCP loopback (iperf3) ...", file=sys.stderr, flush=True)
-    tcp = iperf3_loopback(args.seconds)
+    tng_runs, tcp_runs = [], []
+    for index in range(args.runs):
+        print(f"bench: loopback run {index + 1}/{args.runs}: tng, then kernel TCP (iperf3) ...", file=sys.stderr)
+        tng_runs.append(tng_loopback(args.seconds))
+        tcp = iperf3_loopback(args.seconds)
+        if tcp:
+            tcp_runs.append(tcp)
     print("bench: two tbf-shaped paths ...", file=sys.stderr, flush=True)
-    paths = shaped_paths(args.seconds, args.rate)
+    paths = shaped_paths(args.seconds, args.rate, args.runs)
+    tng_mbps, tcp_mbps = median_of(tng_runs, "goodput_mbps"), median_of(tcp_runs, "goodput_mbps")
     result = {
         "benchmark": "agent",
-        "loopback_tng": tng,
-        "loopback_kernel_tcp": tcp if tcp else "skipped: iperf3 not installed",
-        "tng_to_tcp_ratio": round(tng["goodput_mbps"] / tcp["goodput_mbps"], 3) if tcp else None,
+        "loopback_tng": {
+            "goodput_mbps": tng_mbps,
+            "cpu_percent_per_gbps": median_of(tng_runs, "cpu_percent_per_gbps"),
+            "runs": tng_runs,
+        },
+        "loopback_kernel_tcp": {
+            "goodput_mbps": tcp_mbps,
+            "cpu_percent_per_gbps": median_of(tcp_runs, "cpu_percent_per_gbps"),
+            "runs": tcp_runs,
+        }
+        if tcp_runs
+        else "skipped: iperf3 not installed",
+        "tng_to_tcp_ratio": round(tng_mbps / tcp_mbps, 3) if tng_mbps and tcp_mbps else None,
         "two_paths": paths if paths else "skipped: needs root for network namespaces",
-        "load_average": os.getloadavg()[0],
+        "load_average": load_average(),
     }
     print(json.dumps(result, indent=2))
     return 0

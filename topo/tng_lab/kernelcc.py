@@ -1,10 +1,12 @@
 """Kernel congestion control for the perf server's namespace.
 
-The server sends the data, and its accepted sockets use its namespace's default congestion control. A namespace
-other than the initial one may only default to a congestion control listed in the host-wide
-`net.ipv4.tcp_allowed_congestion_control` (otherwise the kernel answers EPERM). So a run adds the ones its kernel
-workloads name to that list. The first run that changes the list keeps the original in RUN_ROOT; the last run to
-end (or `tng-lab clean` after runs were killed) puts it back.
+`tng perf server` sends the data and applies the congestion control a client names with `--cc` to that socket itself
+(setsockopt TCP_CONGESTION); as root it has CAP_NET_ADMIN and may pick any available controller. A socket without a
+requested controller sends with its namespace's default, and a namespace other than the initial one may only default to
+a congestion control listed in the host-wide `net.ipv4.tcp_allowed_congestion_control` (otherwise the kernel answers
+EPERM). So a run that sets namespace defaults adds the ones its kernel workloads name to that list. The first run that
+changes the list keeps the original in RUN_ROOT; the last run to end (or `tng-lab clean` after runs were killed) puts
+it back.
 """
 
 from __future__ import annotations

@@ -89,10 +89,16 @@ pub fn status_json(status: &Status) -> Value {
                     })
                 })
                 .collect();
+            let policy = status.policies.get(handle).map(|p| {
+                json!({ "name": p.name, "revision": p.revision, "source": p.source.to_string() })
+            });
             json!({
                 "handle": handle.0,
                 "connection_id": format!("{:016x}", c.connection_id),
                 "established": c.established,
+                "scheduler": c.scheduler.name(),
+                "tail_loss": c.tail_loss.name(),
+                "policy": policy,
                 "channels": channels,
             })
         })

@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use tng_proto::{
-    ConnectionHandle, ConnectionStats, Endpoint, EndpointStats, Event, HostPolicy, Identity, ReadOutcome, StreamError,
-    StreamId, Time, Transmit,
+    ConnectionHandle, ConnectionStats, Endpoint, EndpointStats, Event, Identity, ReadOutcome, StreamError, StreamId,
+    Time, Transmit,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::netlink::{self, AddressEvent, Renumbering};
+use crate::policy::Policy;
+use crate::resolver::{LocalPolicies, PolicyRef, PolicyResolver};
 use crate::udp::{self, Datagram, Socket};
 
 /// Bytes the driver reads from a stream per application read.
@@ -67,10 +69,8 @@ enum Command {
         conn: ConnectionHandle,
         reason: String,
     },
-    SetPolicy {
-        conn: ConnectionHandle,
-        policy: HostPolicy,
-    },
+    /// The controller's complete set of policies, replacing the previous one.
+    ControllerPolicies(Vec<Policy>),
     Status {
         reply: Reply<Status>,
     },
@@ -89,6 +89,8 @@ pub struct Status {
     pub local_addresses: Vec<SocketAddr>,
     pub endpoint: EndpointStats,
     pub connections: Vec<(ConnectionHandle, ConnectionStats)>,
+    /// The policy governing each connection that has one.
+    pub policies: HashMap<ConnectionHandle, PolicyRef>,
 }
 
 /// A handle to the driver task; cheap to clone.
@@ -99,11 +101,12 @@ pub struct Agent {
 
 impl Agent {
     /// Starts the driver with sockets bound to `locals` (port 0 picks a free port). A server endpoint's sockets bound
-    /// to the unspecified address answer from the address each datagram was sent to.
-    pub fn start(endpoint: Endpoint, locals: &[SocketAddr]) -> Result<Agent> {
+    /// to the unspecified address answer from the address each datagram was sent to. `policies` govern its
+    /// connections until the controller's arrive.
+    pub fn start(endpoint: Endpoint, locals: &[SocketAddr], policies: LocalPolicies) -> Result<Agent> {
         let (commands, inbox) = mpsc::unbounded_channel();
         let (datagrams_tx, datagrams) = mpsc::channel(1024);
-        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx);
+        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx, policies);
         for &local in locals {
             driver.bind(local)?;
         }
@@ -149,8 +152,9 @@ impl Agent {
         let _ = self.commands.send(Command::Close { conn, reason: reason.to_owned() });
     }
 
-    pub fn set_policy(&self, conn: ConnectionHandle, policy: HostPolicy) {
-        let _ = self.commands.send(Command::SetPolicy { conn, policy });
+    /// Replaces the controller's policies; every connection is matched again.
+    pub fn set_controller_policies(&self, policies: Vec<Policy>) {
+        let _ = self.commands.send(Command::ControllerPolicies(policies));
     }
 
     pub async fn status(&self) -> Result<Status> {
@@ -173,8 +177,8 @@ pub struct Stream {
 
 impl Stream {
     /// Queues all of `data`; returns once the connection took it (its send buffer applies backpressure).
-    pub async fn write_all(&self, data: &[u8]) -> Result<()> {
-        let (conn, id, data) = (self.conn, self.id, data.to_vec());
+    pub async fn write_all(&self, data: Vec<u8>) -> Result<()> {
+        let (conn, id) = (self.conn, self.id);
         self.agent.ask(|reply| Command::Write { conn, id, data, reply }).await
     }
 
@@ -203,9 +207,10 @@ impl Stream {
         let (mut from_app, mut to_app) = tokio::io::split(pump);
         let sender = self.clone();
         tokio::spawn(async move {
-            let mut buffer = vec![0u8; READ_CHUNK];
             loop {
-                match from_app.read(&mut buffer).await {
+                // A fresh buffer per read moves to the driver as it is: no zero-filling, no copy.
+                let mut buffer = Vec::with_capacity(READ_CHUNK);
+                match from_app.read_buf(&mut buffer).await {
                     Ok(0) => {
                         let _ = sender.finish().await;
                         return;
@@ -214,8 +219,8 @@ impl Stream {
                         sender.abandon();
                         return;
                     }
-                    Ok(n) => {
-                        if sender.write_all(&buffer[..n]).await.is_err() {
+                    Ok(_) => {
+                        if sender.write_all(buffer).await.is_err() {
                             return;
                         }
                     }
@@ -269,6 +274,9 @@ struct Driver {
     writes: HashMap<(ConnectionHandle, StreamId), PendingWrite>,
     reads: HashMap<(ConnectionHandle, StreamId), Reply<Option<Vec<u8>>>>,
     closed: HashMap<ConnectionHandle, String>,
+    policies: PolicyResolver,
+    /// Where stream reads land before they are handed to the application.
+    read_buffer: Vec<u8>,
 }
 
 impl Driver {
@@ -277,7 +285,9 @@ impl Driver {
         inbox: mpsc::UnboundedReceiver<Command>,
         datagrams: mpsc::Receiver<Vec<Datagram>>,
         datagrams_tx: mpsc::Sender<Vec<Datagram>>,
+        policies: LocalPolicies,
     ) -> Driver {
+        let policies = PolicyResolver::new(policies, endpoint.config().transport.clone());
         Driver {
             endpoint,
             epoch: Instant::now(),
@@ -293,6 +303,8 @@ impl Driver {
             writes: HashMap::new(),
             reads: HashMap::new(),
             closed: HashMap::new(),
+            policies,
+            read_buffer: vec![0u8; READ_CHUNK],
         }
     }
 
@@ -381,20 +393,24 @@ impl Driver {
                 },
                 Some(batch) = self.datagrams.recv() => {
                     let now = self.now();
-                    for d in batch {
-                        self.endpoint.handle_datagram(now, d.local, d.remote, d.ecn, &d.payload);
-                    }
+                    self.handle_received(now, batch);
                     // Drain what else arrived, so one wake-up handles a whole burst.
                     while let Ok(batch) = self.datagrams.try_recv() {
-                        for d in batch {
-                            self.endpoint.handle_datagram(now, d.local, d.remote, d.ecn, &d.payload);
-                        }
+                        self.handle_received(now, batch);
                     }
                 }
                 () = sleep_until(deadline) => {
                     let now = self.now();
                     self.endpoint.handle_timeout(now);
                 }
+            }
+        }
+    }
+
+    fn handle_received(&mut self, now: Time, batch: Vec<Datagram>) {
+        for received in batch {
+            for payload in received.payloads() {
+                self.endpoint.handle_datagram(now, received.local, received.remote, received.ecn, payload);
             }
         }
     }
@@ -504,9 +520,10 @@ impl Driver {
                     c.close(now, 0, reason.as_bytes());
                 }
             }
-            Command::SetPolicy { conn, policy } => {
-                if let Some(c) = self.endpoint.connection(conn) {
-                    c.set_policy(policy);
+            Command::ControllerPolicies(policies) => {
+                self.policies.set_controller_policies(policies);
+                for conn in self.endpoint.connection_handles() {
+                    self.apply_policy(conn);
                 }
             }
             Command::Status { reply } => {
@@ -516,17 +533,30 @@ impl Driver {
                     .into_iter()
                     .filter_map(|h| self.endpoint.connection(h).map(|c| (h, c.stats())))
                     .collect();
+                let policies = self
+                    .endpoint
+                    .connection_handles()
+                    .into_iter()
+                    .filter_map(|h| self.policies.governing(h).map(|p| (h, p.clone())))
+                    .collect();
                 let _ = reply.send(Ok(Status {
                     identity: self.endpoint.identity(),
                     local_addresses: self.endpoint.local_addresses().to_vec(),
                     endpoint: self.endpoint.stats(),
                     connections,
+                    policies,
                 }));
             }
             Command::BindLocal { local, reply } => {
                 let _ = reply.send(self.bind(local));
             }
             Command::Address(event) => self.on_address_event(event),
+        }
+    }
+
+    fn apply_policy(&mut self, conn: ConnectionHandle) {
+        if let Some(c) = self.endpoint.connection(conn) {
+            self.policies.resolve(conn, c);
         }
     }
 
@@ -586,12 +616,10 @@ impl Driver {
             let _ = reply.send(Err(self.gone(conn)));
             return;
         };
-        let mut buffer = vec![0u8; READ_CHUNK];
-        let result = match c.read(id, &mut buffer) {
-            Ok(ReadOutcome::Data(n)) => {
-                buffer.truncate(n);
-                Ok(Some(buffer))
-            }
+        let result = match c.read(id, &mut self.read_buffer) {
+            // Reads are often one packet's worth: copy what arrived out of a reused buffer rather than allocate
+            // and zero a whole chunk each time.
+            Ok(ReadOutcome::Data(n)) => Ok(Some(self.read_buffer[..n].to_vec())),
             Ok(ReadOutcome::Finished) => Ok(None),
             Ok(ReadOutcome::Reset { error_code }) => {
                 Err(anyhow!("the peer reset stream {id} (error code {error_code})"))
@@ -611,6 +639,7 @@ impl Driver {
             match event {
                 Event::Connected { peer } => {
                     tracing::info!("{conn} connected to {peer}");
+                    self.apply_policy(conn);
                     if let Some(reply) = self.connecting.remove(&conn) {
                         let _ = reply.send(Ok(conn));
                     }
@@ -639,11 +668,16 @@ impl Driver {
                     }
                 }
                 Event::StreamFinished(_) => {}
-                Event::ChannelUp(channel) => tracing::info!("{conn}: channel {channel} up"),
+                Event::ChannelUp(channel) => {
+                    tracing::info!("{conn}: channel {channel} up");
+                    // Its addresses may be what a policy matches.
+                    self.apply_policy(conn);
+                }
                 Event::ChannelDown(channel) => tracing::warn!("{conn}: channel {channel} down"),
                 Event::Closed { reason } => {
                     tracing::info!("{conn} closed: {reason}");
                     self.closed.insert(conn, reason.to_string());
+                    self.policies.forget(conn);
                     self.fail_connection(conn);
                 }
             }

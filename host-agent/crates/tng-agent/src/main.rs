@@ -7,8 +7,10 @@ mod keys;
 mod netlink;
 mod perf;
 mod policy;
+mod resolver;
 mod service;
 mod sockopt;
+mod subscription;
 mod udp;
 
 use std::net::SocketAddr;
@@ -26,7 +28,9 @@ use perf::kernel::KernelTransport;
 use perf::server::StatsByToken;
 use perf::Transport;
 use policy::PolicyFile;
+use resolver::LocalPolicies;
 use service::ProxyPolicy;
+use subscription::{Controller, TlsFiles};
 
 #[derive(Parser)]
 #[command(name = "tng", version, about = "tng host agent: multipath transport over UDP, and tools")]
@@ -90,6 +94,18 @@ struct TransportArgs {
     /// Traffic class of this agent's connections, for policy matching.
     #[arg(long, default_value = "")]
     traffic_class: String,
+    /// The controller's policy API (HOST:PORT): its policies apply to matching connections live, ahead of --policy.
+    #[arg(long)]
+    controller: Option<String>,
+    /// CA certificate (PEM) that signed the controller's certificate; turns TLS on.
+    #[arg(long)]
+    controller_ca: Option<PathBuf>,
+    /// Client certificate (PEM) this agent shows the controller, with --controller-key.
+    #[arg(long)]
+    controller_cert: Option<PathBuf>,
+    /// Private key (PEM) of --controller-cert.
+    #[arg(long)]
+    controller_key: Option<PathBuf>,
     /// Seconds without hearing from the peer after which a connection is closed.
     #[arg(long)]
     idle_timeout: Option<f64>,
@@ -265,19 +281,24 @@ impl TransportArgs {
         Ok(config)
     }
 
-    fn policies(&self) -> Result<Option<PolicyFile>> {
-        self.policy.as_deref().map(PolicyFile::load).transpose()
+    fn local_policies(&self) -> Result<LocalPolicies> {
+        let file = self.policy.as_deref().map(PolicyFile::load).transpose()?.unwrap_or_default();
+        Ok(LocalPolicies { traffic_class: self.traffic_class.clone(), file })
     }
 
-    /// The endpoint configuration with the matching policy (if any) as every connection's default.
-    fn endpoint_config_with_policy(&self, server: bool) -> Result<(EndpointConfig, Option<policy::PolicyEntry>)> {
-        let mut config = self.endpoint_config(server)?;
-        let selected = self.policies()?.and_then(|file| file.select(&self.traffic_class, 0));
-        if let Some(entry) = &selected {
-            tracing::info!("policy {:?} applies", entry.name);
-            entry.apply_to_transport(&mut config.transport)?;
+    fn controller(&self) -> Result<Option<Controller>> {
+        let tls = TlsFiles {
+            ca: self.controller_ca.as_deref(),
+            cert: self.controller_cert.as_deref(),
+            key: self.controller_key.as_deref(),
+        };
+        match &self.controller {
+            Some(address) => Controller::new(address, &tls).map(Some),
+            None if tls.ca.is_some() || tls.cert.is_some() || tls.key.is_some() => {
+                bail!("--controller-ca, --controller-cert and --controller-key need --controller")
+            }
+            None => Ok(None),
         }
-        Ok((config, selected))
     }
 }
 
@@ -288,18 +309,29 @@ fn load_or_fresh_identity(path: Option<&std::path::Path>) -> Result<StaticKeypai
     }
 }
 
-fn start_agent(config: EndpointConfig, keypair: StaticKeypair, locals: &[SocketAddr]) -> Result<Agent> {
-    let endpoint = Endpoint::new(config, keypair, rand::random());
-    Agent::start(endpoint, locals)
+/// Starts an agent whose connections follow the policy file and, when configured, the controller.
+fn start_agent(
+    transport: &TransportArgs,
+    server: bool,
+    keypair: StaticKeypair,
+    locals: &[SocketAddr],
+) -> Result<Agent> {
+    let config = transport.endpoint_config(server)?;
+    let policies = transport.local_policies()?;
+    let controller = transport.controller()?;
+    let agent = Agent::start(Endpoint::new(config, keypair, rand::random()), locals, policies)?;
+    if let Some(controller) = controller {
+        tokio::spawn(subscription::follow(controller, transport.traffic_class.clone(), agent.clone()));
+    }
+    Ok(agent)
 }
 
 /// Connects a client agent to `server` over one channel per local address.
 async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto::ConnectionHandle)> {
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
-    let (config, selected) = args.transport.endpoint_config_with_policy(false)?;
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
-    let agent = start_agent(config, keypair, &[])?;
+    let agent = start_agent(&args.transport, false, keypair, &[])?;
     let mut paths = Vec::new();
     for local in locals {
         let bound = agent.bind(local).await?;
@@ -311,17 +343,13 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto
         agent.connect(paths, args.server_identity),
     )
     .await?;
-    if let Some(entry) = selected {
-        agent.set_policy(conn, entry.host_policy()?);
-    }
     Ok((agent, conn))
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
     let keypair = keys::load(&args.identity)?;
     println!("tng serve: identity {}", keypair.identity());
-    let (config, _) = args.transport.endpoint_config_with_policy(true)?;
-    let agent = start_agent(config, keypair, &args.listen)?;
+    let agent = start_agent(&args.transport, true, keypair, &args.listen)?;
     let proxy = ProxyPolicy { allowed: args.allow_proxy };
     let control = args.control.clone();
     let control_agent = agent.clone();
@@ -391,7 +419,7 @@ async fn proxy(args: ProxyArgs) -> Result<()> {
 async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
     let keypair = load_or_fresh_identity(identity.as_deref())?;
     eprintln!("tng perf server on {listen} (tng over UDP, tcp and mptcp over TCP), identity {}", keypair.identity());
-    let agent = start_agent(transport.endpoint_config(true)?, keypair, &[listen])?;
+    let agent = start_agent(&transport, true, keypair, &[listen])?;
     let stats = StatsByToken::default();
     tokio::select! {
         result = perf::server::serve_kernel(listen, stats.clone()) => result,
@@ -461,6 +489,16 @@ async fn status(control: &std::path::Path, json: bool) -> Result<()> {
     println!("dropped datagrams {}", view["dropped_datagrams"]);
     for connection in view["connections"].as_array().into_iter().flatten() {
         println!("connection {} ({})", connection["connection_id"], connection["established"]);
+        let policy = &connection["policy"];
+        let governed_by = match policy["name"].as_str() {
+            Some(name) => format!("policy {name} (revision {}, {})", policy["revision"], policy["source"]),
+            None => "no policy".to_owned(),
+        };
+        println!(
+            "  {governed_by}, scheduler {}, tail loss {}",
+            connection["scheduler"].as_str().unwrap_or(""),
+            connection["tail_loss"].as_str().unwrap_or("")
+        );
         println!(
             "  {:>3} {:<22} {:<22} {:<10} {:>9} {:>10} {:>12} {:<8} {:>8} {:>8}",
             "ch", "local", "remote", "state", "srtt ms", "cwnd", "pacing Mb/s", "cc", "lost", "queue us"

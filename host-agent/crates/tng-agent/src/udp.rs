@@ -27,12 +27,21 @@ pub struct Socket {
     per_destination: bool,
 }
 
-/// One received datagram.
+/// What one receive returned: a datagram, or several of `stride` bytes (the last may be shorter) that GRO coalesced.
+/// They stay in one buffer so that a burst costs one allocation, not one per datagram.
 pub struct Datagram {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub ecn: Option<EcnCodepoint>,
-    pub payload: Vec<u8>,
+    stride: usize,
+    contents: Vec<u8>,
+}
+
+impl Datagram {
+    /// The UDP payloads, one per datagram.
+    pub fn payloads(&self) -> impl Iterator<Item = &[u8]> {
+        self.contents.chunks(self.stride.max(1))
+    }
 }
 
 impl Socket {
@@ -111,15 +120,13 @@ impl Socket {
                             Some(ip) if self.per_destination => SocketAddr::new(ip, self.local.port()),
                             _ => self.local,
                         };
-                        // GRO coalesces datagrams of `stride` bytes into one buffer.
-                        for payload in data.chunks(m.stride.max(1)) {
-                            out.push(Datagram {
-                                local,
-                                remote: m.addr,
-                                ecn: m.ecn.map(from_udp_ecn),
-                                payload: payload.to_vec(),
-                            });
-                        }
+                        out.push(Datagram {
+                            local,
+                            remote: m.addr,
+                            ecn: m.ecn.map(from_udp_ecn),
+                            stride: m.stride,
+                            contents: data.to_vec(),
+                        });
                     }
                     return Ok(());
                 }
@@ -148,5 +155,30 @@ fn from_udp_ecn(ecn: UdpEcn) -> EcnCodepoint {
         UdpEcn::Ect0 => EcnCodepoint::Ect0,
         UdpEcn::Ect1 => EcnCodepoint::Ect1,
         UdpEcn::Ce => EcnCodepoint::Ce,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_gso_send_arrives_as_separate_payloads() {
+        let localhost = "127.0.0.1:0".parse().expect("address");
+        let (sender, receiver) = (Socket::bind(localhost, false).unwrap(), Socket::bind(localhost, false).unwrap());
+        let contents: Vec<u8> = (0..3 * 100 + 40).map(|i| (i / 100) as u8).collect();
+        let segments = if sender.max_segments() > 1 { 100 } else { contents.len() };
+        sender.send(sender.local, receiver.local, None, &contents, segments).await.expect("send");
+        let (mut buffer, mut received) = (recv_buffer(), Vec::new());
+        let mut payloads: Vec<Vec<u8>> = Vec::new();
+        while payloads.concat().len() < contents.len() {
+            receiver.recv(&mut buffer, &mut received).await.expect("receive");
+            payloads.extend(received.drain(..).flat_map(|d| d.payloads().map(<[u8]>::to_vec).collect::<Vec<_>>()));
+        }
+        assert_eq!(payloads.concat(), contents);
+        if segments == 100 {
+            let sizes: Vec<usize> = payloads.iter().map(Vec::len).collect();
+            assert_eq!(sizes, [100, 100, 100, 40]);
+        }
     }
 }

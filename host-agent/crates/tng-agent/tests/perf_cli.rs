@@ -79,6 +79,20 @@ fn bulk_over_tcp_reports_goodput_and_intact_bytes() {
 }
 
 #[test]
+fn kernel_data_sender_uses_the_requested_congestion_control() {
+    // The server sends the data, so its socket, not only the client's, must use --cc; bbr is this machine's default,
+    // reno is not.
+    let server = Server::start();
+    for transport in ["tcp", "mptcp"] {
+        let (ok, report, stderr) =
+            server.client(&["--transport", transport, "--mode", "bulk", "--duration", "0.3", "--cc", "reno"]);
+        assert!(ok, "{stderr}");
+        assert_eq!(report["sender_cc"], "reno", "{transport}: {report}");
+        assert_eq!(report["bytes_corrupted"], 0);
+    }
+}
+
+#[test]
 fn shortflows_over_mptcp_complete_flows() {
     let server = Server::start();
     let (ok, report, stderr) =
@@ -98,6 +112,7 @@ fn bulk_over_tng_reports_per_channel_paths() {
     assert_schema(&report);
     assert_eq!(report["transport"], "tng");
     assert_eq!(report["bytes_corrupted"], 0);
+    assert!(report["sender_cc"].is_string(), "the tng server reports its controller: {report}");
     assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
     let paths = report["paths"].as_array().unwrap();
     assert!(paths[0]["name"].as_str().unwrap().ends_with(&server.addr), "{report}");

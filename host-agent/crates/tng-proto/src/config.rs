@@ -166,4 +166,7 @@ pub struct HostPolicy {
     pub tail_loss: Option<TailLossMode>,
     /// Aggregate sending rate over all channels, in bytes per second.
     pub rate_cap: Option<u64>,
+    /// Parameters of the congestion controllers (queue threshold, Copa's delta); the connection's own datagram size
+    /// replaces `max_datagram_size`. Channels restart their controllers when these change.
+    pub cc_config: Option<CcConfig>,
 }

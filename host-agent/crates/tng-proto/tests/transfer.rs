@@ -181,6 +181,32 @@ fn policies_switch_controllers_per_channel() {
 }
 
 #[test]
+fn new_controller_parameters_restart_the_controllers_with_them() {
+    let mut pair = Pair::default_with_paths(vec![PathConfig::clean(10)], 19);
+    let (client, _) = pair.connect_and_wait();
+    let initial_cwnd = pair.client.connection_stats(client).expect("stats").channels[0].cwnd;
+    let data = payload(2_000_000, 10);
+    pair.client_send(client, data.clone());
+    assert!(pair.run_until(Duration::from_secs(10), |pair| pair.server_got(&data)));
+    let grown = pair.client.connection_stats(client).expect("stats").channels[0].cwnd;
+    assert!(grown > initial_cwnd, "cwnd did not grow: {grown}");
+    let shared_queue = tng_proto::cc::CcConfig {
+        queue_threshold: Some(Duration::from_millis(5)),
+        copa_delta: 0.1,
+        ..tng_proto::cc::CcConfig::default()
+    };
+    let connection = pair.client.connection(client).expect("connection");
+    // Same controller kind, same parameters: the channel keeps its state.
+    connection
+        .set_policy(HostPolicy { cc_config: Some(TransportConfig::default().cc_config), ..HostPolicy::default() });
+    assert_eq!(connection.stats().channels[0].cwnd, grown);
+    // New parameters: a fresh controller, so its window starts over.
+    connection.set_policy(HostPolicy { cc_config: Some(shared_queue), ..HostPolicy::default() });
+    assert_eq!(connection.stats().channels[0].cwnd, initial_cwnd);
+    assert_eq!(connection.stats().channels[0].cc, "cubic");
+}
+
+#[test]
 fn close_reaches_the_peer_and_both_sides_drain() {
     let mut pair = Pair::default_with_paths(vec![PathConfig::clean(10)], 18);
     let (client, server) = pair.connect_and_wait();

@@ -1,4 +1,5 @@
-//! Frames inside a sealed payload (wire-format section 7): `type (varint) | length (varint) | value`.
+//! Frames inside a sealed payload (wire-format section 7): `type (varint) | length (varint) | value`, except the
+//! compact STREAM frame that ends a plaintext, which has no length.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::{Range, RangeInclusive};
@@ -23,6 +24,12 @@ mod frame_type {
     pub(super) const PING: u64 = 0x0d;
     pub(super) const CLOSE: u64 = 0x0e;
     pub(super) const NEW_ADDRESS: u64 = 0x0f;
+    /// STREAM without length or fin byte, running to the end of the plaintext; FIN clear.
+    pub(super) const STREAM_TO_END: u64 = 0x10;
+    /// The same with FIN set.
+    pub(super) const STREAM_TO_END_FIN: u64 = 0x11;
+    /// The highest core type defined; the core types above it are unknown.
+    pub(super) const LAST_CORE: u64 = STREAM_TO_END_FIN;
     /// Types from here on are extensions, which receivers may skip.
     pub(super) const FIRST_EXTENSION: u64 = 0x20;
 }
@@ -58,6 +65,9 @@ pub enum Frame<'a> {
         fin: bool,
         /// The bytes.
         data: &'a [u8],
+        /// Encoded in the compact form (types 0x10/0x11): no length and no fin byte, `data` runs to the end of the
+        /// plaintext, so the frame must be the last one. It saves 3 bytes on a full packet.
+        to_end: bool,
     },
     /// End-to-end acknowledgement of stream bytes.
     StreamAck {
@@ -300,7 +310,9 @@ impl Frame<'_> {
             Self::Padding(_) => frame_type::PADDING,
             Self::Ack(_) => frame_type::ACK,
             Self::FeedbackEcho { .. } => frame_type::FEEDBACK_ECHO,
-            Self::Stream { .. } => frame_type::STREAM,
+            Self::Stream { to_end: false, .. } => frame_type::STREAM,
+            Self::Stream { to_end: true, fin: false, .. } => frame_type::STREAM_TO_END,
+            Self::Stream { to_end: true, fin: true, .. } => frame_type::STREAM_TO_END_FIN,
             Self::StreamAck { .. } => frame_type::STREAM_ACK,
             Self::MaxData(_) => frame_type::MAX_DATA,
             Self::MaxStreamData { .. } => frame_type::MAX_STREAM_DATA,
@@ -326,19 +338,28 @@ impl Frame<'_> {
     /// Bytes [`Frame::encode`] appends.
     pub fn encoded_len(&self) -> usize {
         let value_len = self.value_len();
-        varint::encoded_len(self.frame_type()) + varint::encoded_len(value_len as u64) + value_len
+        let length_len = if self.has_length() { varint::encoded_len(value_len as u64) } else { 0 };
+        varint::encoded_len(self.frame_type()) + length_len + value_len
+    }
+
+    /// Whether the encoding carries a length field: every frame but the compact STREAM.
+    fn has_length(&self) -> bool {
+        !matches!(self, Self::Stream { to_end: true, .. })
     }
 
     /// Appends the frame, using the shortest varint encodings.
     ///
     /// # Panics
     /// If an integer field that travels as a varint exceeds [`varint::MAX`] (2^62 - 1). Other invariants
-    /// documented on the fields (ACK and STREAM_ACK range order) are the caller's to keep.
+    /// documented on the fields (ACK and STREAM_ACK range order, a compact STREAM frame being the last) are the
+    /// caller's to keep.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let value_len = self.value_len();
         out.reserve(self.encoded_len());
         varint::encode(self.frame_type(), out);
-        varint::encode(value_len as u64, out);
+        if self.has_length() {
+            varint::encode(value_len as u64, out);
+        }
         match self {
             Self::Padding(len) => out.resize(out.len() + *len, 0),
             Self::Ack(ack) => ack.encode_value(out),
@@ -346,10 +367,12 @@ impl Frame<'_> {
                 out.extend_from_slice(&max_queue_level.to_be_bytes());
                 out.extend_from_slice(&min_rate_hint.to_be_bytes());
             }
-            Self::Stream { stream_id, offset, fin, data } => {
+            Self::Stream { stream_id, offset, fin, data, to_end } => {
                 varint::encode(*stream_id, out);
                 varint::encode(*offset, out);
-                out.push(u8::from(*fin));
+                if !to_end {
+                    out.push(u8::from(*fin));
+                }
                 out.extend_from_slice(data);
             }
             Self::StreamAck { stream_id, ranges } => {
@@ -404,7 +427,9 @@ impl Frame<'_> {
             Self::Padding(len) => *len,
             Self::Ack(ack) => ack.value_len(),
             Self::FeedbackEcho { .. } => 2 + 4,
-            Self::Stream { stream_id, offset, data, .. } => varints(&[*stream_id, *offset]) + 1 + data.len(),
+            Self::Stream { stream_id, offset, data, to_end, .. } => {
+                varints(&[*stream_id, *offset]) + usize::from(!to_end) + data.len()
+            }
             Self::StreamAck { stream_id, ranges } => {
                 varints(&[*stream_id, ranges.len() as u64])
                     + ranges.iter().map(|range| varints(&[range.start, range.end])).sum::<usize>()
@@ -453,11 +478,15 @@ impl<'a> Iterator for Frames<'a> {
 fn parse_frame<'a>(reader: &mut Reader<'a>, offset: usize) -> Result<Frame<'a>, WireError> {
     let truncated = WireError::FrameTruncated { offset };
     let frame_type = reader.varint().ok_or(truncated)?;
-    if frame_type > frame_type::NEW_ADDRESS && frame_type < frame_type::FIRST_EXTENSION {
+    if frame_type > frame_type::LAST_CORE && frame_type < frame_type::FIRST_EXTENSION {
         return Err(WireError::UnknownFrame { frame_type });
     }
-    let value_len = reader.varint().ok_or(truncated)?;
-    let value = usize::try_from(value_len).ok().and_then(|len| reader.bytes(len)).ok_or(truncated)?;
+    let value = if matches!(frame_type, frame_type::STREAM_TO_END | frame_type::STREAM_TO_END_FIN) {
+        reader.rest()
+    } else {
+        let value_len = reader.varint().ok_or(truncated)?;
+        usize::try_from(value_len).ok().and_then(|len| reader.bytes(len)).ok_or(truncated)?
+    };
     decode_value(frame_type, value).map_err(|reason| WireError::MalformedFrame { frame_type, reason })
 }
 
@@ -477,19 +506,24 @@ fn decode_value(frame_type: u64, value: &[u8]) -> Result<Frame<'_>, Malformed> {
             max_queue_level: reader.u16().ok_or(VALUE_TOO_SHORT)?,
             min_rate_hint: reader.u32().ok_or(VALUE_TOO_SHORT)?,
         },
-        frame_type::STREAM => {
+        frame_type::STREAM | frame_type::STREAM_TO_END | frame_type::STREAM_TO_END_FIN => {
             let stream_id = varint(&mut reader)?;
             let offset = varint(&mut reader)?;
-            let fin = match reader.u8().ok_or(VALUE_TOO_SHORT)? {
-                0 => false,
-                1 => true,
-                _ => return Err("STREAM fin is neither 0 nor 1"),
+            let to_end = frame_type != frame_type::STREAM;
+            let fin = if to_end {
+                frame_type == frame_type::STREAM_TO_END_FIN
+            } else {
+                match reader.u8().ok_or(VALUE_TOO_SHORT)? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err("STREAM fin is neither 0 nor 1"),
+                }
             };
             let data = reader.rest();
             if offset.checked_add(data.len() as u64).is_none_or(|end| end > varint::MAX) {
                 return Err("STREAM data extends past byte offset 2^62 - 1");
             }
-            Frame::Stream { stream_id, offset, fin, data }
+            Frame::Stream { stream_id, offset, fin, data, to_end }
         }
         frame_type::STREAM_ACK => {
             let stream_id = varint(&mut reader)?;
@@ -581,8 +615,8 @@ mod tests {
             Frame::Ack(ack(&[100..=100])),
             Frame::Ack(ack(&[90..=100, 50..=80, 0..=3])),
             Frame::FeedbackEcho { max_queue_level: 0xfffe, min_rate_hint: 10_000 },
-            Frame::Stream { stream_id: 4, offset: 1 << 40, fin: true, data: b"hello" },
-            Frame::Stream { stream_id: 0, offset: 0, fin: false, data: b"" },
+            Frame::Stream { stream_id: 4, offset: 1 << 40, fin: true, data: b"hello", to_end: false },
+            Frame::Stream { stream_id: 0, offset: 0, fin: false, data: b"", to_end: false },
             Frame::StreamAck { stream_id: 8, ranges: vec![0..10, 10..20, 100..1 << 20] },
             Frame::StreamAck { stream_id: 8, ranges: vec![] },
             Frame::MaxData(varint::MAX),
@@ -615,6 +649,29 @@ mod tests {
         }
         let reparsed: Result<Vec<_>, _> = parse_frames(&plaintext).collect();
         assert_eq!(reparsed, Ok(frames));
+    }
+
+    #[test]
+    fn compact_stream_frames_run_to_the_end_of_the_plaintext() {
+        let with_fin = Frame::Stream { stream_id: 4, offset: 1000, fin: true, data: b"abc", to_end: true };
+        // type 0x11 (FIN), id 4, offset 1000 in two bytes, then the data: no length, no fin byte.
+        assert_eq!(encoded(&with_fin), [0x11, 0x04, 0x43, 0xe8, b'a', b'b', b'c']);
+        let explicit = Frame::Stream { stream_id: 4, offset: 1000, fin: true, data: b"abc", to_end: false };
+        assert_eq!(explicit.encoded_len(), with_fin.encoded_len() + 2);
+        let full = vec![7; 1400];
+        let full_compact = Frame::Stream { stream_id: 0, offset: 1 << 20, fin: false, data: &full, to_end: true };
+        let full_explicit = Frame::Stream { stream_id: 0, offset: 1 << 20, fin: false, data: &full, to_end: false };
+        assert_eq!(full_compact.encoded_len(), 1 + 1 + 4 + 1400);
+        assert_eq!(full_explicit.encoded_len(), full_compact.encoded_len() + 3);
+
+        let mut plaintext = encoded(&Frame::Ping);
+        plaintext.extend_from_slice(&encoded(&full_compact));
+        assert_eq!(parsed(&plaintext), [Ok(Frame::Ping), Ok(full_compact)]);
+        // Whatever follows the fields is data, even bytes that would parse as frames.
+        let empty = Frame::Stream { stream_id: 0, offset: 0, fin: false, data: b"", to_end: true };
+        assert_eq!(parsed(&[0x10, 0x00, 0x00]), [Ok(empty)]);
+        let absorbing = Frame::Stream { stream_id: 0, offset: 0, fin: false, data: &[0x0d, 0x00], to_end: true };
+        assert_eq!(parsed(&[0x10, 0x00, 0x00, 0x0d, 0x00]), [Ok(absorbing)]);
     }
 
     #[test]
@@ -672,7 +729,7 @@ mod tests {
 
     #[test]
     fn unknown_core_types_are_errors_and_extensions_are_skippable() {
-        for core in 0x10..0x20u8 {
+        for core in 0x12..0x20u8 {
             assert_eq!(parsed(&[core, 0]), [Err(WireError::UnknownFrame { frame_type: u64::from(core) })]);
         }
         // A two-byte extension type 0x4242 followed by a PING: the caller sees both and may ignore the first.
@@ -703,10 +760,13 @@ mod tests {
 
     #[test]
     fn malformed_values_are_rejected() {
-        let cases: [(&[u8], &str); 10] = [
+        let cases: [(&[u8], &str); 13] = [
             (&[0x00, 0x02, 0x00, 0x01], "non-zero"),
             (&[0x03, 0x03, 0x00, 0x00, 0x02], "fin"),
             (&[0x03, 0x0b, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x01], "2^62"),
+            (&[0x10], "ends inside"),
+            (&[0x11, 0x04, 0x43], "ends inside"),
+            (&[0x11, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], "2^62"),
             (&[0x04, 0x04, 0x00, 0x01, 0x05, 0x05], "empty"),
             (&[0x04, 0x06, 0x00, 0x02, 0x00, 0x05, 0x04, 0x08], "ascending"),
             (&[0x0a, 0x07, 1, 2, 3, 4, 5, 6, 7], "ends inside"),

@@ -14,7 +14,7 @@ pub const HEADER_LEN: usize = 24;
 pub const MAX_PACKET: usize = 1472;
 /// Smallest datagram carrying a client INITIAL (anti-amplification).
 pub const MIN_CLIENT_INITIAL: usize = 1200;
-/// ChaCha20-Poly1305 tag length: the smallest sealed payload.
+/// AEAD (AES-256-GCM) tag length: the smallest sealed payload.
 pub const TAG_LEN: usize = 16;
 /// The header bytes the AEAD authenticates: everything before the rewritable feedback fields.
 pub const ASSOCIATED_DATA_LEN: usize = 18;

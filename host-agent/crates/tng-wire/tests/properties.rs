@@ -99,7 +99,7 @@ fn frame_of(seed: &FrameSeed) -> Frame<'_> {
         2 => Frame::FeedbackEcho { max_queue_level: a as u16, min_rate_hint: b as u32 },
         3 => {
             let offset = b.min(varint::MAX - seed.bytes.len() as u64);
-            Frame::Stream { stream_id: a, offset, fin: seed.fin, data: &seed.bytes }
+            Frame::Stream { stream_id: a, offset, fin: seed.fin, data: &seed.bytes, to_end: false }
         }
         4 => {
             // Ascending, disjoint, non-empty: cumulative (gap, length) steps.
@@ -265,8 +265,12 @@ proptest! {
     }
 
     #[test]
-    fn frames_from_arbitrary_fields_round_trip(seeds in vec(frame_seed(), 0..8)) {
-        let frames: Vec<Frame<'_>> = seeds.iter().map(frame_of).collect();
+    fn frames_from_arbitrary_fields_round_trip(seeds in vec(frame_seed(), 0..8), compact_last in any::<bool>()) {
+        let mut frames: Vec<Frame<'_>> = seeds.iter().map(frame_of).collect();
+        // Only the last frame may be a compact STREAM (it runs to the end of the plaintext).
+        if let Some(Frame::Stream { to_end, .. }) = frames.last_mut() {
+            *to_end = compact_last;
+        }
         let mut plaintext = Vec::new();
         for frame in &frames {
             let before = plaintext.len();

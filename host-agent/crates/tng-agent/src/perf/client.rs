@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::cpu::CpuClock;
 use super::kernel::{self, KernelTransport};
-use super::protocol::{count_corrupted, Request, SenderStats, STATS_LEN, UNBOUNDED};
+use super::protocol::{count_corrupted, Request, SenderStats, DATA_FOLLOWS, REFUSED, STATS_LEN, UNBOUNDED};
 use super::stats::Summary;
 use super::{BoxStream, Transport};
 use crate::driver::Agent;
@@ -64,6 +64,9 @@ pub struct Report {
     pub transport: Transport,
     pub mode: Mode,
     pub cc: Option<String>,
+    /// The congestion control the data sender (the server) used: read back from its kernel socket, or the tng
+    /// controller of its first channel.
+    pub sender_cc: Option<String>,
     pub duration_s: f64,
     pub goodput_mbps: f64,
     pub bytes_received: u64,
@@ -128,6 +131,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
         transport: options.transport,
         mode: options.mode,
         cc: options.cc.clone(),
+        sender_cc: sender.cc,
         duration_s: elapsed,
         goodput_mbps: outcome.measured_bytes as f64 * 8.0 / elapsed / 1e6,
         bytes_received: outcome.received_bytes,
@@ -251,6 +255,35 @@ async fn receive(
     Ok(())
 }
 
+/// Asks for `size` bytes, for a kernel connection with the congestion control the server must send with, and reads
+/// the server's answer: the data follows, or the reason it cannot.
+async fn request_data(
+    options: &ClientOptions,
+    dialer: &Dialer,
+    opened: &mut Opened,
+    size: u64,
+    token: u64,
+) -> Result<()> {
+    let cc = match dialer {
+        Dialer::Kernel(_) => options.cc.clone(),
+        Dialer::Tng { .. } => None,
+    };
+    opened.io.write_all(&Request::Data { size, token, cc }.encode()?).await?;
+    let mut status = [0u8; 1];
+    opened.io.read_exact(&mut status).await.context("the server closed the connection without answering")?;
+    match status[0] {
+        DATA_FOLLOWS => Ok(()),
+        REFUSED => {
+            let mut len = [0u8; 2];
+            opened.io.read_exact(&mut len).await?;
+            let mut reason = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            opened.io.read_exact(&mut reason).await?;
+            bail!("the server refused: {}", String::from_utf8_lossy(&reason))
+        }
+        other => bail!("the server answered with unknown status {other:#04x}"),
+    }
+}
+
 /// Closes our side and waits for the server's close, so it has recorded its counters.
 async fn finish(mut opened: Opened, outcome: &mut Outcome) -> Result<()> {
     outcome.paths.extend(kernel_paths(&opened));
@@ -264,7 +297,7 @@ async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &P
     let mut outcome = Outcome::default();
     let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;
-    opened.io.write_all(&Request::Data { size: UNBOUNDED, token }.encode()).await?;
+    request_data(options, dialer, &mut opened, UNBOUNDED, token).await?;
     receive(&mut opened.io, UNBOUNDED, deadline, progress, &mut outcome).await?;
     finish(opened, &mut outcome).await?;
     Ok(outcome)
@@ -285,7 +318,7 @@ async fn shortflows(options: &ClientOptions, dialer: &Dialer, token: u64, progre
                 let size = (sizes.sample(&mut rng) as u64).max(1);
                 let started = Instant::now();
                 let mut opened = open(&options, &dialer, worker).await?;
-                opened.io.write_all(&Request::Data { size, token }.encode()).await?;
+                request_data(&options, &dialer, &mut opened, size, token).await?;
                 let far = Instant::now() + Duration::from_secs(3600);
                 receive(&mut opened.io, size, far, &progress, &mut outcome).await?;
                 outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -313,7 +346,7 @@ async fn request_response(
     let far = Instant::now() + Duration::from_secs(3600);
     while Instant::now() < deadline {
         let started = Instant::now();
-        opened.io.write_all(&Request::Data { size: options.response_bytes, token }.encode()).await?;
+        request_data(options, dialer, &mut opened, options.response_bytes, token).await?;
         receive(&mut opened.io, options.response_bytes, far, progress, &mut outcome).await?;
         outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
@@ -323,7 +356,7 @@ async fn request_response(
 
 async fn fetch_sender_stats(options: &ClientOptions, dialer: &Dialer, token: u64) -> Result<SenderStats> {
     let mut opened = open(options, dialer, 0).await?;
-    opened.io.write_all(&Request::Stats { token }.encode()).await?;
+    opened.io.write_all(&Request::Stats { token }.encode()?).await?;
     let mut raw = [0u8; STATS_LEN];
     opened.io.read_exact(&mut raw).await.context("server did not answer the statistics request")?;
     opened.io.shutdown().await?;

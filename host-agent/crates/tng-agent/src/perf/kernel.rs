@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 
-use anyhow::{Context, Result};
-use socket2::{Domain, Protocol, Socket, Type};
+use anyhow::{bail, Context, Result};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::sockopt::{self, TcpInfo};
@@ -35,9 +35,7 @@ pub async fn connect(
 ) -> Result<TcpStream> {
     let socket = new_socket(transport, &remote)?;
     if let Some(cc) = cc {
-        socket
-            .set_tcp_congestion(cc.as_bytes())
-            .with_context(|| format!("congestion control {cc:?} is not available in this kernel"))?;
+        set_congestion(&socket, cc)?;
     }
     socket.set_nonblocking(true)?;
     let socket = TcpSocket::from_std_stream(socket.into());
@@ -47,6 +45,25 @@ pub async fn connect(
     let stream = socket.connect(remote).await.with_context(|| format!("cannot connect to {remote}"))?;
     stream.set_nodelay(true)?;
     Ok(stream)
+}
+
+/// Makes `socket` use kernel congestion control `cc`, with one clear error when the kernel lacks or disallows it.
+pub fn set_congestion(socket: &impl AsFd, cc: &str) -> Result<()> {
+    match SockRef::from(socket).set_tcp_congestion(cc.as_bytes()) {
+        Ok(()) => Ok(()),
+        Err(err) if err.raw_os_error() == Some(libc::EPERM) => bail!(
+            "congestion control {cc:?} is not allowed for this process (add it to \
+             net.ipv4.tcp_allowed_congestion_control, or run with CAP_NET_ADMIN)"
+        ),
+        Err(_) => bail!("congestion control {cc:?} is not available in this kernel"),
+    }
+}
+
+/// The congestion control `socket` uses, read back from the kernel.
+pub fn congestion(socket: &impl AsFd) -> Option<String> {
+    let name = SockRef::from(socket).tcp_congestion().ok()?;
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    String::from_utf8(name[..len].to_vec()).ok().filter(|name| !name.is_empty())
 }
 
 /// Listens on `addr` with an MPTCP socket, which also accepts plain TCP clients; falls back to TCP where MPTCP is

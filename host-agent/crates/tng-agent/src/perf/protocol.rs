@@ -1,38 +1,71 @@
 //! The perf tool's request format, shared by every transport so that tng, TCP and MPTCP run the same workload.
 //!
 //! A client sends a fixed-size request on a byte stream. A data request asks for `size` bytes of a pattern that
-//! depends only on the offset, so the client can check every byte it receives. A stats request asks for the
+//! depends only on the offset, so the client can check every byte it receives, and may name the kernel congestion
+//! control the server's socket must send with. The server answers it with one status byte: [`DATA_FOLLOWS`] then the
+//! data, or [`REFUSED`], a length-prefixed reason and the end of the stream. A stats request asks for the
 //! sender-side counters the server gathered for the client's run (`token`), because retransmissions happen at the
 //! sender.
 
+use std::sync::LazyLock;
+
 use anyhow::{bail, Result};
 
-pub const REQUEST_LEN: usize = 24;
-pub const STATS_LEN: usize = 16;
+pub const REQUEST_LEN: usize = 40;
+pub const STATS_LEN: usize = 32;
 const MAGIC: &[u8; 4] = b"TNGP";
 /// A bulk response: the server sends until the client closes its side.
 pub const UNBOUNDED: u64 = u64::MAX;
+/// Room for a kernel congestion control name: Linux's `TCP_CA_NAME_MAX` (16) including the terminating NUL.
+const CC_FIELD: usize = 16;
+/// Status byte: the requested data follows.
+pub const DATA_FOLLOWS: u8 = 0;
+/// Status byte: the server cannot serve the request; a reason (u16 length, UTF-8) follows and the stream ends.
+pub const REFUSED: u8 = 1;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// Send `size` bytes of the pattern; count sender-side statistics under `token`.
-    Data { size: u64, token: u64 },
+    /// Send `size` bytes of the pattern with kernel congestion control `cc` (if named); count sender-side statistics
+    /// under `token`.
+    Data { size: u64, token: u64, cc: Option<String> },
     /// Return the statistics gathered under `token`.
     Stats { token: u64 },
 }
 
+/// Writes `name` NUL-padded into a [`CC_FIELD`]-byte field.
+fn encode_name(name: Option<&str>, field: &mut [u8]) -> Result<()> {
+    let Some(name) = name else { return Ok(()) };
+    if name.is_empty() || name.len() >= CC_FIELD || name.contains('\0') {
+        bail!("congestion control name {name:?} must be 1 to {} bytes", CC_FIELD - 1);
+    }
+    field[..name.len()].copy_from_slice(name.as_bytes());
+    Ok(())
+}
+
+fn decode_name(field: &[u8]) -> Result<Option<String>> {
+    let len = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    if len == 0 {
+        return Ok(None);
+    }
+    match std::str::from_utf8(&field[..len]) {
+        Ok(name) => Ok(Some(name.to_owned())),
+        Err(_) => bail!("congestion control name is not UTF-8"),
+    }
+}
+
 impl Request {
-    pub fn encode(&self) -> [u8; REQUEST_LEN] {
-        let (kind, size, token) = match *self {
-            Request::Data { size, token } => (1u8, size, token),
-            Request::Stats { token } => (2u8, 0, token),
+    pub fn encode(&self) -> Result<[u8; REQUEST_LEN]> {
+        let (kind, size, token, cc) = match self {
+            Request::Data { size, token, cc } => (1u8, *size, *token, cc.as_deref()),
+            Request::Stats { token } => (2u8, 0, *token, None),
         };
         let mut out = [0u8; REQUEST_LEN];
         out[..4].copy_from_slice(MAGIC);
         out[4] = kind;
         out[8..16].copy_from_slice(&size.to_be_bytes());
-        out[16..].copy_from_slice(&token.to_be_bytes());
-        out
+        out[16..24].copy_from_slice(&token.to_be_bytes());
+        encode_name(cc, &mut out[24..])?;
+        Ok(out)
     }
 
     pub fn decode(raw: &[u8; REQUEST_LEN]) -> Result<Request> {
@@ -40,9 +73,9 @@ impl Request {
             bail!("not a tng perf request (bad magic {:02x?})", &raw[..4]);
         }
         let size = u64::from_be_bytes(raw[8..16].try_into()?);
-        let token = u64::from_be_bytes(raw[16..].try_into()?);
+        let token = u64::from_be_bytes(raw[16..24].try_into()?);
         match raw[4] {
-            1 => Ok(Request::Data { size, token }),
+            1 => Ok(Request::Data { size, token, cc: decode_name(&raw[24..])? }),
             2 => Ok(Request::Stats { token }),
             other => bail!("unknown tng perf request kind {other}"),
         }
@@ -50,23 +83,33 @@ impl Request {
 }
 
 /// Sender-side counters of one run, as the server saw them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SenderStats {
     pub retransmitted_packets: u64,
     pub sent_packets: u64,
+    /// The congestion control the server's sending socket (or tng channel) used, read back from it.
+    pub cc: Option<String>,
 }
 
 impl SenderStats {
     pub fn encode(&self) -> [u8; STATS_LEN] {
         let mut out = [0u8; STATS_LEN];
         out[..8].copy_from_slice(&self.retransmitted_packets.to_be_bytes());
-        out[8..].copy_from_slice(&self.sent_packets.to_be_bytes());
+        out[8..16].copy_from_slice(&self.sent_packets.to_be_bytes());
+        // A name that does not fit is left out rather than sent truncated.
+        if encode_name(self.cc.as_deref(), &mut out[16..]).is_err() {
+            out[16..].fill(0);
+        }
         out
     }
 
     pub fn decode(raw: &[u8; STATS_LEN]) -> SenderStats {
         let word = |i: usize| u64::from_be_bytes(raw[i..i + 8].try_into().unwrap_or_default());
-        SenderStats { retransmitted_packets: word(0), sent_packets: word(8) }
+        SenderStats {
+            retransmitted_packets: word(0),
+            sent_packets: word(8),
+            cc: decode_name(&raw[16..]).ok().flatten(),
+        }
     }
 }
 
@@ -76,16 +119,40 @@ pub fn pattern_byte(offset: u64) -> u8 {
     (offset.wrapping_mul(0x9E37_79B9) >> 7) as u8
 }
 
+/// The pattern repeats every `PERIOD` bytes: a byte is bits 7-14 of `offset * constant`, which depend only on the
+/// low 15 bits of `offset`. Filling and checking copy and compare against a table instead of computing every byte,
+/// which would otherwise cost the perf tool a sizeable share of the CPU it measures.
+const PERIOD: usize = 1 << 15;
+
+/// Two periods of the pattern, so that any window of up to one period is one slice.
+static PATTERN: LazyLock<Vec<u8>> = LazyLock::new(|| (0..2 * PERIOD as u64).map(pattern_byte).collect());
+
+/// Calls `each(offset, expected)` for consecutive pieces of the pattern covering `len` bytes from `offset`.
+fn for_each_piece(offset: u64, len: usize, mut each: impl FnMut(usize, &[u8])) {
+    let mut done = 0;
+    while done < len {
+        let start = ((offset + done as u64) % PERIOD as u64) as usize;
+        let piece = (len - done).min(PERIOD);
+        each(done, &PATTERN[start..start + piece]);
+        done += piece;
+    }
+}
+
 /// Fills `buf` with the pattern starting at `offset`.
 pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(offset + i as u64);
-    }
+    for_each_piece(offset, buf.len(), |at, expected| buf[at..at + expected.len()].copy_from_slice(expected));
 }
 
 /// Number of bytes in `buf` (received at `offset`) that differ from the pattern.
 pub fn count_corrupted(offset: u64, buf: &[u8]) -> u64 {
-    buf.iter().enumerate().filter(|(i, b)| **b != pattern_byte(offset + *i as u64)).count() as u64
+    let mut corrupted = 0;
+    for_each_piece(offset, buf.len(), |at, expected| {
+        let got = &buf[at..at + expected.len()];
+        if got != expected {
+            corrupted += got.iter().zip(expected).filter(|(a, b)| a != b).count() as u64;
+        }
+    });
+    corrupted
 }
 
 #[cfg(test)]
@@ -94,14 +161,26 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [Request::Data { size: 123_456_789, token: 7 }, Request::Stats { token: u64::MAX }] {
-            assert_eq!(Request::decode(&r.encode()).unwrap(), r);
+        for r in [
+            Request::Data { size: 123_456_789, token: 7, cc: None },
+            Request::Data { size: 1, token: 8, cc: Some("cubic".into()) },
+            Request::Stats { token: u64::MAX },
+        ] {
+            assert_eq!(Request::decode(&r.encode().unwrap()).unwrap(), r);
         }
     }
 
     #[test]
+    fn congestion_control_names_that_the_kernel_would_truncate_are_refused() {
+        let name = |cc: &str| Request::Data { size: 1, token: 1, cc: Some(cc.into()) }.encode();
+        assert!(name("fifteen-bytes-x").is_ok());
+        assert!(name("sixteen-bytes-xx").unwrap_err().to_string().contains("1 to 15 bytes"));
+        assert!(name("").is_err());
+    }
+
+    #[test]
     fn bad_magic_and_kind_are_rejected_with_reason() {
-        let mut raw = Request::Stats { token: 1 }.encode();
+        let mut raw = Request::Stats { token: 1 }.encode().unwrap();
         raw[4] = 9;
         assert!(Request::decode(&raw).unwrap_err().to_string().contains("kind 9"));
         raw[0] = b'X';
@@ -110,8 +189,10 @@ mod tests {
 
     #[test]
     fn stats_round_trip() {
-        let s = SenderStats { retransmitted_packets: 3, sent_packets: 99 };
-        assert_eq!(SenderStats::decode(&s.encode()), s);
+        for cc in [None, Some("bbr".to_string())] {
+            let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc };
+            assert_eq!(SenderStats::decode(&s.encode()), s);
+        }
     }
 
     #[test]
@@ -122,5 +203,15 @@ mod tests {
         assert!(count_corrupted(1001, &buf) > 4000, "a one-byte shift must look corrupted");
         buf[17] ^= 0x01;
         assert_eq!(count_corrupted(1000, &buf), 1);
+    }
+
+    #[test]
+    fn table_pattern_equals_the_byte_formula_across_periods() {
+        let offset = 3 * PERIOD as u64 - 5;
+        let mut buf = vec![0u8; 2 * PERIOD + 7];
+        fill_pattern(offset, &mut buf);
+        assert!(buf.iter().enumerate().all(|(i, &b)| b == pattern_byte(offset + i as u64)));
+        buf[PERIOD + 1] ^= 0x80;
+        assert_eq!(count_corrupted(offset, &buf), 1);
     }
 }

@@ -326,7 +326,7 @@ impl Connection {
                     frame,
                     Frame::Stream { .. } | Frame::MaxData(_) | Frame::MaxStreams(_) | Frame::MaxStreamData { .. }
                 ) {
-                    if let Err(error) = streams.handle_frame(&frame) {
+                    if let Err(error) = streams.handle_frame(now, &frame) {
                         if error.is_peer_violation() {
                             violation = Some(error.to_string());
                             break;

@@ -302,9 +302,16 @@ impl Connection {
         self.enter_closing(now, error_code, reason_text, error);
     }
 
-    /// Applies a controller policy: congestion controller per channel (a channel whose controller kind changes
-    /// starts a fresh controller), scheduler and its weights, tail-loss mode and aggregate rate cap.
+    /// Applies a controller policy: congestion controller per channel (a channel whose controller kind or
+    /// parameters change starts a fresh controller), scheduler and its weights, tail-loss mode and aggregate rate cap.
     pub fn set_policy(&mut self, policy: HostPolicy) {
+        let mut parameters_changed = false;
+        if let Some(cc_config) = policy.cc_config {
+            let current = &self.config.cc_config;
+            parameters_changed =
+                cc_config.queue_threshold != current.queue_threshold || cc_config.copa_delta != current.copa_delta;
+            self.config.cc_config = cc_config;
+        }
         if let Some(kind) = policy.cc {
             self.cc_default = kind;
         }
@@ -330,7 +337,7 @@ impl Connection {
         let now = self.now;
         for channel in self.channels.values_mut() {
             let kind = self.cc_per_channel.get(&channel.id).copied().unwrap_or(self.cc_default);
-            if kind != channel.cc_kind {
+            if kind != channel.cc_kind || parameters_changed {
                 channel.cc_kind = kind;
                 channel.cc = crate::cc::new_controller(kind, &cc_config, now);
             }
@@ -610,6 +617,8 @@ impl Connection {
         consider(self.protection.as_ref().and_then(PacketProtection::next_timeout));
         if let Some(streams) = &self.streams {
             consider(streams.next_timeout(self.semantic_rto()));
+            // Once due, STREAM_ACKs wait only for the window or the pacer, which `pacing_deadline` covers.
+            consider(streams.stream_ack_deadline().filter(|&due| due > self.now));
         }
         let max_ack_delay = self.config.max_ack_delay;
         for channel in self.channels.values() {

@@ -152,7 +152,7 @@ impl Connection {
             | Frame::ResetStream { .. }
             | Frame::StopSending { .. } => {
                 let Some(streams) = self.streams.as_mut() else { return };
-                if let Err(error) = streams.handle_frame(frame) {
+                if let Err(error) = streams.handle_frame(now, frame) {
                     if error.is_peer_violation() {
                         self.protocol_violation(now, error.to_string());
                     }

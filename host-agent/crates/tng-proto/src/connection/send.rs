@@ -91,7 +91,7 @@ impl Connection {
     /// When a pacer (a channel's, or the rate cap) next lets data out, if data waits only for that: later than
     /// `self.now`, so that a caller never spins on a deadline that has passed.
     pub(super) fn pacing_deadline(&self) -> Option<Time> {
-        if !self.has_data_to_send() {
+        if !self.has_data_to_send(self.now) {
             return None;
         }
         let mtu = self.max_datagram_size();
@@ -118,8 +118,8 @@ impl Connection {
         }
     }
 
-    fn has_data_to_send(&self) -> bool {
-        !self.control.is_empty() || self.streams.as_ref().is_some_and(|streams| streams.has_pending_frames())
+    fn has_data_to_send(&self, now: Time) -> bool {
+        !self.control.is_empty() || self.streams.as_ref().is_some_and(|streams| streams.has_pending_frames(now))
     }
 
     /// CLOSE packets owed while closing.
@@ -214,7 +214,7 @@ impl Connection {
     /// New data on the channel the scheduler picks; it sees every channel (validation, window, pacer, standby)
     /// and the rate cap gates them all.
     fn poll_data(&mut self, now: Time) -> Option<Transmit> {
-        if !self.has_data_to_send() {
+        if !self.has_data_to_send(now) {
             self.note_out_of_data();
             return None;
         }
@@ -284,7 +284,7 @@ impl Connection {
 
     /// Bytes the ACK and FEEDBACK_ECHO prefix of a packet on `channel` would take.
     fn prefix_len(&self, channel: &Channel, now: Time) -> usize {
-        let ack = if channel.received.has_news() {
+        let ack = if channel.received.awaits_ack() {
             channel.received.ack_frame(now).map_or(0, |ack| Frame::Ack(ack).encoded_len())
         } else {
             0
@@ -297,7 +297,7 @@ impl Connection {
     fn plaintext_with_prefix(&self, now: Time, id: u8, body: Vec<u8>) -> Plaintext {
         let mut plaintext = Plaintext::bare(Vec::new());
         if let Some(channel) = self.channels.get(&id) {
-            if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.has_news()) {
+            if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.awaits_ack()) {
                 Frame::Ack(ack).encode(&mut plaintext.body);
                 plaintext.with_ack = true;
             }

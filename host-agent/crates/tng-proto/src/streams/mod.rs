@@ -24,8 +24,12 @@
 //!
 //! Wire conventions on top of `docs/wire-format.md` section 7:
 //! - A STREAM_ACK lists every byte range received so far (not only new ones), lowest first, so losing one costs
-//!   nothing. The FIN occupies one offset at the final size in acknowledgement space, as in TCP: a range containing
-//!   the final size acknowledges the FIN. A receiver acknowledges a RESET_STREAM with the range `0..final_size + 1`.
+//!   nothing. It rides in any packet that leaves anyway, and goes out on its own (an ack-eliciting DATA packet
+//!   the peer must acknowledge) only [`StreamConfig::ack_delay`] after the data arrived, or at once when a stream's
+//!   receiving half is complete or reset: one per received packet made the peer piggyback an ACK on almost every
+//!   data packet it sent.
+//! - The FIN occupies one offset at the final size in acknowledgement space, as in TCP: a range containing the final
+//!   size acknowledges the FIN. A receiver acknowledges a RESET_STREAM with the range `0..final_size + 1`.
 //! - A zero-length STREAM frame without FIN is a credit probe: a sender blocked by credit sends one each timeout, and
 //!   the receiver answers with its current MAX_STREAM_DATA / MAX_DATA / MAX_STREAMS where they exceed what the peer
 //!   has used. This recovers from a lost credit update even when a middlebox acknowledged the packet that carried
@@ -63,7 +67,7 @@ const MAX_OFFSET: u64 = varint::MAX - 1;
 const MAX_STREAM_COUNT: u64 = 1 << 60;
 /// Most acknowledgements for already-closed streams held at once; beyond that the peer's retransmission asks again.
 const MAX_CLOSED_ACKS: usize = 256;
-/// STREAM is frame type 0x03: one varint byte.
+/// The STREAM frame types (0x03, 0x10, 0x11) take one varint byte.
 const STREAM_TYPE_LEN: usize = 1;
 
 /// Local limits and buffer sizes. Receive windows above 2^62 - 2 and stream counts above 2^60 are lowered to those.
@@ -83,6 +87,9 @@ pub struct StreamConfig {
     /// spreads a window over paths of different delay leaves up to about one hole per packet of the slow path in
     /// flight, so keep this above `stream_receive_window / packet size`.
     pub max_reassembly_gaps: usize,
+    /// Longest a STREAM_ACK waits for a packet to ride in before it is sent on its own. The peer's retransmission
+    /// timer must exceed a round trip plus this (the flow layer's PTO includes the same delay for its ACKs).
+    pub ack_delay: Duration,
 }
 
 impl Default for StreamConfig {
@@ -96,6 +103,7 @@ impl Default for StreamConfig {
             stream_send_buffer: 4 * 1024 * 1024,
             send_buffer: 16 * 1024 * 1024,
             max_reassembly_gaps: 4096,
+            ack_delay: Duration::from_millis(25),
         }
     }
 }
@@ -191,6 +199,7 @@ struct Stream {
     recv: RecvStream,
     in_send_queue: bool,
     in_control_queue: bool,
+    in_ack_queue: bool,
     /// Listed in `Streams::connection_blocked`.
     connection_blocked: bool,
     /// Listed in `Streams::connection_write_waiters`.
@@ -204,6 +213,7 @@ impl Stream {
             recv: RecvStream::new(receive_window),
             in_send_queue: false,
             in_control_queue: false,
+            in_ack_queue: false,
             connection_blocked: false,
             waiting_for_connection_room: false,
         }
@@ -280,8 +290,12 @@ pub struct Streams {
     send_queue: VecDeque<StreamId>,
     /// Streams with unsent bytes waiting for connection-level credit.
     connection_blocked: VecDeque<StreamId>,
-    /// Streams with RESET_STREAM, STOP_SENDING, MAX_STREAM_DATA or STREAM_ACK to send.
+    /// Streams with RESET_STREAM, STOP_SENDING or MAX_STREAM_DATA to send.
     control_queue: VecDeque<StreamId>,
+    /// Streams with a STREAM_ACK to send.
+    ack_queue: VecDeque<StreamId>,
+    /// When the queued STREAM_ACKs must leave even in a packet of their own; `None` while none is queued.
+    acks_due_at: Option<Time>,
     /// Acknowledgements for streams already closed here, as the end of the range `0..end`.
     closed_acks: VecDeque<(StreamId, u64)>,
     /// Streams whose writes were refused because all send buffers together were full.
@@ -321,6 +335,8 @@ impl Streams {
             send_queue: VecDeque::new(),
             connection_blocked: VecDeque::new(),
             control_queue: VecDeque::new(),
+            ack_queue: VecDeque::new(),
+            acks_due_at: None,
             closed_acks: VecDeque::new(),
             connection_write_waiters: Vec::new(),
             accept_queue: VecDeque::new(),
@@ -476,20 +492,30 @@ impl Streams {
     // ---------------------------------------------------------------------------------------------------------------
     // Flow-layer side: frames out.
 
-    /// Whether [`Streams::write_frames`] has something to write. May be true once more after everything left is
-    /// blocked by credit; the next `write_frames` call notices and clears it.
-    pub fn has_pending_frames(&self) -> bool {
+    /// Whether [`Streams::write_frames`] has something to write that should not wait: everything but STREAM_ACKs
+    /// before they are due (those ride along in any packet that leaves). May be true once more after everything
+    /// left is blocked by credit; the next `write_frames` call notices and clears it.
+    pub fn has_pending_frames(&self, now: Time) -> bool {
         self.max_data_pending
             || self.max_streams_pending
             || self.stream_count_probe_pending
             || !self.closed_acks.is_empty()
             || !self.control_queue.is_empty()
             || !self.send_queue.is_empty()
+            || self.acks_due_at.is_some_and(|due| due <= now)
+    }
+
+    /// When the queued STREAM_ACKs become due (see [`Streams::has_pending_frames`]), if any are queued.
+    pub fn stream_ack_deadline(&self) -> Option<Time> {
+        self.acks_due_at
     }
 
     /// Appends to `out` the frames that fit in `max_len` bytes: credit updates, STREAM_ACKs and other control frames
     /// first, then stream data round robin across streams. Records in `sent` what the packet carries, for
     /// [`Streams::on_chunk_lost`] and [`Streams::on_chunk_delivered_hint`]. Returns the bytes appended.
+    ///
+    /// A STREAM frame that fills the packet uses the compact encoding without a length, which runs to the end of
+    /// the plaintext: the caller must append nothing after these frames.
     pub fn write_frames(&mut self, now: Time, max_len: usize, out: &mut Vec<u8>, sent: &mut Vec<SentChunk>) -> usize {
         self.clock = self.clock.max(now);
         let start = out.len();
@@ -497,7 +523,8 @@ impl Streams {
         if self.stream_count_probe_pending {
             // The last stream we were allowed to open: the peer knows it, open or closed.
             let id = StreamId::new(self.side, self.peer_max_streams.saturating_sub(1));
-            if emit(&Frame::Stream { stream_id: id.as_u64(), offset: 0, fin: false, data: &[] }, &mut budget, out) {
+            let probe = Frame::Stream { stream_id: id.as_u64(), offset: 0, fin: false, data: &[], to_end: false };
+            if emit(&probe, &mut budget, out) {
                 self.stream_count_probe_pending = false;
                 sent.push(SentChunk::Stream { id, range: 0..0, fin: false });
             }
@@ -522,12 +549,12 @@ impl Streams {
             sent.push(SentChunk::StreamAck { id });
         }
         self.write_control_frames(now, &mut budget, out, sent);
+        self.write_stream_acks(&mut budget, out, sent);
         self.write_stream_frames(now, &mut budget, out, sent);
         out.len() - start
     }
 
     fn write_control_frames(&mut self, now: Time, budget: &mut usize, out: &mut Vec<u8>, sent: &mut Vec<SentChunk>) {
-        let max_ack_ranges = self.config.max_reassembly_gaps.saturating_add(2);
         while let Some(&id) = self.control_queue.front() {
             if let Some(stream) = self.streams.get_mut(&id) {
                 let stream_id = id.as_u64();
@@ -553,7 +580,19 @@ impl Streams {
                     stream.recv.credit_pending = false;
                     sent.push(SentChunk::MaxStreamData { id });
                 }
+                stream.in_control_queue = false;
+            }
+            self.control_queue.pop_front();
+        }
+    }
+
+    /// Every queued STREAM_ACK that fits, due or not: in a packet that leaves anyway they cost no extra packet.
+    fn write_stream_acks(&mut self, budget: &mut usize, out: &mut Vec<u8>, sent: &mut Vec<SentChunk>) {
+        let max_ack_ranges = self.config.max_reassembly_gaps.saturating_add(2);
+        while let Some(&id) = self.ack_queue.front() {
+            if let Some(stream) = self.streams.get_mut(&id) {
                 if stream.recv.ack_pending {
+                    let stream_id = id.as_u64();
                     let mut ranges = stream.recv.ack_ranges(max_ack_ranges);
                     if !ranges.is_empty() {
                         truncate_ack_to_fit(stream_id, &mut ranges, *budget);
@@ -564,10 +603,11 @@ impl Streams {
                     }
                     stream.recv.ack_pending = false;
                 }
-                stream.in_control_queue = false;
+                stream.in_ack_queue = false;
             }
-            self.control_queue.pop_front();
+            self.ack_queue.pop_front();
         }
+        self.acks_due_at = None;
     }
 
     fn write_stream_frames(&mut self, now: Time, budget: &mut usize, out: &mut Vec<u8>, sent: &mut Vec<SentChunk>) {
@@ -586,12 +626,19 @@ impl Streams {
                 self.send_queue.push_front(id);
                 return;
             };
-            let frame = Frame::Stream {
+            let mut frame = Frame::Stream {
                 stream_id: id.as_u64(),
                 offset: chunk.range.start,
                 fin: chunk.fin,
                 data: stream.send.chunk_data(&chunk.range),
+                to_end: false,
             };
+            // The frame with a length is kept whenever it fits, so that more frames may follow; otherwise the
+            // chunk fills the packet and goes in the compact form, the last frame.
+            let fills_packet = frame.encoded_len() > *budget;
+            if let Frame::Stream { to_end, .. } = &mut frame {
+                *to_end = fills_packet;
+            }
             if !emit(&frame, budget, out) {
                 // `stream_frame_capacity` sized the frame to fit, so this is unreachable; stay consistent anyway.
                 stream.send.on_lost(chunk.range, chunk.fin);
@@ -610,6 +657,10 @@ impl Streams {
                 self.timers.push_back(Timer { armed_at: now, kind });
             }
             sent.push(SentChunk::Stream { id, range: chunk.range, fin: chunk.fin });
+            if fills_packet {
+                // Nothing may follow a compact frame.
+                *budget = 0;
+            }
             let credit = self.peer_max_data.saturating_sub(self.data_sent);
             if stream.send.next_chunk(credit).is_some() {
                 stream.in_send_queue = true;
@@ -658,7 +709,8 @@ impl Streams {
             SentChunk::StreamAck { id } => {
                 if let Some(stream) = self.streams.get_mut(id) {
                     stream.recv.ack_pending = true;
-                    self.schedule_control(*id);
+                    // The peer has waited a round trip already.
+                    self.schedule_ack(*id, true);
                 }
             }
             SentChunk::MaxStreamData { id } => {
@@ -803,11 +855,12 @@ impl Streams {
     // ---------------------------------------------------------------------------------------------------------------
     // Flow-layer side: frames in.
 
-    /// A frame from a packet the flow layer opened. Frames of other layers are ignored. An error is a peer protocol
-    /// violation ([`StreamError::is_peer_violation`]): the connection should be closed.
-    pub fn handle_frame(&mut self, frame: &Frame<'_>) -> Result<(), StreamError> {
+    /// A frame from a packet the flow layer opened at `now`. Frames of other layers are ignored. An error is a peer
+    /// protocol violation ([`StreamError::is_peer_violation`]): the connection should be closed.
+    pub fn handle_frame(&mut self, now: Time, frame: &Frame<'_>) -> Result<(), StreamError> {
+        self.clock = self.clock.max(now);
         match *frame {
-            Frame::Stream { stream_id, offset, fin, data } => self.on_stream(stream_id.into(), offset, fin, data),
+            Frame::Stream { stream_id, offset, fin, data, .. } => self.on_stream(stream_id.into(), offset, fin, data),
             Frame::StreamAck { stream_id, ref ranges } => self.on_stream_ack(stream_id.into(), ranges),
             Frame::MaxData(max) => {
                 self.on_max_data(max);
@@ -854,7 +907,10 @@ impl Streams {
         if probe && self.max_data > self.data_received {
             self.max_data_pending = true;
         }
-        self.schedule_control(id);
+        if stream.recv.credit_pending {
+            self.schedule_control(id);
+        }
+        self.schedule_ack(id, false);
         self.consume(credit.discarded);
         self.signal_readable(id);
         self.maybe_free(id);
@@ -939,7 +995,7 @@ impl Streams {
             stream.recv.readable_signalled = true;
             self.events.push_back(StreamEvent::Reset { id, error_code });
         }
-        self.schedule_control(id);
+        self.schedule_ack(id, false);
         self.consume(credit.discarded);
         self.maybe_free(id);
         Ok(())
@@ -1057,10 +1113,13 @@ impl Streams {
 
     /// Forgets a stream once both halves are over; a closed peer stream makes room for one more.
     fn maybe_free(&mut self, id: StreamId) {
-        if !self.streams.get(&id).is_some_and(|s| s.send.is_done() && s.recv.is_done()) {
-            return;
-        }
+        let Some(stream) = self.streams.get(&id).filter(|s| s.send.is_done() && s.recv.is_done()) else { return };
+        // A STREAM_ACK still waiting to ride along must not be forgotten with the stream.
+        let unsent_ack = stream.recv.final_size().filter(|_| stream.recv.ack_pending);
         self.streams.remove(&id);
+        if let Some(final_size) = unsent_ack {
+            self.ack_closed(id, final_size.saturating_add(1));
+        }
         if id.initiator() != self.side {
             self.max_remote_streams = (self.max_remote_streams + 1).min(MAX_STREAM_COUNT);
             self.max_streams_pending = true;
@@ -1073,6 +1132,20 @@ impl Streams {
                 stream.in_send_queue = true;
                 self.send_queue.push_back(id);
             }
+        }
+    }
+
+    /// Queues the stream's STREAM_ACK (its `ack_pending` is set): due [`StreamConfig::ack_delay`] from now, or at
+    /// once if `urgent` or when the stream's receiving half is complete or reset, so that the peer can release it
+    /// without delay.
+    fn schedule_ack(&mut self, id: StreamId, urgent: bool) {
+        let Some(stream) = self.streams.get_mut(&id) else { return };
+        let at_once = urgent || stream.recv.is_complete();
+        let due = if at_once { self.clock } else { self.clock + self.config.ack_delay };
+        self.acks_due_at = Some(self.acks_due_at.map_or(due, |earlier| earlier.min(due)));
+        if !stream.in_ack_queue {
+            stream.in_ack_queue = true;
+            self.ack_queue.push_back(id);
         }
     }
 
@@ -1106,17 +1179,9 @@ fn emit(frame: &Frame<'_>, budget: &mut usize, out: &mut Vec<u8>) -> bool {
 }
 
 /// Most data bytes a STREAM frame for `id` at `offset` can carry within `budget`, or `None` if not even an empty one
-/// fits. The frame is `type | length | id | offset | fin | data`, and the length varint grows with the data.
+/// fits: the compact frame `type | id | offset | data` that runs to the end of the packet.
 fn stream_frame_capacity(budget: usize, id: StreamId, offset: u64) -> Option<usize> {
-    let fields = varint::encoded_len(id.as_u64()) + varint::encoded_len(offset) + 1;
-    [(1, (1u64 << 6) - 1), (2, (1 << 14) - 1), (4, (1 << 30) - 1), (8, varint::MAX)]
-        .into_iter()
-        .filter_map(|(length_len, max_value_len)| {
-            let room = budget.checked_sub(STREAM_TYPE_LEN + length_len + fields)?;
-            let limit = usize::try_from(max_value_len).unwrap_or(usize::MAX).checked_sub(fields)?;
-            Some(room.min(limit))
-        })
-        .max()
+    budget.checked_sub(STREAM_TYPE_LEN + varint::encoded_len(id.as_u64()) + varint::encoded_len(offset))
 }
 
 /// Keeps the lowest ranges of a STREAM_ACK that fit in `budget` (all, if they fit): the lowest matter most, since

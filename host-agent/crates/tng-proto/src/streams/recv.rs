@@ -300,9 +300,15 @@ impl RecvStream {
         self.stop_pending
     }
 
-    /// Every byte up to the final size arrived.
-    fn is_complete(&self) -> bool {
-        self.final_size.is_some_and(|final_size| self.contiguous_end() >= final_size)
+    /// The stream's size, once the FIN or a reset told it.
+    pub fn final_size(&self) -> Option<u64> {
+        self.final_size
+    }
+
+    /// Every byte up to the final size arrived (or the peer reset the stream).
+    pub fn is_complete(&self) -> bool {
+        matches!(self.state, RecvState::Reset { .. } | RecvState::ResetRead { .. })
+            || self.final_size.is_some_and(|final_size| self.contiguous_end() >= final_size)
     }
 
     /// Nothing more will be read: the application saw the end or the reset, or stopped reading and the peer's part

@@ -51,7 +51,7 @@ impl Pair {
     fn transmit(&mut self, from: Side, max_len: usize) -> Option<Packet> {
         let now = self.now;
         let streams = self.side(from);
-        if !streams.has_pending_frames() {
+        if !streams.has_pending_frames(now) {
             return None;
         }
         let (mut bytes, mut chunks) = (Vec::new(), Vec::new());
@@ -68,9 +68,10 @@ impl Pair {
     }
 
     fn receive(&mut self, packet: &Packet) -> Result<(), StreamError> {
+        let now = self.now;
         let receiver = self.side(packet.from.peer());
         for frame in parse_frames(&packet.bytes) {
-            receiver.handle_frame(&frame.expect("we encode valid frames"))?;
+            receiver.handle_frame(now, &frame.expect("we encode valid frames"))?;
         }
         Ok(())
     }
@@ -89,7 +90,8 @@ impl Pair {
         }
     }
 
-    /// Exchanges packets over a perfect network until neither side has anything to send.
+    /// Exchanges packets over a perfect network until neither side has anything to send, letting time pass until
+    /// delayed STREAM_ACKs are due.
     fn drive(&mut self) {
         for _ in 0..100_000 {
             let mut quiet = true;
@@ -99,8 +101,11 @@ impl Pair {
                     self.deliver(&packet).expect("no protocol violation");
                 }
             }
-            if quiet {
-                return;
+            let acks_due = [&self.client, &self.server].into_iter().filter_map(|s| s.stream_ack_deadline()).min();
+            match acks_due {
+                Some(due) if quiet => self.now = self.now.max(due),
+                None if quiet => return,
+                _ => {}
             }
         }
         panic!("the pair never went quiet");
@@ -132,7 +137,7 @@ fn events(streams: &mut Streams) -> Vec<StreamEvent> {
 }
 
 fn stream_frame(stream_id: u64, offset: u64, data: &[u8], fin: bool) -> Frame<'_> {
-    Frame::Stream { stream_id, offset, fin, data }
+    Frame::Stream { stream_id, offset, fin, data, to_end: false }
 }
 
 #[test]
@@ -158,7 +163,8 @@ fn request_and_response_complete_end_to_end_and_free_both_sides() {
 
     for streams in [&pair.client, &pair.server] {
         assert_eq!(streams.stats().streams_open, 0);
-        assert!(streams.timers.is_empty() && !streams.has_pending_frames());
+        assert!(streams.timers.is_empty() && !streams.has_pending_frames(pair.now));
+        assert_eq!(streams.stream_ack_deadline(), None);
     }
     assert_eq!(pair.client.read(id, &mut [0; 4]), Err(StreamError::Closed(id)));
     let stats = pair.client.stats();
@@ -239,15 +245,15 @@ fn sender_never_exceeds_stream_or_connection_credit() {
 fn flow_control_violations_are_detected() {
     let config = StreamConfig { stream_receive_window: 100_000, receive_window: 65_536, ..StreamConfig::default() };
     let mut server = Streams::new(Side::Server, config.clone(), config.limits());
-    let err = server.handle_frame(&stream_frame(0, 0, &[0; 70_000], false)).unwrap_err();
+    let err = server.handle_frame(Time::ZERO, &stream_frame(0, 0, &[0; 70_000], false)).unwrap_err();
     assert_eq!(err.to_string(), "peer exceeded connection flow-control limit: 70000 > 65536");
     assert!(err.is_peer_violation());
 
     let config = StreamConfig { stream_receive_window: 1000, ..StreamConfig::default() };
     let mut server = Streams::new(Side::Server, config.clone(), config.limits());
-    let err = server.handle_frame(&stream_frame(4, 1, &[0; 1000], false)).unwrap_err();
+    let err = server.handle_frame(Time::ZERO, &stream_frame(4, 1, &[0; 1000], false)).unwrap_err();
     assert_eq!(err.to_string(), "peer exceeded flow-control limit of stream 4: 1001 > 1000");
-    let err = server.handle_frame(&Frame::ResetStream { stream_id: 8, error_code: 0, final_size: 1001 });
+    let err = server.handle_frame(Time::ZERO, &Frame::ResetStream { stream_id: 8, error_code: 0, final_size: 1001 });
     assert!(matches!(err, Err(StreamError::StreamFlowControl { .. })));
 }
 
@@ -282,11 +288,11 @@ fn stream_data_is_released_only_by_the_end_to_end_ack() {
     // An in-path box acknowledges the packet and drops it.
     pair.hint(&packet);
     assert_eq!(pair.client.buffered, 500);
-    assert!(!pair.client.has_pending_frames());
+    assert!(!pair.client.has_pending_frames(pair.now));
     assert_eq!(pair.client.next_timeout(RTO), Some(Time::ZERO + RTO));
 
     pair.advance(RTO - Duration::from_millis(1));
-    assert!(!pair.client.has_pending_frames());
+    assert!(!pair.client.has_pending_frames(pair.now));
     pair.advance(Duration::from_millis(1));
     pair.drive();
     assert_eq!(pair.client.buffered, 0);
@@ -302,12 +308,47 @@ fn a_lost_stream_ack_is_repeated() {
     pair.client.write(id, b"hello").unwrap();
     let data = pair.transmit(Side::Client, MTU).unwrap();
     pair.deliver(&data).unwrap();
+    pair.now += StreamConfig::default().ack_delay;
     let ack = pair.transmit(Side::Server, MTU).unwrap();
     assert_eq!(ack.chunks, [SentChunk::StreamAck { id }]);
     pair.lose(&ack);
+    assert!(pair.server.has_pending_frames(pair.now), "a lost STREAM_ACK goes out again at once");
     pair.drive();
     assert_eq!(pair.client.buffered, 0);
     assert_eq!(pair.client.stats().bytes_retransmitted, 0);
+}
+
+#[test]
+fn stream_acks_ride_along_or_wait_for_their_delay() {
+    let mut pair = Pair::default_configs();
+    let delay = StreamConfig::default().ack_delay;
+    let upload = pair.client.open().unwrap();
+    pair.client.write(upload, b"partial").unwrap();
+    let data = pair.transmit(Side::Client, MTU).unwrap();
+    pair.deliver(&data).unwrap();
+    // Nothing else to send: the STREAM_ACK waits for `ack_delay`.
+    assert!(!pair.server.has_pending_frames(pair.now));
+    assert_eq!(pair.server.stream_ack_deadline(), Some(pair.now + delay));
+    assert!(pair.transmit(Side::Server, MTU).is_none());
+    assert!(pair.server.has_pending_frames(pair.now + delay));
+
+    // A packet that leaves anyway carries it before it is due.
+    let download = pair.server.open().unwrap();
+    pair.server.write(download, b"reply").unwrap();
+    let packet = pair.transmit(Side::Server, MTU).unwrap();
+    assert!(
+        matches!(packet.chunks.as_slice(), [SentChunk::StreamAck { id }, SentChunk::Stream { .. }] if *id == upload)
+    );
+    assert_eq!(pair.server.stream_ack_deadline(), None);
+    pair.deliver(&packet).unwrap();
+    assert_eq!(pair.client.buffered, 0);
+
+    // The FIN completes the stream: its STREAM_ACK is due at once, so the sender can release the stream.
+    pair.client.finish(upload).unwrap();
+    let fin = pair.transmit(Side::Client, MTU).unwrap();
+    pair.deliver(&fin).unwrap();
+    assert_eq!(pair.server.stream_ack_deadline(), Some(pair.now));
+    assert!(pair.server.has_pending_frames(pair.now));
 }
 
 #[test]
@@ -381,7 +422,8 @@ fn stream_limit_is_enforced_and_raised_as_streams_close() {
     assert_eq!(pair.client.open().map(|id| id.index()), Ok(2));
 
     // A peer that opens beyond the limit violates the protocol.
-    let err = pair.server.handle_frame(&stream_frame(StreamId::new(Side::Client, 10).as_u64(), 0, b"", true));
+    let err =
+        pair.server.handle_frame(Time::ZERO, &stream_frame(StreamId::new(Side::Client, 10).as_u64(), 0, b"", true));
     assert_eq!(err, Err(StreamError::StreamLimitViolation { id: StreamId::new(Side::Client, 10), limit: 4 }));
 }
 
@@ -414,22 +456,22 @@ fn misuse_and_peer_violations_name_the_problem() {
 
     pair.client.write(id, b"12345").unwrap();
     pair.transmit(Side::Client, MTU).unwrap();
-    let err = pair.client.handle_frame(&Frame::StreamAck { stream_id: 0, ranges: vec![0..6] }).unwrap_err();
+    let err = pair.client.handle_frame(Time::ZERO, &Frame::StreamAck { stream_id: 0, ranges: vec![0..6] }).unwrap_err();
     assert_eq!(err.to_string(), "peer acknowledged stream 0 up to offset 6, but we sent only up to 5");
-    let err = pair.client.handle_frame(&stream_frame(8, 0, b"x", false)).unwrap_err();
+    let err = pair.client.handle_frame(Time::ZERO, &stream_frame(8, 0, b"x", false)).unwrap_err();
     assert_eq!(err, StreamError::UnopenedStream(never));
     assert!(err.is_peer_violation() && !StreamError::Blocked(id).is_peer_violation());
     // Frames of other layers are not ours.
-    assert_eq!(pair.client.handle_frame(&Frame::Ping), Ok(()));
+    assert_eq!(pair.client.handle_frame(Time::ZERO, &Frame::Ping), Ok(()));
 }
 
 #[test]
 fn too_many_reassembly_gaps_are_a_violation() {
     let config = StreamConfig { max_reassembly_gaps: 2, ..StreamConfig::default() };
     let mut server = Streams::new(Side::Server, config.clone(), config.limits());
-    server.handle_frame(&stream_frame(0, 10, b"a", false)).unwrap();
-    server.handle_frame(&stream_frame(0, 20, b"a", false)).unwrap();
-    let err = server.handle_frame(&stream_frame(0, 30, b"a", false)).unwrap_err();
+    server.handle_frame(Time::ZERO, &stream_frame(0, 10, b"a", false)).unwrap();
+    server.handle_frame(Time::ZERO, &stream_frame(0, 20, b"a", false)).unwrap();
+    let err = server.handle_frame(Time::ZERO, &stream_frame(0, 30, b"a", false)).unwrap_err();
     assert_eq!(err.to_string(), "peer left more than 2 gaps in the reassembly of stream 0");
 }
 
@@ -476,16 +518,50 @@ fn streams_take_turns() {
 }
 
 #[test]
+fn a_chunk_that_fills_the_packet_uses_the_compact_frame_and_ends_it() {
+    let mut pair = Pair::default_configs();
+    let (first, second) = (pair.client.open().unwrap(), pair.client.open().unwrap());
+    pair.client.write(first, &[1; 3000]).unwrap();
+    pair.client.write(second, &[2; 100]).unwrap();
+    pair.client.finish(second).unwrap();
+
+    // Full packets: one compact frame each, exactly `MTU` long, 3 bytes more data than a frame with a length.
+    let packet = pair.transmit(Side::Client, MTU).unwrap();
+    assert_eq!(packet.bytes.len(), MTU);
+    let frames: Vec<Frame<'_>> = parse_frames(&packet.bytes).map(Result::unwrap).collect();
+    let explicit_capacity = MTU - (1 + 2 + 1 + 1 + 1);
+    match frames.as_slice() {
+        [Frame::Stream { to_end: true, fin: false, data, .. }] => assert_eq!(data.len(), explicit_capacity + 3),
+        other => panic!("one compact STREAM frame expected, got {other:?}"),
+    }
+    pair.receive(&packet).unwrap();
+    // Round robin: the short second stream ends with a length (and its FIN), so the first stream follows it.
+    let packet = pair.transmit(Side::Client, MTU).unwrap();
+    let frames: Vec<Frame<'_>> = parse_frames(&packet.bytes).map(Result::unwrap).collect();
+    match frames.as_slice() {
+        [Frame::Stream { stream_id, to_end: false, fin: true, data: short, .. }, Frame::Stream { to_end: true, .. }] => {
+            assert_eq!((*stream_id, short.len()), (second.as_u64(), 100));
+        }
+        other => panic!("a STREAM frame with a length, then a compact one expected, got {other:?}"),
+    }
+    assert_eq!(packet.bytes.len(), MTU);
+    pair.receive(&packet).unwrap();
+    pair.drive();
+    assert_eq!(read_available(&mut pair.server, first).0, [1; 3000]);
+    assert_eq!(read_available(&mut pair.server, second), (vec![2; 100], ReadOutcome::Finished));
+}
+
+#[test]
 fn frame_sizing_matches_the_codec() {
     for id in [0u64, 63, 64, 16_384].map(StreamId::from) {
         for offset in [0, 63, 16_383, 1 << 30] {
             for budget in (0..20).chain([63, 64, 65, 66, 1200, 16_390, 16_400, 70_000]) {
-                let empty = Frame::Stream { stream_id: id.as_u64(), offset, fin: true, data: &[] }.encoded_len();
+                let compact = |data| Frame::Stream { stream_id: id.as_u64(), offset, fin: true, data, to_end: true };
                 match stream_frame_capacity(budget, id, offset) {
-                    None => assert!(empty > budget, "{id:?} {offset} {budget}"),
+                    None => assert!(compact(&[]).encoded_len() > budget, "{id:?} {offset} {budget}"),
                     Some(n) => {
                         let data = vec![0; n + 1];
-                        let len = |n: usize| stream_frame(id.as_u64(), offset, &data[..n], false).encoded_len();
+                        let len = |n: usize| compact(&data[..n]).encoded_len();
                         assert!(len(n) <= budget, "{id:?} {offset} {budget}: {n} does not fit");
                         assert!(len(n + 1) > budget, "{id:?} {offset} {budget}: {} would fit", n + 1);
                     }
@@ -803,7 +879,9 @@ enum PeerFrame {
 impl PeerFrame {
     fn as_frame(&self) -> Frame<'_> {
         match *self {
-            PeerFrame::Stream { stream_id, offset, fin, ref data } => Frame::Stream { stream_id, offset, fin, data },
+            PeerFrame::Stream { stream_id, offset, fin, ref data } => {
+                Frame::Stream { stream_id, offset, fin, data, to_end: false }
+            }
             PeerFrame::StreamAck { stream_id, ref ranges } => Frame::StreamAck { stream_id, ranges: ranges.clone() },
             PeerFrame::MaxData(max) => Frame::MaxData(max),
             PeerFrame::MaxStreamData { stream_id, max } => Frame::MaxStreamData { stream_id, max },
@@ -859,7 +937,7 @@ proptest! {
         }
         let mut now = Time::ZERO;
         for frame in &frames {
-            let _ = streams.handle_frame(&frame.as_frame());
+            let _ = streams.handle_frame(Time::ZERO, &frame.as_frame());
             let (mut out, mut sent) = (Vec::new(), Vec::new());
             streams.write_frames(now, 300, &mut out, &mut sent);
             prop_assert!(out.len() <= 300);

@@ -1,0 +1,266 @@
+//! The agent's subscription to the controller: `WatchPolicies` of the policy API (gRPC, optionally TLS with a
+//! client certificate), reconnecting with backoff forever. Each complete snapshot and each change after it hands the
+//! controller's whole policy set to the driver, which applies it to live connections (see `resolver`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+
+use crate::driver::Agent;
+use crate::policy::{HostPolicyEntry, MatchEntry, Policy, PolicyEntry, PortMatchEntry, Source};
+
+/// The policy API's messages and client, generated from `controller/proto/tng/policy/v1/policy.proto` by build.rs.
+mod pb {
+    tonic::include_proto!("tng.policy.v1");
+}
+
+use pb::policy_event::Kind;
+use pb::policy_service_client::PolicyServiceClient;
+
+/// First wait before reconnecting; it doubles up to [`LAST_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const LAST_RETRY: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// HTTP/2 pings notice a controller that vanished without closing the connection.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// Where the controller is and how to talk to it.
+pub struct Controller {
+    address: String,
+    endpoint: Endpoint,
+}
+
+/// PEM files of the controller's TLS: the CA that signed its certificate, and this agent's client certificate.
+pub struct TlsFiles<'a> {
+    pub ca: Option<&'a Path>,
+    pub cert: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+}
+
+impl Controller {
+    /// Checks the address (HOST:PORT) and reads the TLS files; TLS is on when a CA is given.
+    pub fn new(address: &str, tls: &TlsFiles) -> Result<Controller> {
+        if tls.cert.is_some() != tls.key.is_some() {
+            bail!("--controller-cert and --controller-key go together");
+        }
+        if tls.cert.is_some() && tls.ca.is_none() {
+            bail!("--controller-cert needs --controller-ca (client certificates are part of TLS)");
+        }
+        let scheme = if tls.ca.is_some() { "https" } else { "http" };
+        let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+            .ok()
+            .filter(|endpoint| endpoint.uri().port().is_some() && endpoint.uri().path() == "/")
+            .with_context(|| format!("--controller {address:?} is not HOST:PORT"))?;
+        let endpoint =
+            endpoint.connect_timeout(CONNECT_TIMEOUT).http2_keep_alive_interval(KEEPALIVE).keep_alive_while_idle(true);
+        let endpoint = match tls.ca {
+            None => endpoint,
+            Some(ca) => {
+                let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read_pem(ca, "ca")?));
+                if let (Some(cert), Some(key)) = (tls.cert, tls.key) {
+                    config = config
+                        .identity(tonic::transport::Identity::from_pem(read_pem(cert, "cert")?, read_pem(key, "key")?));
+                }
+                endpoint.tls_config(config).context("--controller-ca")?
+            }
+        };
+        Ok(Controller { address: address.to_owned(), endpoint })
+    }
+}
+
+fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read --controller-{flag} {}", path.display()))
+}
+
+/// Follows the controller's policies for the connections of `traffic_class` until the process ends.
+pub async fn follow(controller: Controller, traffic_class: String, agent: Agent) {
+    let mut subscription = Subscription { controller, traffic_class, agent, subscribed: false, told_down: false };
+    let mut retry = FIRST_RETRY;
+    loop {
+        let error = match subscription.watch().await {
+            Ok(()) => anyhow!("the controller ended the watch"),
+            Err(error) => error,
+        };
+        let address = &subscription.controller.address;
+        if subscription.subscribed {
+            tracing::warn!("controller {address}: lost ({error:#}); its policies stay in force; reconnecting");
+            subscription.subscribed = false;
+            retry = FIRST_RETRY;
+        } else if !subscription.told_down {
+            tracing::warn!("controller {address}: unreachable ({error:#}); retrying until it answers");
+        } else {
+            tracing::debug!("controller {address}: still unreachable ({error:#})");
+        }
+        subscription.told_down = true;
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(LAST_RETRY);
+    }
+}
+
+struct Subscription {
+    controller: Controller,
+    traffic_class: String,
+    agent: Agent,
+    /// The current watch delivered its snapshot.
+    subscribed: bool,
+    /// An outage was logged since the last subscription.
+    told_down: bool,
+}
+
+impl Subscription {
+    /// One watch, from connecting to the stream's end.
+    async fn watch(&mut self) -> Result<()> {
+        let channel = self.controller.endpoint.connect().await?;
+        let mut client = PolicyServiceClient::new(channel);
+        // The controller also sends policies for any class; without a class of our own, we need them all.
+        let traffic_classes = [self.traffic_class.clone()].into_iter().filter(|c| !c.is_empty()).collect();
+        let request = pb::WatchPoliciesRequest { traffic_classes };
+        let mut events = client.watch_policies(request).await.map_err(describe)?.into_inner();
+        let mut policies: BTreeMap<String, Policy> = BTreeMap::new();
+        while let Some(event) = events.message().await.map_err(describe)? {
+            let kind = event.kind();
+            match (kind, event.policy) {
+                (Kind::Snapshot | Kind::Set, Some(policy)) => self.take(&mut policies, policy),
+                (Kind::Deleted, Some(policy)) => {
+                    policies.remove(&policy.name);
+                }
+                (Kind::Synced, _) => {
+                    tracing::info!("controller {}: subscribed, {} policies", self.controller.address, policies.len());
+                    self.subscribed = true;
+                    self.told_down = false;
+                }
+                _ => continue,
+            }
+            if self.subscribed {
+                self.agent.set_controller_policies(policies.values().cloned().collect());
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds or replaces a policy; one the agent cannot apply is logged and left out.
+    fn take(&self, policies: &mut BTreeMap<String, Policy>, policy: pb::Policy) {
+        let name = policy.name.clone();
+        match entry(policy).validate(Source::Controller) {
+            Ok(policy) => {
+                policies.insert(name, policy);
+            }
+            Err(error) => {
+                tracing::warn!("controller {}: policy {name:?} ignored: {error:#}", self.controller.address);
+                policies.remove(&name);
+            }
+        }
+    }
+}
+
+/// A gRPC status as one line, with the transport's reason (say, a refused TLS handshake).
+fn describe(status: tonic::Status) -> anyhow::Error {
+    let mut parts = vec![format!("{:?}", status.code()), status.message().to_owned()];
+    let mut cause = std::error::Error::source(&status);
+    while let Some(error) = cause {
+        let part = error.to_string();
+        // Transport errors repeat their wrapper's words.
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+        cause = error.source();
+    }
+    anyhow!(parts.join(": "))
+}
+
+/// The proto's policy in the form policy files have, so both are validated alike.
+fn entry(policy: pb::Policy) -> PolicyEntry {
+    let matches = policy.r#match.unwrap_or_default();
+    let host = policy.host_policy.unwrap_or_default();
+    let port = |port: Option<pb::PortMatch>| {
+        let port = port.unwrap_or_default();
+        PortMatchEntry { value: port.value, mask: port.mask }
+    };
+    PolicyEntry {
+        name: policy.name,
+        revision: policy.revision,
+        matches: MatchEntry {
+            priority: matches.priority,
+            traffic_class: matches.traffic_class,
+            src_prefix: matches.src_prefix,
+            dst_prefix: matches.dst_prefix,
+            ip_protocol: matches.ip_protocol,
+            src_port: port(matches.src_port),
+            dst_port: port(matches.dst_port),
+            connection_id: matches.has_connection_id.then_some(matches.connection_id),
+        },
+        host_policy: HostPolicyEntry {
+            congestion_control: host.congestion_control,
+            congestion_control_per_path: host
+                .congestion_control_per_path
+                .into_iter()
+                .map(|(channel, cc)| (channel.to_string(), cc))
+                .collect(),
+            scheduler: host.scheduler,
+            tail_loss: host.tail_loss,
+            rate_cap_kbps: host.rate_cap_kbps,
+            queue_threshold_us: host.queue_threshold_us,
+            copa_delta: host.copa_delta,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls<'a>(ca: Option<&'a str>, cert: Option<&'a str>, key: Option<&'a str>) -> TlsFiles<'a> {
+        TlsFiles { ca: ca.map(Path::new), cert: cert.map(Path::new), key: key.map(Path::new) }
+    }
+
+    fn error(address: &str, files: &TlsFiles) -> String {
+        match Controller::new(address, files) {
+            Ok(_) => panic!("{address} was accepted"),
+            Err(error) => format!("{error:#}"),
+        }
+    }
+
+    #[test]
+    fn bad_addresses_and_tls_files_are_one_clear_error() {
+        assert!(Controller::new("127.0.0.1:50051", &tls(None, None, None)).is_ok());
+        assert!(Controller::new("controller.example:443", &tls(None, None, None)).is_ok());
+        assert!(error("127.0.0.1", &tls(None, None, None)).contains("is not HOST:PORT"));
+        assert!(error("http://127.0.0.1:1/x", &tls(None, None, None)).contains("is not HOST:PORT"));
+        assert!(error("127.0.0.1:1", &tls(None, Some("c.pem"), None)).contains("go together"));
+        assert!(error("127.0.0.1:1", &tls(None, Some("c.pem"), Some("k.pem"))).contains("needs --controller-ca"));
+        let missing = error("127.0.0.1:1", &tls(Some("/nonexistent/ca.pem"), None, None));
+        assert!(missing.contains("cannot read --controller-ca /nonexistent/ca.pem"), "{missing}");
+    }
+
+    #[test]
+    fn controller_policies_convert_like_policy_files() {
+        let mut per_path = std::collections::HashMap::new();
+        per_path.insert(1, "vegas".to_owned());
+        let policy = pb::Policy {
+            name: "video".into(),
+            revision: 7,
+            r#match: Some(pb::Match {
+                priority: 3,
+                connection_id: 0,
+                has_connection_id: true,
+                dst_port: Some(pb::PortMatch { value: 4477, mask: 0xffff }),
+                ..pb::Match::default()
+            }),
+            host_policy: Some(pb::HostPolicy {
+                scheduler: "lowest-rtt".into(),
+                congestion_control_per_path: per_path,
+                ..pb::HostPolicy::default()
+            }),
+            ..pb::Policy::default()
+        };
+        let entry = entry(policy);
+        assert_eq!(entry.matches.connection_id, Some(0));
+        assert_eq!((entry.matches.dst_port.value, entry.matches.dst_port.mask), (4477, 0xffff));
+        assert_eq!(entry.host_policy.congestion_control_per_path.get("1").map(String::as_str), Some("vegas"));
+        let policy = entry.validate(Source::Controller).unwrap();
+        assert_eq!((policy.name.as_str(), policy.revision, policy.source), ("video", 7, Source::Controller));
+    }
+}
