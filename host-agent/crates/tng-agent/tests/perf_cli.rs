@@ -102,6 +102,8 @@ fn shortflows_over_mptcp_complete_flows() {
     let fct = &report["fct_ms"];
     assert!(fct["count"].as_u64().unwrap() > 0, "{report}");
     assert!(fct["p50"].as_f64().unwrap() <= fct["p99"].as_f64().unwrap());
+    let samples = report["fct_samples_ms"].as_array().expect("fct_samples_ms array");
+    assert_eq!(samples.len() as u64, fct["count"].as_u64().unwrap(), "one sample per completed flow: {report}");
 }
 
 #[test]

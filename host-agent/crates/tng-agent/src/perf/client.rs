@@ -72,6 +72,8 @@ pub struct Report {
     pub bytes_received: u64,
     pub bytes_corrupted: u64,
     pub fct_ms: Summary,
+    /// Every flow completion time, in completion order, so a reader can draw the whole distribution.
+    pub fct_samples_ms: Vec<f64>,
     pub rtt_ms: BTreeMap<String, f64>,
     pub retransmitted_packets: u64,
     pub sent_packets: u64,
@@ -137,6 +139,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
         bytes_received: outcome.received_bytes,
         bytes_corrupted: outcome.corrupted_bytes,
         fct_ms: Summary::of(&outcome.fct_ms),
+        fct_samples_ms: outcome.fct_ms,
         rtt_ms: paths.values().map(|p| (p.name.clone(), p.rtt_ms)).collect(),
         retransmitted_packets: sender.retransmitted_packets,
         sent_packets: sender.sent_packets,
