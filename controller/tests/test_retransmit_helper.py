@@ -19,6 +19,7 @@ from tng_controller.retransmit_helper import (
     HELPER_ETHERTYPE,
     HELPER_TABLE,
     HELPER_UP,
+    PACKET_IN_QUEUE,
     Flow,
     Health,
     HelperStatus,
@@ -61,18 +62,37 @@ def ack(number: int) -> bytes:
     )
 
 
+def confirmed_ranges(frames: list[bytes]) -> list[tuple[int, int]]:
+    """The [start, end) of every COPIES_HELD frame among `frames` (all of them must be one)."""
+    ranges = []
+    for frame in frames:
+        reason, inner = parse_helper_frame(frame)
+        assert reason == Reason.COPIES_HELD
+        held = parse_tcp(inner)
+        assert (held.flow, held.length) == (DOWNLINK, 0)
+        ranges.append((held.seq, held.ack))
+    return ranges
+
+
 def copy(helper: RetransmitHelper, seq: int, length: int = MSS) -> bytes:
     frame = segment(seq, length)
-    assert helper.handle(helper_frame(Reason.DATA_COPY, frame)) == []
+    confirmed_ranges(helper.handle(helper_frame(Reason.DATA_COPY, frame)))
     return frame
 
 
-def report(helper: RetransmitHelper, number: int) -> None:
-    assert helper.handle(helper_frame(Reason.ACK_REPORT, ack(number))) == []
+def report(helper: RetransmitHelper, number: int) -> list[tuple[int, int]]:
+    return confirmed_ranges(helper.handle(helper_frame(Reason.ACK_REPORT, ack(number))))
 
 
 def request(helper: RetransmitHelper, number: int) -> list[bytes]:
-    return helper.handle(helper_frame(Reason.RETRANSMIT, ack(number)))
+    """What the helper re-injects for a request (without the confirmations it may add)."""
+    return [
+        frame for frame in helper.handle(helper_frame(Reason.RETRANSMIT, ack(number))) if not is_confirmation(frame)
+    ]
+
+
+def is_confirmation(frame: bytes) -> bool:
+    return frame[12:14] == HELPER_ETHERTYPE.to_bytes(2, "big") and parse_helper_frame(frame)[0] == Reason.COPIES_HELD
 
 
 def test_seq_before_wraps_around() -> None:
@@ -153,13 +173,47 @@ def test_copies_survive_sequence_wraparound() -> None:
     assert request(helper, 60) == [segment((start + 2 * MSS) & 0xFFFFFFFF)]
 
 
-def test_a_request_without_a_copy_starts_a_new_generation() -> None:
+def test_a_request_without_a_copy_is_counted_and_changes_nothing_else() -> None:
+    """A copy that never arrived was never confirmed, so the switch did not boost past it: no new generation."""
     helper = RetransmitHelper(generation=7)
     copy(helper, 1000)
     assert request(helper, 5000) == []
     health = helper.health()
-    assert (health.healthy, health.generation, helper.stats.misses) == (True, 8, 1)
-    assert "no copy" in health.reason
+    assert (health.healthy, health.generation, helper.stats.misses) == (True, 7, 1)
+
+
+def test_confirmations_stop_at_a_lost_copy_until_the_receiver_acks_past_it() -> None:
+    """The clone of [1200, 1300) is lost: the helper confirms up to 1200 only, however many copies follow; the
+    receiver's ACK 1300 (it got the segment the switch forwarded) restarts the range there."""
+    helper = RetransmitHelper(generation=1, confirm_bytes=0)
+    assert confirmed_ranges(helper.handle(helper_frame(Reason.DATA_COPY, segment(1000)))) == [(1000, 1100)]
+    assert confirmed_ranges(helper.handle(helper_frame(Reason.DATA_COPY, segment(1100)))) == [(1000, 1200)]
+    for seq in (1300, 1400):
+        assert helper.handle(helper_frame(Reason.DATA_COPY, segment(seq))) == []
+    assert helper.held(DOWNLINK) == (1000, 1200)
+    assert report(helper, 1150) == [(1000, 1200)]  # the receiver's first ACK: repeated
+    assert report(helper, 1300) == [(1300, 1500)]
+    assert helper.stats.confirmations == 4
+
+
+def test_confirmations_come_every_confirm_bytes() -> None:
+    helper = RetransmitHelper(generation=1, confirm_bytes=3 * MSS)
+    confirmations = [
+        confirmed_ranges(helper.handle(helper_frame(Reason.DATA_COPY, segment(seq)))) for seq in range(1000, 1700, MSS)
+    ]
+    assert confirmations == [[], [], [(1000, 1300)], [], [], [(1000, 1600)], []]
+
+
+def test_the_receivers_first_ack_repeats_the_confirmation_and_a_later_one_past_a_gap_confirms_anew() -> None:
+    """The switch ignores confirmations before the receiver's first ACK, so the helper repeats its range then. A
+    request whose ACK number passes a lost clone restarts the range at the copy holding that ACK number."""
+    helper = RetransmitHelper(generation=1, confirm_bytes=0)
+    first = copy(helper, 1000)
+    copy(helper, 1200)  # the clone of [1100, 1200) is lost
+    answer = helper.handle(helper_frame(Reason.RETRANSMIT, ack(1050)))
+    assert answer[0] == first and confirmed_ranges(answer[1:]) == [(1000, 1100)]
+    answer = helper.handle(helper_frame(Reason.RETRANSMIT, ack(1250)))
+    assert answer[0] == segment(1200) and confirmed_ranges(answer[1:]) == [(1250, 1300)]
 
 
 def test_a_full_store_rejects_copies_and_reports_unhealthy() -> None:
@@ -191,26 +245,40 @@ def test_malformed_frames_are_counted_and_ignored() -> None:
     assert helper.stats.malformed == 2
 
 
-def test_invariant_every_byte_between_the_receivers_ack_and_the_forwarded_end_has_a_copy() -> None:
-    """Random downlink copies (in order, with retransmissions) and receiver ACKs that lag behind what was forwarded:
-    whatever the switch may have acknowledged on the receiver's behalf (up to what it forwarded) stays covered."""
+def test_invariant_every_byte_between_the_receivers_ack_and_what_the_switch_may_boost_to_has_a_copy() -> None:
+    """Random downlink segments (in order, with retransmissions), a fifth of whose clones are lost on the way, and
+    receiver ACKs that lag behind what was forwarded. The switch takes a confirmation only if it starts at or below
+    the receiver's ACK, and boosts at most to its end: every byte from the receiver's ACK up to there has a copy."""
     rng = random.Random(1)
-    helper = RetransmitHelper(generation=1)
+    helper = RetransmitHelper(generation=1, confirm_bytes=2 * MSS)
     start = 0xFFFFF000  # crosses the 32-bit wraparound
     forwarded = start
     receiver = start
-    for _ in range(600):
-        if rng.random() < 0.6:
+    boost_limit = start  # what the switch's confirmed_end would be
+
+    def switch_reads(frames: list[bytes]) -> None:
+        nonlocal boost_limit
+        for held_from, held_to in confirmed_ranges(frames):
+            if not seq_before(receiver & 0xFFFFFFFF, held_from) and seq_before(boost_limit & 0xFFFFFFFF, held_to):
+                boost_limit = receiver + ((held_to - receiver) & 0xFFFFFFFF)
+
+    for _ in range(3000):
+        roll = rng.random()
+        if roll < 0.6:
             length = rng.randint(1, 3 * MSS)
-            copy(helper, forwarded & 0xFFFFFFFF, length)
+            if rng.random() > 0.2:
+                switch_reads(helper.handle(helper_frame(Reason.DATA_COPY, segment(forwarded & 0xFFFFFFFF, length))))
             forwarded += length
-        elif rng.random() < 0.2 and forwarded > receiver:
+        elif roll < 0.7 and forwarded > receiver:
             back = rng.randint(receiver, forwarded - 1)  # a sender retransmission of old data
-            copy(helper, back & 0xFFFFFFFF, rng.randint(1, forwarded - back))
+            switch_reads(helper.handle(helper_frame(Reason.DATA_COPY, segment(back & 0xFFFFFFFF, forwarded - back))))
         else:
             receiver = rng.randint(receiver, forwarded)
-            report(helper, receiver & 0xFFFFFFFF)
-        assert helper.covered(DOWNLINK, receiver & 0xFFFFFFFF, forwarded & 0xFFFFFFFF)
+            switch_reads(helper.handle(helper_frame(Reason.ACK_REPORT, ack(receiver & 0xFFFFFFFF))))
+        assert boost_limit <= forwarded
+        if boost_limit > receiver:
+            assert helper.covered(DOWNLINK, receiver & 0xFFFFFFFF, boost_limit & 0xFFFFFFFF)
+    assert helper.stats.confirmations > 100
     report(helper, forwarded & 0xFFFFFFFF)
     assert helper.health().stored_segments == 0
 
@@ -264,8 +332,12 @@ class FakeSwitch:
         self.payloads = payloads
         self.written: list[fy.P4PacketOut] = []
         self.eth_types: Iterable[int] | None = None
+        self.queue_size = 0
 
-    async def read_packets(self, *, eth_types: Iterable[int] | None = None) -> AsyncIterator[fy.P4PacketIn]:
+    async def read_packets(
+        self, *, queue_size: int, eth_types: Iterable[int] | None = None
+    ) -> AsyncIterator[fy.P4PacketIn]:
+        self.queue_size = queue_size
         self.eth_types = eth_types
         for payload in self.payloads:
             yield fy.P4PacketIn(payload, metadata={"ingress_port": 1, "_pad": 0})
@@ -278,7 +350,10 @@ async def test_serve_p4runtime_answers_a_request_with_a_packet_out_to_the_cpu_po
     data = segment(1000)
     switch = FakeSwitch([helper_frame(Reason.DATA_COPY, data), helper_frame(Reason.RETRANSMIT, ack(1000)), data])
     await asyncio.wait_for(serve_p4runtime(switch, RetransmitHelper(generation=1)), 5)
+    assert [is_confirmation(out.payload) for out in switch.written] == [False, True]  # the first ACK: a repeat
+    del switch.written[1]
     assert switch.eth_types == {HELPER_ETHERTYPE}
+    assert switch.queue_size == PACKET_IN_QUEUE > 50  # finsy's default queue drops packet-ins when the helper lags
     assert [(out.payload, out.metadata) for out in switch.written] == [(data, {"egress_port": 255, "_pad": 0})]
 
 

@@ -8,13 +8,20 @@ header of type 0x88b5 and a 2-byte helper header (reason, reserved):
 - RETRANSMIT: a dup-ACK past the hold budget. The helper sends the copy holding its ACK number back to the switch,
   which routes it toward the receiver (packet-out to the CPU port, or a frame on the helper port).
 
-Copies are freed only by the receiver's own ACK numbers, never by what the switch sent upstream (a boosted ACK), so
-a copy of every byte the switch acknowledged on the receiver's behalf exists until the receiver acknowledges it.
+Copies are freed only by the receiver's own ACK numbers, never by what the switch sent upstream (a boosted ACK).
+
+A clone can be lost on its way (BMv2's CPU port queue, the packet-in stream, a full packet-in queue in the
+controller), and the switch cannot see that. So the helper tells the switch what it holds: a COPIES_HELD frame (the
+helper header, then an IPv4/TCP header of the data direction whose sequence number starts, and ACK number ends, a
+range of which the helper holds every byte) whenever that range grew by `confirm_bytes`. The range starts at the
+receiver's ACK (or the flow's first copy) and ends at the first byte missing; the switch boosts only up to its end.
+Together: a copy of every byte the switch acknowledged on the receiver's behalf exists until the receiver
+acknowledges it.
 
 Health: the switch boosts only while the controller says the helper is up (table ingress.visible.helper). The
-helper reports `healthy` (it has room for more copies) and a `generation` that changes whenever its copies may have
-stopped covering what the switch forwarded (start, a rejected copy, a request it could not serve). HelperStatus turns
-health reports into that table's default entry, with a new epoch for every generation.
+helper reports `healthy` (it has room for more copies) and a `generation` that changes whenever copies it confirmed
+may be gone or it rejected one (start, store full). HelperStatus turns health reports into that table's default
+entry, with a new epoch for every generation.
 
 Transports: `serve_p4runtime` runs inside a controller that holds the switch's P4Runtime stream (packet-in and
 packet-out); `serve_interface` and the command line attach to the switch's helper port through an AF_PACKET socket
@@ -43,6 +50,11 @@ LOGGER = logging.getLogger(__name__)
 HELPER_ETHERTYPE = 0x88B5
 CPU_PORT = 255
 DEFAULT_MAX_BYTES = 64 << 20
+# A confirmation every ~6 MSS-sized copies: boosts need confirmed bytes ahead of the receiver's ACK, and the receiver
+# lags what was forwarded by a round trip, so coarser confirmations cost little boosting and save packet-outs.
+DEFAULT_CONFIRM_BYTES = 8 << 10
+# finsy drops packet-ins ("packet ignored") while the helper's queue is full; its default holds 50.
+PACKET_IN_QUEUE = 8192
 
 # P4Info names of the helper status table (p4src/README.md, "tng: the main pipeline").
 HELPER_TABLE = "ingress.visible.helper"
@@ -53,11 +65,14 @@ _HELPER = struct.Struct("!6s6sHBB")  # helper Ethernet header (dst, src, type) +
 _ETHERNET = struct.Struct("!6s6sH")
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
 _TCP = struct.Struct("!HHIIBB")  # ports, seq, ack, data offset, flags (the first 14 of 20 bytes)
+_TCP_FULL = struct.Struct("!HHIIBBHHH")  # ... window, checksum, urgent pointer
 _TCP_HEADER_BYTES = 20
 _ETHERTYPE_IPV4 = 0x0800
 _PROTO_TCP = 6
 _TCP_FIN = 0x01
 _TCP_SYN = 0x02
+_TCP_ACK = 0x10
+_IPV4_DONT_FRAGMENT = 0x4000
 _SEQ_MASK = 0xFFFFFFFF
 
 
@@ -67,6 +82,7 @@ class Reason(IntEnum):
     DATA_COPY = 1
     ACK_REPORT = 2
     RETRANSMIT = 3
+    COPIES_HELD = 4  # from the helper to the switch: a range of which it holds every byte
 
 
 def seq_before(a: int, b: int) -> bool:
@@ -151,6 +167,24 @@ def helper_frame(reason: Reason, inner: bytes) -> bytes:
     return _HELPER.pack(bytes(6), bytes(6), HELPER_ETHERTYPE, reason, 0) + inner
 
 
+def _ipv4_checksum(header: bytes) -> int:
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def copies_held_frame(flow: Flow, start: int, end: int) -> bytes:
+    """The frame telling the switch that the helper holds every byte of `flow` in [start, end): the flow's addresses
+    and ports, sequence number `start`, ACK number `end`. The switch drops it, so it carries no TCP checksum."""
+    addresses = socket.inet_aton(flow.sender) + socket.inet_aton(flow.receiver)
+    header = _IPV4.pack(0x45, 0, _IPV4.size + _TCP_HEADER_BYTES, 0, _IPV4_DONT_FRAGMENT, 64, _PROTO_TCP, 0, b"", b"")
+    header = header[:12] + addresses
+    ipv4 = header[:10] + _ipv4_checksum(header).to_bytes(2, "big") + header[12:]
+    tcp = _TCP_FULL.pack(flow.sender_port, flow.receiver_port, start, end, 5 << 4, _TCP_ACK, 0, 0, 0)
+    return helper_frame(Reason.COPIES_HELD, _ETHERNET.pack(bytes(6), bytes(6), _ETHERTYPE_IPV4) + ipv4 + tcp)
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """What a health probe reports."""
@@ -187,6 +221,7 @@ class Stats:
     retransmitted: int = 0
     misses: int = 0
     freed_segments: int = 0
+    confirmations: int = 0
     malformed: int = 0
 
 
@@ -197,20 +232,38 @@ class _Copy:
     frame: bytes
 
 
+@dataclass(slots=True)
+class _Held:
+    """A flow's range with a copy of every byte, and how far the switch was told so."""
+
+    start: int
+    end: int
+    confirmed: int
+
+
 class RetransmitHelper:
     """The helper's state machine, free of I/O: `handle` takes a frame from the switch, returns frames to send back."""
 
-    def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES, generation: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        generation: int | None = None,
+        confirm_bytes: int = DEFAULT_CONFIRM_BYTES,
+    ) -> None:
         self.max_bytes = max_bytes
+        self.confirm_bytes = confirm_bytes
         self.stats = Stats()
         self._generation = generation if generation is not None else int.from_bytes(os.urandom(4), "big")
         self._copies: dict[Flow, dict[int, _Copy]] = {}
+        self._held: dict[Flow, _Held] = {}
         self._acked: dict[Flow, int] = {}
         self._stored_bytes = 0
         self._reason = "started"
 
     def handle(self, frame: bytes) -> list[bytes]:
-        """Process one frame from the switch; the result is what to re-inject toward the receiver."""
+        """Process one frame from the switch; the result is what to send back to it: re-injected copies (routed
+        toward the receiver) and confirmations of the copies held (COPIES_HELD frames)."""
         try:
             reason, inner = parse_helper_frame(frame)
             segment = parse_tcp(inner)
@@ -218,28 +271,42 @@ class RetransmitHelper:
             self.stats.malformed += 1
             LOGGER.warning("ignoring frame from the switch: %s", error)
             return []
+        if reason == Reason.COPIES_HELD:
+            return []  # our own confirmation, seen again by a packet socket on the helper port
         if reason == Reason.DATA_COPY:
             self._keep(segment, inner)
-            return []
+            return self._confirmation(segment.flow)
         data_flow = segment.flow.reversed()
+        # The switch ignores confirmations until it has seen the receiver's first ACK: repeat them at the first.
+        first_ack = data_flow not in self._acked
         self._acknowledge(data_flow, segment.ack)
         if reason == Reason.ACK_REPORT:
             self.stats.reports += 1
-            return []
+            return self._confirmation(data_flow, repeat=first_ack)
         self.stats.requests += 1
         found = self.copy_at(data_flow, segment.ack)
         if found is None:
+            # Never confirmed (its clone was lost), so the switch has not boosted past it: the sender repairs it.
             self.stats.misses += 1
-            self._new_generation(f"no copy of {data_flow} at {segment.ack}")
-            return []
+            LOGGER.info("no copy of %s at %d: its clone never reached the helper", data_flow, segment.ack)
+            return self._confirmation(data_flow, repeat=first_ack)
         self.stats.retransmitted += 1
-        return [found]
+        return [found, *self._confirmation(data_flow, repeat=first_ack)]
+
+    def held(self, flow: Flow) -> tuple[int, int] | None:
+        """The range [start, end) of `flow` the helper holds every byte of and confirms to the switch, if any."""
+        held = self._held.get(flow)
+        return None if held is None else (held.start, held.end)
 
     def copy_at(self, flow: Flow, seq: int) -> bytes | None:
         """The stored frame whose segment holds sequence number `seq` of `flow`, if any."""
+        found = self._holding(flow, seq)
+        return None if found is None else found.frame
+
+    def _holding(self, flow: Flow, seq: int) -> _Copy | None:
         for copy in self._copies.get(flow, {}).values():
             if not seq_before(seq, copy.seq) and seq_before(seq, copy.end):
-                return copy.frame
+                return copy
         return None
 
     def covered(self, flow: Flow, start: int, end: int) -> bool:
@@ -281,6 +348,28 @@ class RetransmitHelper:
         copies[segment.seq] = _Copy(segment.seq, segment.end, frame)
         self._stored_bytes += len(frame)
         self.stats.copies += 1
+        held = self._held.setdefault(segment.flow, _Held(segment.seq, segment.seq, segment.seq))
+        self._extend(copies, held)
+
+    def _extend(self, copies: dict[int, _Copy], held: _Held) -> None:
+        """Grow the held range over the copies that continue it. Copies of one sender line up (each starts where
+        one ends), so a lookup by sequence number finds them; one that does not stops the range until the receiver's
+        ACK passes it."""
+        while (copy := copies.get(held.end)) is not None and seq_before(held.end, copy.end):
+            held.end = copy.end
+
+    def _confirmation(self, flow: Flow, *, repeat: bool = False) -> list[bytes]:
+        """A COPIES_HELD frame if the held range grew by confirm_bytes since the last one was sent, or, to `repeat`
+        it, if it holds anything."""
+        held = self._held.get(flow)
+        if held is None or held.start == held.end:
+            return []
+        grown = held.end != held.confirmed and _offset(held.confirmed, held.end) >= self.confirm_bytes
+        if not (grown or repeat):
+            return []
+        held.confirmed = held.end
+        self.stats.confirmations += 1
+        return [copies_held_frame(flow, held.start, held.end)]
 
     def _acknowledge(self, flow: Flow, ack: int) -> None:
         copies = self._copies.get(flow)
@@ -290,11 +379,20 @@ class RetransmitHelper:
         for seq in [seq for seq, copy in copies.items() if not seq_before(ack, copy.end)]:
             self._stored_bytes -= len(copies.pop(seq).frame)
             self.stats.freed_segments += 1
-        if copies:
-            self._acked[flow] = ack
-        else:
+        if not copies:
             del self._copies[flow]
             self._acked.pop(flow, None)
+            self._held.pop(flow, None)
+            return
+        self._acked[flow] = ack
+        held = self._held[flow]
+        if seq_before(held.end, ack):
+            # The receiver has the bytes up to ack, missing copies included: hold from there on, starting with the
+            # copy that holds ack (it may begin before it).
+            straddling = self._holding(flow, ack)
+            held.start = ack
+            held.end = ack if straddling is None else straddling.end
+            self._extend(copies, held)
 
     def _new_generation(self, reason: str) -> None:
         self._generation = (self._generation + 1) & 0xFFFFFFFF
@@ -327,7 +425,9 @@ class HelperStatus:
 class PacketSwitch(Protocol):
     """What serve_p4runtime needs of a finsy Switch."""
 
-    def read_packets(self, *, eth_types: Iterable[int] | None = None) -> AsyncIterator[fy.P4PacketIn]: ...
+    def read_packets(
+        self, *, queue_size: int, eth_types: Iterable[int] | None = None
+    ) -> AsyncIterator[fy.P4PacketIn]: ...
 
     async def write(self, entities: Iterable[fy.P4PacketOut]) -> None: ...
 
@@ -341,12 +441,13 @@ class TableSwitch(Protocol):
 async def serve_p4runtime(switch: PacketSwitch, helper: RetransmitHelper, *, cpu_port: int = CPU_PORT) -> None:
     """Serve the helper over a switch's P4Runtime stream until cancelled.
 
-    Helper frames arrive as packet-ins (ethertype 0x88b5); a copy goes back as a packet-out to the CPU port, which
-    the pipeline routes like a packet from the helper.
+    Helper frames arrive as packet-ins (ethertype 0x88b5); copies and confirmations go back as packet-outs to the
+    CPU port, which the pipeline routes like a packet from the helper (confirmations it reads and drops).
     """
-    async for packet in switch.read_packets(eth_types={HELPER_ETHERTYPE}):
-        for frame in helper.handle(packet.payload):
-            await switch.write([fy.P4PacketOut(frame, egress_port=cpu_port, _pad=0)])
+    async for packet in switch.read_packets(queue_size=PACKET_IN_QUEUE, eth_types={HELPER_ETHERTYPE}):
+        answers = helper.handle(packet.payload)
+        if answers:
+            await switch.write([fy.P4PacketOut(frame, egress_port=cpu_port, _pad=0) for frame in answers])
 
 
 async def keep_switch_informed(
@@ -376,8 +477,8 @@ async def serve_interface(interface: str, helper: RetransmitHelper) -> None:
         sender.setblocking(False)
         while True:
             frame = await loop.sock_recv(receiver, 65535)
-            for copy in helper.handle(frame):
-                await loop.sock_sendall(sender, copy)
+            for answer in helper.handle(frame):
+                await loop.sock_sendall(sender, answer)
 
 
 async def serve_health(helper: RetransmitHelper, host: str, port: int) -> asyncio.Server:

@@ -34,6 +34,9 @@ const helper_reason_t HELPER_NONE = 0;
 const helper_reason_t HELPER_DATA_COPY = 1;   // a downlink TCP segment of a VISIBLE flow, as received
 const helper_reason_t HELPER_ACK_REPORT = 2;  // the receiver's own ACK: copies below its ACK number may go
 const helper_reason_t HELPER_RETRANSMIT = 3;  // a dup-ACK: re-inject the copy that starts at its ACK number
+/* From the helper (packet-out to the CPU port or a frame on the helper port): it holds a copy of every byte of the
+ * flow from the inner TCP header's sequence number up to its ACK number. Read by VISIBLE, never forwarded. */
+const helper_reason_t HELPER_COPIES_HELD = 4;
 /* The clone session the controller points at the helper (CPU port or helper port). */
 const bit<32> HELPER_CLONE_SESSION = 1;
 
@@ -51,6 +54,7 @@ const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 #define VISIBLE_RETRANSMIT_REQUESTED 7
 #define VISIBLE_ACK_REPORTED 8
 #define VISIBLE_DUP_ACK_FORWARDED 9
+#define VISIBLE_COPIES_CONFIRMED 10
 #define VISIBLE_DECISION_COUNT 16
 
 /* TCP flags (tcp_t.flags) and the timestamps-only option layout Linux puts on ACKs (NOP, NOP, TS). */

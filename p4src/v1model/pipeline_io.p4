@@ -1,7 +1,8 @@
 /*
  * v1model parser, checksum controls and deparser of the main pipeline. They wrap the wire pieces (parser.p4,
  * checksum.p4, deparser.p4) around the controller and helper headers: a packet-out header first on the CPU port,
- * the TCP timestamps option after a TCP header of data offset 8; packet-in and helper encapsulation on the way out.
+ * then a helper encapsulation if the frame has one (the helper's confirmations), the TCP timestamps option after a
+ * TCP header of data offset 8; packet-in and helper encapsulation on the way out.
  */
 #ifndef TNG_V1MODEL_PIPELINE_IO_P4
 #define TNG_V1MODEL_PIPELINE_IO_P4
@@ -23,12 +24,25 @@ parser TngPipelineParser(packet_in packet,
     state start {
         transition select(std_md.ingress_port) {
             CPU_PORT: parse_packet_out;
-            default: parse_wire;
+            default: check_helper;
         }
     }
 
     state parse_packet_out {
         packet.extract(hdr.packet_out);
+        transition check_helper;
+    }
+
+    state check_helper {
+        transition select(packet.lookahead<ethernet_t>().ether_type) {
+            ETHERTYPE_TNG_HELPER: parse_helper;
+            default: parse_wire;
+        }
+    }
+
+    state parse_helper {
+        packet.extract(hdr.helper_ethernet);
+        packet.extract(hdr.helper);
         transition parse_wire;
     }
 

@@ -3,7 +3,8 @@
  * each flow:
  *   ingress  wire checks (parser.p4) -> port role -> IPv4 forwarding (forwarding.p4) -> flow policy and new-flow
  *            digest (classify.p4) -> LTE/Wi-Fi steering for LWIP next hops (steering.p4) -> VISIBLE on TCP
- *            (visible.p4); malformed, unroutable and TTL-expired packets are dropped and counted by reason
+ *            (visible.p4); malformed, unroutable and TTL-expired packets are dropped and counted by reason; frames
+ *            from the retransmission helper (confirmations of its copies) go to VISIBLE only, which drops them
  *   egress   helper encapsulation of clones, packet-in header for the CPU port, source MAC, per-port queue state,
  *            queue-sharing backpressure (backpressure.p4)
  * P4Info names, parameters and units: p4src/README.md, section "tng: the main pipeline".
@@ -68,6 +69,8 @@ control ingress(inout tng_headers_t hdr,
     apply {
         drop_reason_t reason;
         wire_drop_reason.apply(std_md, reason);
+        /* A helper frame (a confirmation of copies) is for VISIBLE alone, which drops it: never routed or classified. */
+        bool helper_frame = hdr.helper.isValid();
 
         if (reason == DROP_REASON_NONE && hdr.packet_out.isValid()) {
             if (hdr.packet_out.egress_port != CPU_PORT) {
@@ -93,7 +96,7 @@ control ingress(inout tng_headers_t hdr,
                 }
             }
         }
-        if (reason == DROP_REASON_NONE) {
+        if (reason == DROP_REASON_NONE && !helper_frame) {
             if (hdr.wire.tcp.isValid()) {
                 md.l4_src_port = hdr.wire.tcp.src_port;
                 md.l4_dst_port = hdr.wire.tcp.dst_port;
@@ -109,9 +112,11 @@ control ingress(inout tng_headers_t hdr,
             return;
         }
 
-        classify.apply(hdr, md, std_md);
-        if (md.lwip) {
-            steering.apply(hdr, md, std_md);
+        if (!helper_frame) {
+            classify.apply(hdr, md, std_md);
+            if (md.lwip) {
+                steering.apply(hdr, md, std_md);
+            }
         }
         visible.apply(hdr, md, std_md);
     }

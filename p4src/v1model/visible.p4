@@ -7,17 +7,23 @@
  *   downlink segment (LWIP route, policy with VISIBLE on): claims a free or idle cell, advances forwarded_end (every
  *     sequence number below it has been forwarded downlink) and forwarded_max (the highest one forwarded), and, while
  *     the helper is up, clones the segment to the retransmission helper (copy_start: from there on every forwarded
- *     byte was copied).
+ *     byte was cloned). A clone can be lost on its way (CPU port, packet-in stream), so cloning proves nothing:
+ *   confirmation (HELPER_COPIES_HELD from the helper): the helper holds a copy of every byte from the inner TCP
+ *     header's sequence number to its ACK number; if that range starts at or below the receiver's ACK, confirmed_end
+ *     moves up to its end. Boosts never go beyond confirmed_end. The frame is dropped.
  *   uplink ACK (from an LTE or Wi-Fi port): a pure dup-ACK (RFC 5681: same ACK number, no data, no SYN/FIN/RST, same
  *     window, data outstanding) goes through the paper's phases in order:
  *       boost   both links' queues at most boost_max_depth packets, the helper up with copies of every byte from
  *               the receiver's ACK on, no SACK blocks (options empty or timestamps only), no retransmission request
  *               in this burst, at most boost_max boosts: ACK number := sent_ack + mss * dup_acks, but never beyond
- *               forwarded_end
+ *               forwarded_end nor confirmed_end
  *       hold    no retransmission request in this burst, hold time below hold_budget_us and the burst no longer
  *               than the EWMA of past bursts + hold_slack: the dup-ACK is dropped
  *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
- *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on
+ *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on.
+ *               While the switch owes the sender bytes (sent_ack past the receiver's ACK; the sender will never
+ *               resend them) and the helper is up, a request goes whatever retransmit_max says, again after every
+ *               hold_budget_us (re-injected copies can be lost too): only the helper can fill that hole
  *       otherwise   the dup-ACK goes on unchanged
  *     A new ACK ends the burst: the EWMA of burst lengths moves up by 2^-alpha_shift or down by 2^-beta_shift,
  *     hold time and request count reset, and the helper gets the receiver's ACK every report_bytes of progress so
@@ -55,6 +61,8 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
     register<bit<16>>(VISIBLE_FLOW_CELLS) copy_epoch;       // helper epoch the copies belong to, 0 = none
     register<bit<32>>(VISIBLE_FLOW_CELLS) copy_start;       // every forwarded byte from here on was copied
     register<bit<32>>(VISIBLE_FLOW_CELLS) reported_ack;     // last ACK number reported to the helper
+    register<bit<32>>(VISIBLE_FLOW_CELLS) confirmed_end;    // the helper confirmed copies from the receiver's ACK to here
+    register<bit<48>>(VISIBLE_FLOW_CELLS) requested_at;     // us, the last retransmission request
 
     policy_id_t policy = DEFAULT_POLICY;
     bit<16> mss = 0;
@@ -126,12 +134,18 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
         bool downlink = md.lwip && !md.injected && hdr.wire.tcp.isValid();
         bool uplink = (md.role == ROLE_LTE || md.role == ROLE_WIFI) && !md.injected && hdr.wire.tcp.isValid()
                       && (hdr.wire.tcp.flags & TCP_FLAG_ACK) != 0;
+        /* Only the helper (packet-out or helper port) may confirm copies; any other helper frame is just dropped. */
+        bool confirmation = hdr.helper.isValid() && md.injected && hdr.helper.reason == HELPER_COPIES_HELD
+                            && hdr.wire.tcp.isValid();
+        if (hdr.helper.isValid()) {
+            mark_to_drop(std_md);
+        }
         bit<48> now = std_md.ingress_global_timestamp;
         bit<32> key = 0;
         bit<32> cell = 0;
         bit<32> owner = 0;
         bool tracked = false;
-        if (downlink || uplink) {
+        if (downlink || uplink || confirmation) {
             /* The same key for both directions: lower address (then port) first. */
             ipv4_addr_t addr_a = hdr.wire.ipv4.src_addr;
             ipv4_addr_t addr_b = hdr.wire.ipv4.dst_addr;
@@ -213,12 +227,32 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             bit<16> copies_epoch;
                             copy_epoch.read(copies_epoch, cell);
                             if (copies_epoch != helper_epoch) {
+                                /* Confirmations of an earlier epoch may come from a helper that lost its copies. */
                                 copy_epoch.write(cell, helper_epoch);
                                 copy_start.write(cell, copied_from);
+                                confirmed_end.write(cell, copied_from);
                             }
                             to_helper(HELPER_DATA_COPY);
                             decisions.count(VISIBLE_DATA_COPIED);
                         }
+                    }
+                } else if (confirmation) {
+                    bit<16> epoch;
+                    bit<1> valid;
+                    bit<32> acked;
+                    bit<32> confirmed;
+                    copy_epoch.read(epoch, cell);
+                    ack_seen.read(valid, cell);
+                    receiver_ack.read(acked, cell);
+                    confirmed_end.read(confirmed, cell);
+                    bit<32> held_from = hdr.wire.tcp.seq_no;
+                    bit<32> held_to = hdr.wire.tcp.ack_no;
+                    /* Copies are freed only by the receiver's ACKs, so [receiver_ack, held_to) stays held until the
+                     * receiver acknowledges it. A range starting past the receiver's ACK leaves a gap: ignored. */
+                    if (helper_ok && helper_epoch != 0 && epoch == helper_epoch && valid == 1
+                            && !seq_before(acked, held_from) && seq_before(confirmed, held_to)) {
+                        confirmed_end.write(cell, held_to);
+                        decisions.count(VISIBLE_COPIES_CONFIRMED);
                     }
                 } else {
                     /* Uplink ACK of a tracked flow. */
@@ -238,6 +272,8 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     bit<16> epoch;
                     bit<32> copies_from;
                     bit<32> reported;
+                    bit<32> confirmed;
+                    bit<48> last_request;
                     flow_links.read(links, cell);
                     forwarded_end.read(contiguous, cell);
                     forwarded_max.read(highest, cell);
@@ -253,6 +289,8 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     copy_epoch.read(epoch, cell);
                     copy_start.read(copies_from, cell);
                     reported_ack.read(reported, cell);
+                    confirmed_end.read(confirmed, cell);
+                    requested_at.read(last_request, cell);
 
                     bit<32> ack = hdr.wire.tcp.ack_no;
                     bool helper_copies = helper_ok && helper_epoch != 0 && epoch == helper_epoch;
@@ -266,8 +304,13 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         if (dups != 0xffff) {
                             dups = dups + 1;
                         }
-                        /* The helper has a copy of every byte from the receiver's ACK up to forwarded_end. */
+                        /* Every byte from the receiver's ACK on was cloned to the helper in its current epoch. */
                         bool covered = helper_copies && !seq_before(acked, copies_from);
+                        /* The sender considers [acked, sent) delivered: a hole there is repaired by the helper or
+                         * never. Boosts only go where the helper confirmed copies, so it has them (unless it died). */
+                        bool owing = seq_before(acked, sent);
+                        bool request_owed = owing && helper_ok
+                                            && (requests == 0 || now - last_request >= (bit<48>)hold_budget);
                         bit<32> lte_depth;
                         bit<32> wifi_depth;
                         port_queue_depth.read(lte_depth, links >> 16);
@@ -282,6 +325,9 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         bit<32> target = sent + (bit<32>)mss * (bit<32>)dups;
                         if (seq_before(contiguous, target)) {
                             target = contiguous;
+                        }
+                        if (seq_before(confirmed, target)) {
+                            target = confirmed;
                         }
                         bit<32> hold_limit = ((bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
                         if (requests == 0 && spare && covered && no_sack && dups <= boosts_max
@@ -302,8 +348,11 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             held_since = now;
                             mark_to_drop(std_md);
                             decisions.count(VISIBLE_HELD);
-                        } else if (requests < requests_max && covered) {
-                            requests = requests + 1;
+                        } else if ((requests < requests_max && covered) || request_owed) {
+                            if (requests != 0xff) {
+                                requests = requests + 1;
+                            }
+                            last_request = now;
                             to_helper(HELPER_RETRANSMIT);
                             decisions.count(VISIBLE_RETRANSMIT_REQUESTED);
                         } else {
@@ -359,6 +408,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     retransmits.write(cell, requests);
                     burst_ewma.write(cell, ewma);
                     reported_ack.write(cell, reported);
+                    requested_at.write(cell, last_request);
                 }
             }
         }

@@ -2,7 +2,8 @@
 
 Downlink data from the server leaves on the LTE port (lte-only steering keeps the test deterministic); the UE's ACKs
 arrive on the LTE port. The retransmission helper is the real helper core (tng_controller.retransmit_helper) fed
-with what the switch clones to the helper port or the CPU port.
+with what the switch clones to the helper port or the CPU port; its confirmations of the copies it holds go back to
+the switch on the helper port.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lwip_base import (
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
-from tng_controller.retransmit_helper import Flow, Reason, RetransmitHelper, helper_frame
+from tng_controller.retransmit_helper import HELPER_ETHERTYPE, Flow, Reason, RetransmitHelper, helper_frame
 
 POLICY = 40
 DOWNLINK = Flow(SERVER_IP, SERVER_PORT, UE_IP, UE_PORT)
@@ -35,6 +36,11 @@ TIMESTAMPS = [("NOP", None), ("NOP", None), ("Timestamp", (1000, 2000))]
 SACK = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000))]
 PACKET_IN_TIMEOUT_S = 2.0
 STATE_CELLS = 4096  # VISIBLE_FLOW_CELLS
+COPIES_CONFIRMED = 10  # ingress.visible.decisions index of an accepted confirmation (not yet in lwip_base.Decision)
+
+
+def is_confirmation(frame: bytes) -> bool:
+    return frame[12:14] == HELPER_ETHERTYPE.to_bytes(2, "big") and frame[14] == Reason.COPIES_HELD
 
 
 def state_cell(ue_port: int) -> int:
@@ -52,28 +58,36 @@ class VisibleTest(LwipTest):
         self.classify(POLICY, src_addr=SERVER_IP, protocol=6)
         self.steer(POLICY, STEER_LTE_ONLY)
         self.decisions = self.counters(VISIBLE_DECISIONS)
-        self.helper = RetransmitHelper(generation=1)
+        self.helper = RetransmitHelper(generation=1, confirm_bytes=0)  # confirms every copy that extends its range
         self.helper_at: int | None = None  # the switch port the helper sits behind, if any
-        self.retransmissions: list[bytes] = []  # what the helper answered to the last frame it got
+        self.retransmissions: list[bytes] = []  # what the helper re-injects for the last frame it got
 
-    def exchange(self, port: int, pkt: Packet, *expected: tuple[int, Packet]) -> None:
+    def exchange(self, port: int, pkt: Packet, *expected: tuple[int, Packet], clone_lost: bool = False) -> None:
         """Send `pkt` on `port`; exactly `expected` (port, packet) come out, in any order, byte for byte, with valid
-        TCP checksums. Frames on the helper's port are handed to the helper core."""
+        TCP checksums. Frames on the helper's port are handed to the helper core (unless `clone_lost`), and its
+        confirmations sent back to the switch, which drops them."""
         self.send(port, pkt)
         received = sorted((self.receive() for _ in expected), key=lambda item: item[0])
         for (got_port, got), (want_port, want) in zip(received, sorted(expected, key=lambda e: e[0]), strict=True):
             self.assertEqual(got_port, want_port, f"{got!r} left on port {got_port}, expected {want_port}")
             self.assertEqual(bytes(got), bytes(want), f"got {got!r}\nexpected {want!r}")
             if got_port == self.helper_at:
-                self.retransmissions = self.helper.handle(bytes(got))
+                if clone_lost:
+                    continue
+                answers = self.helper.handle(bytes(got))
+                self.retransmissions = [frame for frame in answers if not is_confirmation(frame)]
+                for frame in answers:
+                    if is_confirmation(frame):
+                        self.send(self.helper_at, Ether(frame))
             else:
                 self.assertTrue(l4_checksum_valid(got), f"bad TCP checksum: {got!r}")
 
-    def data(self, seq: int) -> Packet:
-        """A downlink segment [seq, seq + MSS): forwarded on LTE, and copied to the helper if it is on a port."""
+    def data(self, seq: int, *, clone_lost: bool = False) -> Packet:
+        """A downlink segment [seq, seq + MSS): forwarded on LTE, and copied to the helper if it is on a port (the
+        copy lost on its way if `clone_lost`)."""
         pkt = self.downlink(seq)
         copies = [(self.helper_at, helper_frame(Reason.DATA_COPY, bytes(pkt)))] if self.helper_at is not None else []
-        self.exchange(self.uplink, pkt, (self.lte, self.to_ue(pkt, self.lte)), *copies)
+        self.exchange(self.uplink, pkt, (self.lte, self.to_ue(pkt, self.lte)), *copies, clone_lost=clone_lost)
         return pkt
 
     def new_ack(self, ack: int) -> None:
@@ -95,8 +109,9 @@ class VisibleTest(LwipTest):
     def assertDecisions(self, **expected: int) -> None:
         """ingress.visible.decisions grew by exactly `expected` (Decision names, lower case) since setUp."""
         self.assertNothingElse()
+        indexes = {decision.name: decision.value for decision in Decision} | {"COPIES_CONFIRMED": COPIES_CONFIRMED}
         self.assertCounted(
-            VISIBLE_DECISIONS, self.decisions, {Decision[name.upper()]: n for name, n in expected.items()}, "decisions"
+            VISIBLE_DECISIONS, self.decisions, {indexes[name.upper()]: n for name, n in expected.items()}, "decisions"
         )
 
 
@@ -148,7 +163,8 @@ class BoostTest(VisibleTest):
 @group("tng")
 class BoostNeverExceedsTheForwardedBytes(BoostTest):
     """Each dup-ACK raises the ACK by MSS x dup count, capped at the highest byte forwarded downlink: 3000, then
-    4000 (not 5000); at the cap a dup-ACK goes on unchanged; one more forwarded segment lets the next reach 5000."""
+    4000 (not 5000); one more forwarded segment lets the next reach 5000. The helper confirms its copies at the
+    receiver's first ACK (it repeats what the switch ignored before) and at every copy."""
 
     def runTest(self) -> None:
         self.helper_at = self.helper_port
@@ -158,12 +174,43 @@ class BoostNeverExceedsTheForwardedBytes(BoostTest):
         self.new_ack(2000)
         self.dup_ack(2000, sent_as=3000)
         self.dup_ack(2000, sent_as=4000)
-        self.dup_ack(2000)
         self.data(4000)
         self.dup_ack(2000, sent_as=5000)
         self.assertTrue(self.helper.covered(DOWNLINK, 2000, 5000), "boosted bytes without a copy at the helper")
         self.assertDecisions(
-            data_tracked=4, data_copied=4, new_ack=1, ack_reported=1, dup_ack=4, boosted=3, dup_ack_forwarded=1
+            data_tracked=4, data_copied=4, new_ack=1, ack_reported=1, copies_confirmed=2, dup_ack=3, boosted=3
+        )
+
+
+@group("tng")
+class BoostStopsAtACopyTheHelperNeverGot(BoostTest):
+    """The clone of [2000, 3000) is lost between switch and helper: the helper confirms only up to 2000, so the
+    receiver's dup-ACKs at 2000 go on unchanged (a boost would acknowledge bytes nobody can resend). The sender's
+    retransmission of 2000 reaches the helper, which then confirms up to 5000, and the next dup-ACK is boosted."""
+
+    def runTest(self) -> None:
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        self.data(1000)
+        self.data(2000, clone_lost=True)
+        for seq in (3000, 4000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.dup_ack(2000)
+        self.dup_ack(2000)
+        self.assertEqual(self.helper.held(DOWNLINK), (1000, 2000))
+        self.data(2000)
+        self.dup_ack(2000, sent_as=5000)
+        self.assertTrue(self.helper.covered(DOWNLINK, 2000, 5000), "boosted bytes without a copy at the helper")
+        self.assertDecisions(
+            data_tracked=5,
+            data_copied=5,
+            new_ack=1,
+            ack_reported=1,
+            copies_confirmed=2,
+            dup_ack=3,
+            boosted=1,
+            dup_ack_forwarded=2,
         )
 
 
@@ -185,7 +232,9 @@ class BoostedBytesStayCoveredUntilTheReceiverAcks(BoostTest):
         self.assertIsNone(self.helper.copy_at(DOWNLINK, 2500))
         self.new_ack(5000)
         self.assertEqual(self.helper.health().stored_segments, 0)
-        self.assertDecisions(data_tracked=4, data_copied=4, new_ack=3, ack_reported=3, dup_ack=2, boosted=2)
+        self.assertDecisions(
+            data_tracked=4, data_copied=4, new_ack=3, ack_reported=3, copies_confirmed=1, dup_ack=2, boosted=2
+        )
 
 
 @group("tng")
@@ -216,7 +265,14 @@ class NoBoostWithoutSpareQueues(BoostTest):
         self.write_queue_depth(self.wifi, 10)
         self.dup_ack(2000, sent_as=4000)  # second dup-ACK of the burst: 2000 + 2 x MSS
         self.assertDecisions(
-            data_tracked=3, data_copied=3, new_ack=1, ack_reported=1, dup_ack=2, boosted=1, dup_ack_forwarded=1
+            data_tracked=3,
+            data_copied=3,
+            new_ack=1,
+            ack_reported=1,
+            copies_confirmed=1,
+            dup_ack=2,
+            boosted=1,
+            dup_ack_forwarded=1,
         )
 
 
@@ -234,7 +290,14 @@ class SackDupAcksAreNotBoosted(BoostTest):
         self.dup_ack(2000, options=SACK)
         self.dup_ack(2000, sent_as=4000, options=TIMESTAMPS)
         self.assertDecisions(
-            data_tracked=3, data_copied=3, new_ack=1, ack_reported=1, dup_ack=2, boosted=1, dup_ack_forwarded=1
+            data_tracked=3,
+            data_copied=3,
+            new_ack=1,
+            ack_reported=1,
+            copies_confirmed=1,
+            dup_ack=2,
+            boosted=1,
+            dup_ack_forwarded=1,
         )
 
 
@@ -272,9 +335,48 @@ class RetransmitThroughTheHelperPort(RetransmitTest):
             data_copied=3,
             new_ack=1,
             ack_reported=1,
+            copies_confirmed=1,
             dup_ack=2,
             retransmit_requested=1,
             dup_ack_forwarded=1,
+        )
+
+
+@group("tng")
+class OwedBytesAreRequestedUntilTheReceiverHasThem(VisibleTest):
+    """After a boost to 3000 the sender considers [2000, 3000) delivered and will never resend it: with no
+    retransmission budget at all (retransmit_max 0) every dup-ACK at 2000 still asks the helper for it (again after
+    each hold budget, here 0: a re-injected copy can be lost too)."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, boost_max_depth=10, boost_max=1)
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000)}
+        self.new_ack(2000)
+        self.dup_ack(2000, sent_as=3000)
+        for _ in range(2):
+            request = self.uplink_ack(2000)
+            self.exchange(
+                self.lte,
+                request,
+                (self.uplink, self.to_server(request)),
+                (self.helper_port, helper_frame(Reason.RETRANSMIT, bytes(request))),
+            )
+            self.assertEqual(self.retransmissions, [bytes(segments[2000])])
+        self.exchange(
+            self.helper_port, Ether(self.retransmissions[0]), (self.lte, self.to_ue(segments[2000], self.lte))
+        )
+        self.new_ack(3000)
+        self.assertDecisions(
+            data_tracked=3,
+            data_copied=3,
+            new_ack=2,
+            ack_reported=2,
+            copies_confirmed=1,
+            dup_ack=3,
+            boosted=1,
+            retransmit_requested=2,
         )
 
 
