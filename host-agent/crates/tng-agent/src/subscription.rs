@@ -162,8 +162,8 @@ fn describe(status: tonic::Status) -> anyhow::Error {
     let mut cause = std::error::Error::source(&status);
     while let Some(error) = cause {
         let part = error.to_string();
-        // Transport errors repeat their wrapper's words.
-        if parts.last() != Some(&part) {
+        // Transport errors repeat words already said, next to each other or further up the chain.
+        if !parts.iter().any(|said| said.ends_with(&part)) {
             parts.push(part);
         }
         cause = error.source();

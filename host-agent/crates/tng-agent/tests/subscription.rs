@@ -2,17 +2,20 @@
 //! switches), a `tng serve` and a `tng proxy` subscribed to it. A policy set with `tngctl` changes the live
 //! connection's controllers and scheduler; a deleted one gives the agent's own settings back; a controller that goes
 //! away leaves its policies in force and the connection working. Without a reachable controller the policy file
-//! applies.
+//! applies. Over TLS with client certificates (made in the test), only agents with the controller's CA and a
+//! certificate it trusts receive policies; the others log why and keep their own settings.
 
 mod common;
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, keygen, wait_tcp, Process, TNG};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
 
 fn repository() -> PathBuf {
@@ -60,10 +63,12 @@ impl Drop for TempDir {
     }
 }
 
-/// `tngctl serve` with an empty store and no switches; returns it and the address it serves on.
-fn start_controller(python: &Path, dir: &TempDir) -> (Child, String) {
+/// `tngctl serve` with an empty store, no switches and `api` added to its `[api]` table; returns it and the address
+/// it serves on.
+fn start_controller(python: &Path, dir: &TempDir, api: &str) -> (Process, String) {
     let store = dir.0.join("policies.db");
-    let config = dir.file("controller.toml", &format!("[api]\nlisten = \"127.0.0.1:0\"\n[store]\npath = {store:?}\n"));
+    let config =
+        dir.file("controller.toml", &format!("[api]\nlisten = \"127.0.0.1:0\"\n{api}[store]\npath = {store:?}\n"));
     let mut child = Command::new(python)
         .args(["-m", "tng_controller.tngctl", "serve", "--config", &config])
         .current_dir(repository())
@@ -78,12 +83,14 @@ fn start_controller(python: &Path, dir: &TempDir) -> (Child, String) {
         .and_then(|rest| rest.split(',').next())
         .unwrap_or_else(|| panic!("tngctl serve did not say where it serves: {ready:?}"))
         .to_owned();
-    (child, address)
+    (Process(child), address)
 }
 
-fn tngctl(python: &Path, controller: &str, args: &[&str]) {
+/// `tngctl` with its global `options` (`--server`, TLS files) and a command's `args`.
+fn tngctl(python: &Path, options: &[&str], args: &[&str]) {
     let out = Command::new(python)
-        .args(["-m", "tng_controller.tngctl", "--server", controller])
+        .args(["-m", "tng_controller.tngctl"])
+        .args(options)
         .args(args)
         .current_dir(repository())
         .output()
@@ -120,13 +127,41 @@ fn echo_through(proxy: SocketAddr) {
     assert_eq!(&answer, b"still there?");
 }
 
+/// A certificate authority made by the test, and the PEM file of its certificate.
+struct Authority {
+    issuer: Issuer<'static, KeyPair>,
+    ca: String,
+}
+
+impl Authority {
+    fn new(dir: &TempDir, name: &str) -> Authority {
+        let mut params = CertificateParams::new(Vec::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, format!("tng test CA {name}"));
+        let key = KeyPair::generate().unwrap();
+        let ca = dir.file(&format!("{name}.pem"), &params.self_signed(&key).unwrap().pem());
+        Authority { issuer: Issuer::new(params, key), ca }
+    }
+
+    /// A certificate for `names` (IP addresses or DNS names; none for a client) with a new key; returns the PEM
+    /// files of both.
+    fn sign(&self, dir: &TempDir, name: &str, names: &[&str]) -> (String, String) {
+        let mut params = CertificateParams::new(names.iter().map(|san| san.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (dir.file(&format!("{name}.pem"), &cert.pem()), dir.file(&format!("{name}.key"), &key.serialize_pem()))
+    }
+}
+
 /// The server and a proxy client, both started with `extra` flags; the server's flags come from a config file, as
-/// every flag may.
+/// every flag may. The server logs into `log`.
 struct Agents {
     _serve: Process,
     _proxy: Process,
     control: String,
     proxy: SocketAddr,
+    log: PathBuf,
 }
 
 fn start_agents(dir: &TempDir, extra: &[(&str, &str)]) -> Agents {
@@ -142,7 +177,13 @@ fn start_agents(dir: &TempDir, extra: &[(&str, &str)]) -> Agents {
         config.push_str(&format!("{flag} = \"{value}\"\n"));
     }
     let config = dir.file("tng.toml", &config);
-    let serve = Process::spawn(&["--config", &config, "serve"]);
+    let log = dir.0.join("serve.log");
+    let serve = Command::new(TNG)
+        .args(["--config", &config, "serve"])
+        .stdout(Stdio::null())
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn tng serve");
     let proxy: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut args: Vec<String> = vec![
         "proxy".into(),
@@ -160,7 +201,20 @@ fn start_agents(dir: &TempDir, extra: &[(&str, &str)]) -> Agents {
     }
     let proxy_process = Process::spawn(&args);
     wait_tcp(proxy);
-    Agents { _serve: serve, _proxy: proxy_process, control, proxy }
+    Agents { _serve: Process(serve), _proxy: proxy_process, control, proxy, log }
+}
+
+/// Waits until the server's log has a line containing `text`; returns that line.
+fn wait_for_log(agents: &Agents, text: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let log = std::fs::read_to_string(&agents.log).unwrap();
+        if let Some(line) = log.lines().find(|line| line.contains(text)) {
+            return line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no log line with {text:?}; the log:\n{log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn status(control: &str) -> Value {
@@ -202,7 +256,7 @@ fn agent_subscription_receives_a_policy_change() {
         }
     };
     let dir = TempDir::new("subscription");
-    let (mut controller, address) = start_controller(&python, &dir);
+    let (mut controller, address) = start_controller(&python, &dir, "");
     let agents = start_agents(&dir, &[("controller", &address)]);
     let before = wait_for(&agents.control, "a connection", |c| c["policy"].is_null());
     assert_eq!(before["scheduler"], "ack-clocked");
@@ -218,7 +272,7 @@ fn agent_subscription_receives_a_policy_change() {
              \"lowest-rtt\", tail_loss = \"alternate-path\", rate_cap_kbps = 100000 }}\n"
         ),
     );
-    tngctl(&python, &address, &["policy", "set", &policies]);
+    tngctl(&python, &["--server", &address], &["policy", "set", &policies]);
     let governed = wait_for(&agents.control, "the controller's policy applies", |c| {
         governed_by(c, "agents", "controller") && c["scheduler"] == "lowest-rtt"
     });
@@ -228,20 +282,91 @@ fn agent_subscription_receives_a_policy_change() {
     echo_through(agents.proxy);
 
     // Deleted: back to the agent's own settings.
-    tngctl(&python, &address, &["policy", "rm", "agents"]);
+    tngctl(&python, &["--server", &address], &["policy", "rm", "agents"]);
     let released = wait_for(&agents.control, "the deleted policy is released", |c| c["policy"].is_null());
     assert_eq!(released["scheduler"], "ack-clocked");
     assert!(channel_controllers(&released).iter().all(|cc| cc == "cubic"), "{released:#}");
 
     // The controller goes away: its policies stay in force and the connection keeps working.
-    tngctl(&python, &address, &["policy", "set", &policies]);
+    tngctl(&python, &["--server", &address], &["policy", "set", &policies]);
     wait_for(&agents.control, "the policy applies again", |c| governed_by(c, "agents", "controller"));
-    let _ = controller.kill();
-    let _ = controller.wait();
+    controller.kill();
     std::thread::sleep(Duration::from_secs(1));
     let after = wait_for(&agents.control, "the policy outlives the controller", |c| c["scheduler"] == "lowest-rtt");
     assert!(governed_by(&after, "agents", "controller"), "{after:#}");
     echo_through(agents.proxy);
+}
+
+#[test]
+fn a_tls_controller_serves_only_agents_with_its_ca_and_a_certificate_it_trusts() {
+    let python = match controller_python() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let dir = TempDir::new("tls");
+    let ca = Authority::new(&dir, "ca");
+    let other_ca = Authority::new(&dir, "other-ca");
+    let (server_cert, server_key) = ca.sign(&dir, "server", &["127.0.0.1", "localhost"]);
+    let (agent_cert, agent_key) = ca.sign(&dir, "agent", &[]);
+    let (tngctl_cert, tngctl_key) = ca.sign(&dir, "tngctl", &[]);
+    let (stranger_cert, stranger_key) = other_ca.sign(&dir, "stranger", &[]);
+    let api = format!("tls_cert = {server_cert:?}\ntls_key = {server_key:?}\ntls_client_ca = {:?}\n", ca.ca);
+    let (_controller, address) = start_controller(&python, &dir, &api);
+    let policies = dir.file(
+        "policies.toml",
+        "[[policy]]\nname = \"tls\"\nmatch = { priority = 5 }\nhost_policy = { congestion_control = \"vegas\", \
+         scheduler = \"lowest-rtt\" }\n",
+    );
+    let options = ["--server", &address, "--ca", &ca.ca, "--cert", &tngctl_cert, "--key", &tngctl_key];
+    tngctl(&python, &options, &["policy", "set", &policies]);
+
+    // One set of agents at a time: each holds two ports of the test's small block (see `free_port`).
+    let by_name = format!("localhost:{}", address.rsplit(':').next().unwrap());
+    for controller in [address.as_str(), &by_name] {
+        let dir = TempDir::new("tls-trusted");
+        let agents = start_agents(
+            &dir,
+            &[
+                ("controller", controller),
+                ("controller-ca", &ca.ca),
+                ("controller-cert", &agent_cert),
+                ("controller-key", &agent_key),
+            ],
+        );
+        let governed = wait_for(&agents.control, "the controller's policy applies", |c| {
+            governed_by(c, "tls", "controller") && c["scheduler"] == "lowest-rtt"
+        });
+        assert!(channel_controllers(&governed).iter().all(|cc| cc == "vegas"), "{governed:#}");
+        echo_through(agents.proxy);
+    }
+
+    let refusals = [
+        // No client certificate, or one of another CA: the controller ends the handshake without saying why, and the
+        // agent logs the transport's error (which one depends on when the connection closed).
+        (ca.ca.as_str(), None, "transport error"),
+        (&ca.ca, Some((stranger_cert.as_str(), stranger_key.as_str())), "transport error"),
+        // The agent refuses a controller whose certificate its CA did not sign.
+        (&other_ca.ca, Some((agent_cert.as_str(), agent_key.as_str())), "invalid peer certificate: UnknownIssuer"),
+    ];
+    let unreachable = format!("controller {address}: unreachable (");
+    for (trusted_ca, certificate, reason) in refusals {
+        let mut flags = vec![("controller", address.as_str()), ("controller-ca", trusted_ca)];
+        if let Some((cert, key)) = certificate {
+            flags.extend([("controller-cert", cert), ("controller-key", key)]);
+        }
+        let dir = TempDir::new("tls-refused");
+        let agents = start_agents(&dir, &flags);
+        let line = wait_for_log(&agents, &unreachable);
+        assert!(line.contains(reason), "{flags:?}: {line}");
+        let own = wait_for(&agents.control, "a connection", |_| true);
+        assert!(own["policy"].is_null(), "{flags:?}: {own:#}");
+        assert_eq!(own["scheduler"], "ack-clocked");
+        assert!(channel_controllers(&own).iter().all(|cc| cc == "cubic"), "{own:#}");
+        echo_through(agents.proxy);
+    }
 }
 
 #[test]
