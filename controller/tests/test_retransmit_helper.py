@@ -43,22 +43,27 @@ MSS = 100
 ETH_P_ALL = 0x0003
 
 
-def segment(seq: int, length: int = MSS, flags: str = "A") -> bytes:
+def timestamps(tsval: int, tsecr: int) -> list[tuple[str, object]]:
+    """TCP options as Linux sends them on an established connection without SACK."""
+    return [("NOP", None), ("NOP", None), ("Timestamp", (tsval, tsecr))]
+
+
+def segment(seq: int, length: int = MSS, flags: str = "A", options: list[tuple[str, object]] | None = None) -> bytes:
     """A downlink data segment as the switch received it from the server."""
     return bytes(
         Ether(src="00:00:5e:00:53:10", dst="00:00:5e:00:53:ff")
         / IP(src=SERVER, dst=UE)
-        / TCP(sport=SERVER_PORT, dport=UE_PORT, seq=seq, ack=1, flags=flags)
+        / TCP(sport=SERVER_PORT, dport=UE_PORT, seq=seq, ack=1, flags=flags, options=options or [])
         / Raw(load=bytes(length))
     )
 
 
-def ack(number: int) -> bytes:
+def ack(number: int, options: list[tuple[str, object]] | None = None) -> bytes:
     """A pure ACK from the receiver (the UE)."""
     return bytes(
         Ether(src="00:00:5e:00:53:11", dst="00:00:5e:00:53:ff")
         / IP(src=UE, dst=SERVER)
-        / TCP(sport=UE_PORT, dport=SERVER_PORT, seq=1, ack=number, flags="A")
+        / TCP(sport=UE_PORT, dport=SERVER_PORT, seq=1, ack=number, flags="A", options=options or [])
     )
 
 
@@ -84,11 +89,10 @@ def report(helper: RetransmitHelper, number: int) -> list[tuple[int, int]]:
     return confirmed_ranges(helper.handle(helper_frame(Reason.ACK_REPORT, ack(number))))
 
 
-def request(helper: RetransmitHelper, number: int) -> list[bytes]:
+def request(helper: RetransmitHelper, number: int, options: list[tuple[str, object]] | None = None) -> list[bytes]:
     """What the helper re-injects for a request (without the confirmations it may add)."""
-    return [
-        frame for frame in helper.handle(helper_frame(Reason.RETRANSMIT, ack(number))) if not is_confirmation(frame)
-    ]
+    frames = helper.handle(helper_frame(Reason.RETRANSMIT, ack(number, options)))
+    return [frame for frame in frames if not is_confirmation(frame)]
 
 
 def is_confirmation(frame: bytes) -> bool:
@@ -139,6 +143,25 @@ def test_retransmit_request_returns_the_copy_holding_the_ack_number() -> None:
     assert request(helper, 1150) == [second]
     assert helper.stats.retransmitted == 2
     assert helper.health().generation == 1
+
+
+def test_a_copy_older_than_the_receivers_timestamp_echo_is_re_injected_with_that_echo() -> None:
+    """PAWS (RFC 7323): the receiver drops a segment with a TSval older than the one its ACKs echo. The expected
+    frames are built by scapy, so the TCP checksum is the one the receiver checks."""
+    helper = RetransmitHelper(generation=1)
+    helper.handle(helper_frame(Reason.DATA_COPY, segment(1000, options=timestamps(100, 7))))
+    helper.handle(helper_frame(Reason.DATA_COPY, segment(1100, options=timestamps(900, 7))))
+    assert request(helper, 1000, timestamps(9, 500)) == [segment(1000, options=timestamps(500, 7))]
+    assert request(helper, 1100, timestamps(9, 500)) == [segment(1100, options=timestamps(900, 7))]
+
+
+def test_a_copy_is_re_injected_unchanged_when_the_request_or_the_copy_has_no_timestamps() -> None:
+    helper = RetransmitHelper(generation=1)
+    with_timestamps = segment(1000, options=timestamps(100, 7))
+    helper.handle(helper_frame(Reason.DATA_COPY, with_timestamps))
+    without = copy(helper, 1100)
+    assert request(helper, 1000) == [with_timestamps]
+    assert request(helper, 1100, timestamps(9, 500)) == [without]
 
 
 def test_the_receivers_ack_frees_only_copies_wholly_below_it() -> None:

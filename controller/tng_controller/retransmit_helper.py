@@ -6,7 +6,10 @@ header of type 0x88b5 and a 2-byte helper header (reason, reserved):
 - DATA_COPY: a downlink segment of a VISIBLE flow, as the switch received it. The helper keeps it.
 - ACK_REPORT: the receiver's own ACK. Copies wholly below its ACK number are freed: the receiver has those bytes.
 - RETRANSMIT: a dup-ACK past the hold budget. The helper sends the copy holding its ACK number back to the switch,
-  which routes it toward the receiver (packet-out to the CPU port, or a frame on the helper port).
+  which routes it toward the receiver (packet-out to the CPU port, or a frame on the helper port). A receiver drops
+  a segment whose timestamp is older than the newest it took in order (RFC 7323, PAWS), which its dup-ACK echoes;
+  a copy sent before that (say, before a sender retransmission filled an earlier hole) gets that echo as its
+  timestamp, or the receiver would drop it every time.
 
 Copies are freed only by the receiver's own ACK numbers, never by what the switch sent upstream (a boosted ACK).
 
@@ -67,6 +70,11 @@ _IPV4 = struct.Struct("!BBHHHBBH4s4s")
 _TCP = struct.Struct("!HHIIBB")  # ports, seq, ack, data offset, flags (the first 14 of 20 bytes)
 _TCP_FULL = struct.Struct("!HHIIBBHHH")  # ... window, checksum, urgent pointer
 _TCP_HEADER_BYTES = 20
+_TCP_CHECKSUM_AT = 16  # offset in the TCP header
+_TCP_OPTION_END = 0
+_TCP_OPTION_NOP = 1
+_TCP_OPTION_TIMESTAMPS = 8
+_TCP_OPTION_TIMESTAMPS_LENGTH = 10
 _ETHERTYPE_IPV4 = 0x0800
 _PROTO_TCP = 6
 _TCP_FIN = 0x01
@@ -149,6 +157,45 @@ def parse_tcp(frame: bytes) -> TcpSegment:
     return TcpSegment(flow=flow, seq=seq, ack=ack, length=length)
 
 
+def _timestamps_at(frame: bytes) -> int | None:
+    """Offset in an Ethernet/IPv4/TCP frame (as parse_tcp accepts it) of its TCP timestamps option's TSval, if any."""
+    tcp_at = _ETHERNET.size + (frame[_ETHERNET.size] & 0x0F) * 4
+    at, end = tcp_at + _TCP_HEADER_BYTES, tcp_at + (frame[tcp_at + 12] >> 4) * 4
+    while at < end and frame[at] != _TCP_OPTION_END:
+        if frame[at] == _TCP_OPTION_NOP:
+            at += 1
+            continue
+        if at + 1 >= end or frame[at + 1] < 2:
+            return None  # malformed options: no timestamps to trust
+        if frame[at] == _TCP_OPTION_TIMESTAMPS and frame[at + 1] == _TCP_OPTION_TIMESTAMPS_LENGTH:
+            return at + 2 if at + _TCP_OPTION_TIMESTAMPS_LENGTH <= end else None
+        at += frame[at + 1]
+    return None
+
+
+def timestamp_echo(frame: bytes) -> int | None:
+    """The TSecr of the TCP segment in `frame`, if it carries timestamps."""
+    at = _timestamps_at(frame)
+    return None if at is None else int.from_bytes(frame[at + 4 : at + 8], "big")
+
+
+def with_timestamp_at_least(frame: bytes, tsval: int) -> bytes:
+    """`frame` (an Ethernet/IPv4/TCP segment) with its TSval raised to `tsval` if older, TCP checksum recomputed;
+    unchanged if it carries no timestamps."""
+    at = _timestamps_at(frame)
+    if at is None or not seq_before(int.from_bytes(frame[at : at + 4], "big"), tsval):
+        return frame
+    ip_at = _ETHERNET.size
+    tcp_at = ip_at + (frame[ip_at] & 0x0F) * 4
+    tcp_end = ip_at + int.from_bytes(frame[ip_at + 2 : ip_at + 4], "big")
+    segment = bytearray(frame[tcp_at:tcp_end])
+    segment[at - tcp_at : at - tcp_at + 4] = tsval.to_bytes(4, "big")
+    segment[_TCP_CHECKSUM_AT : _TCP_CHECKSUM_AT + 2] = bytes(2)
+    pseudo_header = frame[ip_at + 12 : ip_at + 20] + bytes([0, _PROTO_TCP]) + len(segment).to_bytes(2, "big")
+    segment[_TCP_CHECKSUM_AT : _TCP_CHECKSUM_AT + 2] = _internet_checksum(pseudo_header + segment).to_bytes(2, "big")
+    return frame[:tcp_at] + bytes(segment) + frame[tcp_end:]
+
+
 def parse_helper_frame(frame: bytes) -> tuple[Reason, bytes]:
     """Split a frame from the switch into its reason and the frame the switch received; ValueError if malformed."""
     if len(frame) < _HELPER.size:
@@ -167,8 +214,11 @@ def helper_frame(reason: Reason, inner: bytes) -> bytes:
     return _HELPER.pack(bytes(6), bytes(6), HELPER_ETHERTYPE, reason, 0) + inner
 
 
-def _ipv4_checksum(header: bytes) -> int:
-    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+def _internet_checksum(data: bytes) -> int:
+    """RFC 1071: the ones' complement of the ones' complement sum of `data`'s 16-bit words (odd length: zero-padded)."""
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
@@ -180,7 +230,7 @@ def copies_held_frame(flow: Flow, start: int, end: int) -> bytes:
     addresses = socket.inet_aton(flow.sender) + socket.inet_aton(flow.receiver)
     header = _IPV4.pack(0x45, 0, _IPV4.size + _TCP_HEADER_BYTES, 0, _IPV4_DONT_FRAGMENT, 64, _PROTO_TCP, 0, b"", b"")
     header = header[:12] + addresses
-    ipv4 = header[:10] + _ipv4_checksum(header).to_bytes(2, "big") + header[12:]
+    ipv4 = header[:10] + _internet_checksum(header).to_bytes(2, "big") + header[12:]
     tcp = _TCP_FULL.pack(flow.sender_port, flow.receiver_port, start, end, 5 << 4, _TCP_ACK, 0, 0, 0)
     return helper_frame(Reason.COPIES_HELD, _ETHERNET.pack(bytes(6), bytes(6), _ETHERTYPE_IPV4) + ipv4 + tcp)
 
@@ -291,6 +341,9 @@ class RetransmitHelper:
             LOGGER.info("no copy of %s at %d: its clone never reached the helper", data_flow, segment.ack)
             return self._confirmation(data_flow, repeat=first_ack)
         self.stats.retransmitted += 1
+        echo = timestamp_echo(inner)
+        if echo is not None:
+            found = with_timestamp_at_least(found, echo)
         return [found, *self._confirmation(data_flow, repeat=first_ack)]
 
     def held(self, flow: Flow) -> tuple[int, int] | None:

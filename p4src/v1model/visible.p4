@@ -15,19 +15,23 @@
  *     window, data outstanding) goes through the paper's phases in order:
  *       boost   both links' queues at most boost_max_depth packets, the helper up with copies of every byte from
  *               the receiver's ACK on, no SACK blocks (options empty or timestamps only), no retransmission request
- *               in this burst, at most boost_max boosts: ACK number := sent_ack + mss * dup_acks, but never beyond
- *               forwarded_end nor confirmed_end
+ *               in this burst, at most boost_max boosts, not while bytes are owed (below) a hold budget after the
+ *               burst's last boost: ACK number := sent_ack + mss * dup_acks, but never beyond forwarded_end nor
+ *               confirmed_end
  *       hold    no retransmission request in this burst, hold time below hold_budget_us and the burst no longer
  *               than the EWMA of past bursts + hold_slack: the dup-ACK is dropped
  *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
  *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on.
  *               While the switch owes the sender bytes (sent_ack past the receiver's ACK; the sender will never
- *               resend them) and the helper is up, a request goes whatever retransmit_max says, again after every
- *               hold_budget_us (re-injected copies can be lost too): only the helper can fill that hole
+ *               resend them) and the helper is up, a request goes whatever retransmit_max says, before holding,
+ *               again after every hold_budget_us (re-injected copies can be lost too): only the helper can fill
+ *               that hole
  *       otherwise   the dup-ACK goes on unchanged
  *     A new ACK ends the burst: the EWMA of burst lengths moves up by 2^-alpha_shift or down by 2^-beta_shift,
  *     hold time and request count reset, and the helper gets the receiver's ACK every report_bytes of progress so
- *     it can free its copies. What the receiver acknowledged has been forwarded: forwarded_end catches up with it.
+ *     it can free its copies; if bytes are still owed, the ACK goes to the helper as a request for the next ones
+ *     instead, which also keeps the new burst from boosting (so a flow owes at most one burst's boosts). What the
+ *     receiver acknowledged has been forwarded: forwarded_end catches up with it.
  */
 #ifndef TNG_V1MODEL_VISIBLE_P4
 #define TNG_V1MODEL_VISIBLE_P4
@@ -330,7 +334,11 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             target = confirmed;
                         }
                         bit<32> hold_limit = ((bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
-                        if (requests == 0 && spare && covered && no_sack && dups <= boosts_max
+                        /* A dup-ACK a hold budget after the burst's last boost comes from a sender that has
+                         * nothing left to send but retransmission timeouts: boosting it would hide the owed hole
+                         * for another timeout, so it asks the helper for the hole instead. */
+                        bool stalled = owing && now - held_since >= (bit<48>)hold_budget;
+                        if (requests == 0 && spare && covered && no_sack && dups <= boosts_max && !stalled
                                 && seq_before(sent, target)) {
                             hdr.wire.tcp.checksum = checksum_update(hdr.wire.tcp.checksum, 16w0 ++ hdr.wire.tcp.ack_no,
                                                                     16w0 ++ target);
@@ -339,8 +347,10 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             held = 0;
                             held_since = now;
                             decisions.count(VISIBLE_BOOSTED);
-                        } else if (requests == 0 && held < hold_budget
+                        } else if (!request_owed && requests == 0 && held < hold_budget
                                    && ((bit<32>)dups << VISIBLE_EWMA_FRACTION_BITS) <= hold_limit) {
+                            /* Not while owing: the sender ignores these dup-ACKs anyway (they are below its ACK),
+                             * and its next one may be a retransmission timeout away. */
                             if (held_since == 0) {
                                 held_since = now;
                             }
@@ -386,7 +396,19 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         acked = ack;
                         window = hdr.wire.tcp.window;
                         valid = 1;
-                        if (helper_copies && ack - reported >= report_every) {
+                        if (helper_ok && seq_before(ack, sent)) {
+                            /* The receiver filled a hole but still lacks bytes the sender considers delivered: ask
+                             * for the next one now. A sender whose window is full of bytes past them sends nothing
+                             * until its retransmission timeout, so no dup-ACK may come for seconds. The request
+                             * carries the receiver's ACK, so it reports it too; and as a request of this burst it
+                             * keeps the burst from boosting: the sender's window starts at the boosted ACK, so debt
+                             * piled on debt would move its right edge ever further past the receiver's. */
+                            requests = 1;
+                            last_request = now;
+                            reported = ack;
+                            to_helper(HELPER_RETRANSMIT);
+                            decisions.count(VISIBLE_RETRANSMIT_REQUESTED);
+                        } else if (helper_copies && ack - reported >= report_every) {
                             reported = ack;
                             to_helper(HELPER_ACK_REPORT);
                             decisions.count(VISIBLE_ACK_REPORTED);

@@ -89,6 +89,8 @@ VISIBLE_REGISTERS = (
     "copy_epoch",
     "copy_start",
     "reported_ack",
+    "confirmed_end",
+    "requested_at",
 )
 # Every register of the program: reset before each test (P4Runtime cannot write registers on BMv2).
 REGISTERS = (
@@ -134,6 +136,7 @@ class Decision(IntEnum):
     RETRANSMIT_REQUESTED = 7
     ACK_REPORTED = 8
     DUP_ACK_FORWARDED = 9
+    COPIES_CONFIRMED = 10
 
 
 # Documentation addresses (RFC 5737, RFC 7042).
@@ -337,13 +340,13 @@ class LwipTest(P4RuntimeTest):
 
     # Packets.
 
-    def downlink(self, seq: int, *, ue_port: int = UE_PORT) -> Packet:
+    def downlink(self, seq: int, *, ue_port: int = UE_PORT, options: Iterable[object] = ()) -> Packet:
         """A TCP segment [seq, seq + MSS) from the server to the UE, as it arrives on the uplink port."""
         return Ether(
             bytes(
                 Ether(src=SERVER_MAC, dst=SWITCH_MAC)
                 / IP(src=SERVER_IP, dst=UE_IP, ttl=64)
-                / TCP(sport=SERVER_PORT, dport=ue_port, seq=seq, ack=1, flags="A", window=512)
+                / TCP(sport=SERVER_PORT, dport=ue_port, seq=seq, ack=1, flags="A", window=512, options=list(options))
                 / Raw(load=bytes(range(256)) * (MSS // 256) + bytes(MSS % 256))
             )
         )
