@@ -12,15 +12,11 @@ PY := $(VENV)/bin/python
 STAMPS := build/stamps
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
-# Exit status of p4/p4-check when the P4 toolchain is absent: 0 for people, 3 ("skipped") for the test runner.
-P4_SKIP_STATUS ?= 0
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
 APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
 	iproute2 iputils-ping iperf3 ethtool
 RUST_COMPONENTS := rustfmt clippy
-
-P4_PROGRAMS := $(shell grep -v '^\s*\#' p4src/programs.txt 2>/dev/null)
 
 .PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
 
@@ -61,7 +57,7 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 	@$(MAKE) --no-print-directory p4
 
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
-	@$(PY) -m tng_lab.testsuites
+	@$(PY) tools/testsuites.py
 
 bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem, controller)
 	@mkdir -p build/bench
@@ -91,26 +87,11 @@ fmt: deps ## Format Rust and Python sources
 	$(PY) -m ruff format .
 
 p4: deps ## Compile every P4 program into p4src/build/ (prints why and exits 0 without p4c)
-	@if ! reason=$$($(PY) -m tng_p4.toolchain --require compile 2>&1 | tail -n 1); then echo "$$reason"; exit $(P4_SKIP_STATUS); fi
-	@for prog in $(P4_PROGRAMS); do \
-	  out=p4src/build/$$(basename $$prog .p4); mkdir -p $$out; \
-	  echo "p4c-bm2-ss $$prog -> $$out"; \
-	  p4c-bm2-ss --arch v1model -I p4src --p4runtime-files $$out/p4info.txtpb -o $$out/bmv2.json $$prog; \
-	done
+	@$(PY) -m tng_p4.artifacts compile || [ $$? = 3 ]
 
-p4-check: deps ## Fail if the committed P4 artifacts differ from a fresh compile (skips with a reason without p4c)
-	@if ! reason=$$($(PY) -m tng_p4.toolchain --require compile 2>&1 | tail -n 1); then echo "$$reason"; exit $(P4_SKIP_STATUS); fi
-	@rm -rf build/p4-check; status=0; \
-	for prog in $(P4_PROGRAMS); do \
-	  name=$$(basename $$prog .p4); out=build/p4-check/$$name; mkdir -p $$out; \
-	  p4c-bm2-ss --arch v1model -I p4src --p4runtime-files $$out/p4info.txtpb -o $$out/bmv2.json $$prog; \
-	  for f in bmv2.json p4info.txtpb; do \
-	    if ! cmp -s $$out/$$f p4src/build/$$name/$$f; then \
-	      echo "p4-check: p4src/build/$$name/$$f differs from a fresh compile of $$prog (run 'make p4' and commit)"; status=1; \
-	    fi; \
-	  done; \
-	done; \
-	[ $$status = 0 ] && echo "p4-check: committed artifacts match the sources ($(words $(P4_PROGRAMS)) programs)"; exit $$status
+p4-check: deps ## Fail if the committed P4 artifacts are stale: source digests always, a fresh compile when p4c is here
+	@$(PY) -m tng_p4.artifacts check-sources
+	@$(PY) -m tng_p4.artifacts check-compile || [ $$? = 3 ]
 
 fuzz: deps ## Fuzz the wire parser for FUZZ_SECONDS (default 60) with cargo-fuzz
 	@command -v cargo-fuzz >/dev/null || { echo "fuzz: installing cargo-fuzz"; $(CARGO) install --locked cargo-fuzz; }

@@ -21,7 +21,6 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.testbed import (
-    Bmv2Process,
     ControllerProcess,
     SwitchReader,
     controller_config,
@@ -29,6 +28,7 @@ from tng_controller.testbed import (
     wait_until_connected,
 )
 from tng_p4 import toolchain
+from tng_p4.bmv2 import Bmv2, nanomsg_config
 
 TOOLCHAIN = toolchain.detect()
 SKIP_REASON = TOOLCHAIN.skip_reason("bmv2")
@@ -105,7 +105,7 @@ IN_SERVICE_S = 2.5
 class Lab:
     """One BMv2 switch and a controller serving it (through the recorder when there is one)."""
 
-    bmv2: Bmv2Process
+    bmv2: Bmv2
     controller: ControllerProcess
     reader: SwitchReader
     recorder: P4RuntimeRecorder | None
@@ -139,16 +139,16 @@ def start_lab(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
         assert TOOLCHAIN.simple_switch_grpc.path is not None
         directory = tmp_path / f"lab{len(started)}"  # sockets, logs, the store and the files tngctl reads
         directory.mkdir()
-        bmv2 = Bmv2Process(TOOLCHAIN.simple_switch_grpc.path, directory)
+        bmv2 = Bmv2(nanomsg_config(TOOLCHAIN.simple_switch_grpc.path, directory))
         bmv2.start()
-        recorder = P4RuntimeRecorder(bmv2.address) if recorded else None
+        recorder = P4RuntimeRecorder(bmv2.config.grpc_address) if recorded else None
         config = directory / "controller.toml"
         address = recorder.address if recorder else None
         config.write_text(controller_config(bmv2, directory / "policies.db", TOPOLOGY, address) + extra_config)
         lab = Lab(
             bmv2=bmv2,
             controller=ControllerProcess(config, directory / "controller.log"),
-            reader=SwitchReader(bmv2.address, DEFAULT_P4INFO),
+            reader=SwitchReader(bmv2.config.grpc_address, DEFAULT_P4INFO),
             recorder=recorder,
             policies=directory / "policies.toml",
         )
@@ -191,9 +191,9 @@ def routed_to_ue(ports: PacketPorts, flows: int = FLOWS) -> Counter[int]:
     return Counter(port for port, _ in received)
 
 
-def burst(bmv2: Bmv2Process, dst_port: int = GAME_PORT) -> Counter[int]:
+def burst(bmv2: Bmv2, dst_port: int = GAME_PORT) -> Counter[int]:
     """Sends one packet of each flow to `dst_port` and returns how many left on each port (see routed_to_ue)."""
-    with PacketPorts(bmv2.switch.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT]) as ports:
+    with PacketPorts(bmv2.config.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT]) as ports:
         send_flows(ports, dst_port)
         return routed_to_ue(ports)
 
@@ -287,7 +287,9 @@ def test_switch_restart_gets_pipeline_and_entries_back_within_5_s(start_lab) -> 
     lab.bmv2.kill()
     lab.bmv2.start()  # same gRPC, Thrift and packet ports, no pipeline, no entries
     restarted = time.monotonic()
-    reader = SwitchReader(lab.bmv2.address, DEFAULT_P4INFO)  # a new channel: the old one backs off from the dead switch
+    reader = SwitchReader(
+        lab.bmv2.config.grpc_address, DEFAULT_P4INFO
+    )  # a new channel: the old one backs off from the dead switch
     try:
         while (reader.pipeline_cookie(), _entries_or_none(reader)) != (cookie, entries):
             assert time.monotonic() - restarted < RESTORE_LIMIT_S, "the switch was not restored within 5 s"
@@ -345,7 +347,7 @@ def test_new_flow_digest_gives_the_flow_its_class_policy(start_lab) -> None:
             for flow in range(FLOWS)
         )
     )
-    with PacketPorts(lab.bmv2.switch.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT]) as ports:
+    with PacketPorts(lab.bmv2.config.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT]) as ports:
         send_flows(ports, VIDEO_PORT)  # each flow's first packet: the default policy (flow hash), and a digest
         sent = time.monotonic()
         while lab.reader.entry_messages(FLOW_POLICY) != classified:

@@ -18,8 +18,9 @@ from scapy.layers.l2 import Ether
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
-from tng_controller.testbed import Bmv2Process, ControllerProcess, SwitchReader, controller_config, wait_until_connected
+from tng_controller.testbed import ControllerProcess, SwitchReader, controller_config, wait_until_connected
 from tng_p4 import toolchain
+from tng_p4.bmv2 import Bmv2, nanomsg_config
 
 TOOLCHAIN = toolchain.detect()
 SKIP_REASON = TOOLCHAIN.skip_reason("bmv2")
@@ -67,7 +68,7 @@ RESTORE_LIMIT_S = 5.0
 
 @dataclass
 class Lab:
-    bmv2: Bmv2Process
+    bmv2: Bmv2
     controller: ControllerProcess
     reader: SwitchReader
     stub: pb_grpc.PolicyServiceStub
@@ -79,13 +80,13 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
     assert TOOLCHAIN.simple_switch_grpc.path is not None
-    bmv2 = Bmv2Process(TOOLCHAIN.simple_switch_grpc.path, tmp_path)
+    bmv2 = Bmv2(nanomsg_config(TOOLCHAIN.simple_switch_grpc.path, tmp_path))
     bmv2.start()
     config = tmp_path / "controller.toml"
     # The [[switch]] table ends where the top-level tables begin, so they come first.
     config.write_text(TOP_LEVEL + controller_config(bmv2, tmp_path / "policies.db", SWITCH))
     controller = ControllerProcess(config, tmp_path / "controller.log")
-    reader = SwitchReader(bmv2.address, DEFAULT_P4INFO)
+    reader = SwitchReader(bmv2.config.grpc_address, DEFAULT_P4INFO)
     try:
         controller.start()
         wait_until_connected(controller.address)
@@ -141,7 +142,7 @@ def test_a_new_flow_of_a_class_gets_its_policy_from_the_digest(lab: Lab) -> None
         switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK, steering=pb.STEERING_MODE_WIFI_ONLY),
     )
     lab.stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=10)
-    ports = PacketPorts(lab.bmv2.switch.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT])
+    ports = PacketPorts(lab.bmv2.config.packet_socket, [CORE_PORT, LTE_PORT, WIFI_PORT])
     try:
         start = time.monotonic()
         ports.send(CORE_PORT, game_packet(40000))

@@ -19,13 +19,13 @@ from typing import Any
 import finsy as fy
 import grpc
 from tng_p4 import toolchain
+from tng_p4.bmv2 import Bmv2, nanomsg_config
 
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.testbed import (
-    Bmv2Process,
     ControllerProcess,
     SwitchReader,
     controller_config,
@@ -183,12 +183,12 @@ def check_installed(reader: SwitchReader, ids: dict[int, int], weights: dict[int
 
 def run(binary: Path, directory: Path, count: int, seconds: float, clients: int) -> dict[str, Any]:
     load_before = os.getloadavg()
-    bmv2 = Bmv2Process(binary, directory)
+    bmv2 = Bmv2(nanomsg_config(binary, directory))
     bmv2.start()
     config = directory / "controller.toml"
     config.write_text(controller_config(bmv2, directory / "policies.db"))
     controller = ControllerProcess(config, directory / "controller.log")
-    reader = SwitchReader(bmv2.address, DEFAULT_P4INFO)
+    reader = SwitchReader(bmv2.config.grpc_address, DEFAULT_P4INFO)
     try:
         address = controller.start()
         connected_s = wait_until_connected(address)

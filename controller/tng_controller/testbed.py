@@ -1,12 +1,11 @@
-"""A BMv2 switch and a tng controller as processes on this machine, for end-to-end tests and the benchmark: start,
-kill and restart them, run tngctl, and read what the switch holds over P4Runtime."""
+"""A tng controller as a process on this machine beside a BMv2 switch (tng_p4.bmv2), for end-to-end tests and the
+benchmark: its configuration, start, kill and restart, tngctl, and reading what the switch holds over P4Runtime."""
 
 from __future__ import annotations
 
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import finsy as fy
 import grpc
 from finsy.proto import p4r, p4r_grpc
-from tng_p4.bmv2 import CPU_PORT, LOCALHOST, Bmv2Switch, free_tcp_ports, stop, switch_command
+from tng_p4.bmv2 import Bmv2
 
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
@@ -30,75 +29,13 @@ class TestbedError(RuntimeError):
     """A process of the testbed did not start or answer; the message ends with the tail of its log."""
 
 
-@dataclass(slots=True)
-class Bmv2Process:
-    """simple_switch_grpc on ports chosen once, so that a restarted switch is found where the old one was; its output
-    goes to `directory`/bmv2.log, appended across restarts."""
-
-    binary: Path
-    directory: Path
-    device_id: int = 1
-    switch: Bmv2Switch = field(init=False)
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        grpc_port, thrift_port = free_tcp_ports(2)
-        self.switch = Bmv2Switch(
-            grpc_address=f"{LOCALHOST}:{grpc_port}",
-            thrift_port=thrift_port,
-            packet_socket=f"ipc://{self.directory / 'packets.ipc'}",
-            device_id=self.device_id,
-            cpu_port=CPU_PORT,
-            log_path=self.directory / "bmv2.log",
-        )
-
-    @property
-    def address(self) -> str:
-        return self.switch.grpc_address
-
-    def start(self) -> None:
-        """Starts the switch (no pipeline) and returns once its gRPC port accepts connections."""
-        command = switch_command(self.binary, self.switch)
-        with self.switch.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        port = int(self.address.rsplit(":", 1)[1])
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise TestbedError(f"simple_switch_grpc exited with status {self._process.returncode}\n{self._tail()}")
-            try:
-                with socket.create_connection((LOCALHOST, port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise TestbedError(f"simple_switch_grpc did not listen on {self.address}\n{self._tail()}")
-
-    def kill(self) -> None:
-        """SIGKILL: the switch loses its pipeline and every entry."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-
-    def stop(self) -> None:
-        if self._process is not None:
-            stop(self._process)
-
-    def log_text(self) -> str:
-        return self.switch.log_path.read_text(errors="replace")
-
-    def _tail(self) -> str:
-        return "\n".join(self.log_text().splitlines()[-20:])
-
-
-def controller_config(switch: Bmv2Process, store: Path, topology: str = "", address: str | None = None) -> str:
+def controller_config(switch: Bmv2, store: Path, topology: str = "", address: str | None = None) -> str:
     """A controller configuration (TOML) for one BMv2 switch named "lwip"; `topology` is TOML appended to its
     [[switch]] table (ports, routes, the helper); `address` replaces the switch's P4Runtime address (a proxy's)."""
     return (
         f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
-        f'[[switch]]\nname = "lwip"\naddress = "{address or switch.address}"\ndevice_id = {switch.device_id}\n'
-        f'thrift = "127.0.0.1:{switch.switch.thrift_port}"\n{topology}'
+        f'[[switch]]\nname = "lwip"\naddress = "{address or switch.config.grpc_address}"\n'
+        f'device_id = {switch.config.device_id}\nthrift = "{switch.config.thrift_address}"\n{topology}'
     )
 
 

@@ -141,9 +141,9 @@ def test_bmv2_owns_the_switch_interfaces_and_the_ue_answers_on_one_address(lwip)
     assert "ip -n tlab42-ue rule add from 10.2.0.2 table 101" in commands  # answers over Wi-Fi
     assert "ip -n tlab42-server route add 10.2.0.0/24 via 10.0.0.254" in commands
     assert plan.switch_ports() == [(1, "srv"), (2, "l-lte"), (3, "l-wifi")]
-    argv = bmv2.command(Path("/usr/bin/simple_switch_grpc"), plan)
+    argv = bmv2.config(Path("/usr/bin/simple_switch_grpc"), plan, Path("/tmp/bmv2.log")).command()
     assert argv[:4] == ["ip", "netns", "exec", "tlab42-switch"]
-    assert " -i 1@srv -i 2@l-lte -i 3@l-wifi -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255" in " ".join(argv)
+    assert " -i 1@srv -i 2@l-lte -i 3@l-wifi --no-p4 -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255" in " ".join(argv)
 
 
 def test_linux_forwarding_keeps_the_switch_addresses(lwip) -> None:
@@ -213,3 +213,14 @@ def test_a_packet_waits_out_the_switch_queue_before_linkem(lwip) -> None:
     with_switch = path_result(samples, "lte", service, 0.0, switch_pps=833)
     without = path_result(samples, "lte", service, 0.0)
     assert with_switch.series.delay_ms[0] - without.series.delay_ms[0] == pytest.approx(83 / 833 * 1e3)
+
+
+def test_a_hidden_toolchain_means_linux_forwarding_with_the_reason(
+    lwip, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TNG_HIDE_P4_TOOLCHAIN", "1")
+    chosen = switch.choose(lwip, Path(__file__).resolve().parents[2], {})  # the repository: its pipeline is built
+    assert (chosen.bmv2, chosen.notice) == (
+        False,
+        "Linux forwarding (BMv2 not used: the P4 toolchain is hidden by TNG_HIDE_P4_TOOLCHAIN=1)",
+    )

@@ -1,8 +1,9 @@
-"""BMv2 as the in-path switch: `simple_switch_grpc` in the switch namespace, owning its veths as ports.
+"""BMv2 as the in-path switch: `simple_switch_grpc` (started by tng_p4.bmv2) in the switch namespace, owning its veths
+as ports, and its egress queue depths read while a run goes on.
 
-It starts with no program (`--no-p4`): the tng controller pushes the pipeline over P4Runtime and programs it. Its
-gRPC and Thrift servers listen inside the switch namespace, where the controller runs too, so their fixed ports
-never collide with another run's (or another BMv2 on the machine).
+The tng controller pushes the pipeline over P4Runtime and programs it. The switch's gRPC and Thrift servers listen
+inside the switch namespace, where the controller runs too, so their fixed ports never collide with another run's
+(or another BMv2 on the machine).
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ import threading
 import time
 from pathlib import Path
 
-from tng_lab.netns import LabError, sh
-from tng_lab.plan import Plan
-from tng_lab.procs import CHILD_ENV, Child, log_tail
+from tng_p4.bmv2 import LOCALHOST, Bmv2Config
 
-GRPC_ADDRESS = "127.0.0.1:9559"
+from tng_lab.netns import LabError
+from tng_lab.plan import Plan
+from tng_lab.procs import CHILD_ENV, log_tail
+
+GRPC_PORT = 9559
 THRIFT_PORT = 9090
-THRIFT_ADDRESS = f"127.0.0.1:{THRIFT_PORT}"
+GRPC_ADDRESS = f"{LOCALHOST}:{GRPC_PORT}"
+THRIFT_ADDRESS = f"{LOCALHOST}:{THRIFT_PORT}"
 DEVICE_ID = 1
-CPU_PORT = 255  # p4src/README.md: the tng pipeline's CPU port
-START_TIMEOUT_S = 30.0
 PACKET_BITS = 1500 * 8  # BMv2's queue rates are packets/s; the controller converts capacities with 1500-byte packets
 QUEUE_REGISTER = "port_queue_depth"  # packets left in a port's egress queue at its last dequeue (p4src/README.md)
 ANSWER_TIMEOUT_S = 2.0
@@ -37,28 +39,17 @@ def queue_rate_pps(rate_bps: float) -> int:
     return max(1, round(rate_bps / PACKET_BITS))
 
 
-def command(binary: Path, plan: Plan) -> list[str]:
-    """simple_switch_grpc on the switch namespace's interfaces (`-i PORT@IFACE`), program pushed later."""
-    argv = ["ip", "netns", "exec", plan.switch_ns, str(binary), "--device-id", str(DEVICE_ID)]
-    argv += ["--thrift-port", str(THRIFT_PORT), "--no-p4"]
-    for port, interface in plan.switch_ports():
-        argv += ["-i", f"{port}@{interface}"]
-    return [*argv, "--", "--grpc-server-addr", GRPC_ADDRESS, "--cpu-port", str(CPU_PORT)]
-
-
-def wait_ready(child: Child, plan: Plan) -> None:
-    """Waits until the P4Runtime server listens in the switch namespace."""
-    port = GRPC_ADDRESS.rsplit(":", 1)[1]
-    probe = ["ip", "netns", "exec", plan.switch_ns, "ss", "-Hltn", f"sport = :{port}"]
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not sh(probe).strip():
-        child.check()
-        if time.monotonic() > deadline:
-            raise LabError(
-                f"simple_switch_grpc did not listen on {GRPC_ADDRESS} within {START_TIMEOUT_S:.0f} s: "
-                f"{log_tail(child.log)}"
-            )
-        time.sleep(0.1)
+def config(binary: Path, plan: Plan, log: Path) -> Bmv2Config:
+    """simple_switch_grpc on the switch namespace's interfaces, program pushed later by the controller."""
+    return Bmv2Config(
+        binary=binary,
+        log_path=log,
+        grpc_port=GRPC_PORT,
+        thrift_port=THRIFT_PORT,
+        device_id=DEVICE_ID,
+        interfaces=tuple(plan.switch_ports()),
+        netns=plan.switch_ns,
+    )
 
 
 class QueueDepths:

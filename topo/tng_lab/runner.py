@@ -19,6 +19,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from tng_p4.bmv2 import Bmv2, Bmv2Error
+
 from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch
 from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
@@ -244,8 +246,10 @@ def _start_bmv2(
 ) -> controller.Controller:
     """BMv2 on the switch namespace's veths, then the controller that pushes the pipeline and programs it."""
     assert choice.simple_switch_grpc and choice.p4info and choice.bmv2_json
-    argv = bmv2.command(choice.simple_switch_grpc, plan)
-    bmv2.wait_ready(stack.enter_context(running("simple_switch_grpc", argv, logs / "bmv2.log")), plan)
+    try:
+        stack.enter_context(Bmv2(bmv2.config(choice.simple_switch_grpc, plan, logs / "bmv2.log")))
+    except Bmv2Error as err:
+        raise LabError(str(err)) from err
     config = plan.run_dir / "controller.toml"
     store = plan.run_dir / "controller.db"
     config.write_text(controller.config_toml(scenario, plan, choice.p4info, choice.bmv2_json, store))

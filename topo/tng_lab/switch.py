@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tng_p4 import pipeline, toolchain
+
 from tng_lab.scenario import Scenario, ScenarioError
 
 PIPELINE = "tng"  # p4src/v1model/tng.p4, the LWIP switch
@@ -47,11 +49,9 @@ class _Unavailable(RuntimeError):
 
 
 def _bmv2(repo: Path) -> SwitchChoice:
-    try:
-        from tng_p4 import pipeline, toolchain
-    except ImportError as err:
-        raise _Unavailable(f"tng_p4 is not importable: {err}") from err
     found = toolchain.detect()
+    if found.hidden:
+        raise _Unavailable(f"the P4 toolchain is hidden by {toolchain.HIDE_ENV}=1")
     if not found.simple_switch_grpc.found:
         raise _Unavailable("simple_switch_grpc not found (P4 toolchain: see README.md)")
     if not found.thrift:

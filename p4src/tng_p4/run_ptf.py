@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tng_p4
 from tng_p4 import pipeline, toolchain, xunit
-from tng_p4.bmv2 import Bmv2Error, Bmv2Switch, running_switch
+from tng_p4.bmv2 import Bmv2, Bmv2Config, Bmv2Error, nanomsg_config
 
 PTF_DEVICE = 0
 PTF_PORTS = "0-7"
@@ -21,7 +21,7 @@ DETAIL_WIDTH = 160  # characters of a failure message shown per test (the full t
 
 
 def ptf_command(
-    ptf: Path, switch: Bmv2Switch, artifacts: pipeline.Artifacts, ptf_dir: Path, workdir: Path, tests: list[str]
+    ptf: Path, switch: Bmv2Config, artifacts: pipeline.Artifacts, ptf_dir: Path, workdir: Path, tests: list[str]
 ) -> list[str]:
     """The ptf command line for the nn platform: ports 0-7 of the switch over its nanomsg socket."""
     params = {
@@ -89,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     # The nanomsg socket path must stay short (Unix socket paths are limited to 107 bytes).
     with tempfile.TemporaryDirectory(prefix="tng-bmv2-") as sockets:
         try:
-            with running_switch(
-                found.simple_switch_grpc.path, socket_dir=Path(sockets), log_path=workdir / "simple_switch_grpc.log"
-            ) as switch:
-                print(f"run_ptf: simple_switch_grpc on {switch.grpc_address}, packets on {switch.packet_socket}")
-                command = ptf_command(found.ptf.path, switch, artifacts, args.ptf_dir.resolve(), workdir, tests)
+            config = nanomsg_config(
+                found.simple_switch_grpc.path, Path(sockets), log_path=workdir / "simple_switch_grpc.log"
+            )
+            with Bmv2(config):
+                print(f"run_ptf: simple_switch_grpc on {config.grpc_address}, packets on {config.packet_socket}")
+                command = ptf_command(found.ptf.path, config, artifacts, args.ptf_dir.resolve(), workdir, tests)
                 status = subprocess.run(command, check=False).returncode
         except Bmv2Error as error:
             print(f"run_ptf: {error}")

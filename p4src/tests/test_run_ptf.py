@@ -95,7 +95,7 @@ def test_ptf_gets_the_switch_and_the_artifacts(fakes: Path, monkeypatch: pytest.
     args = json.loads((fakes / "ptf-args.json").read_text())
     assert args[args.index("--platform") + 1] == "nn"
     assert args[args.index("--device-socket") + 1].startswith("0-{0-7}@ipc:///")
-    assert args[args.index("--test-dir") + 1] == str(Path(run_ptf.__file__).resolve().parents[1] / "ptf")
+    assert args[args.index("--test-dir") + 1] == str(Path(run_ptf.__file__).resolve().parents[2] / "ptf-tests" / "ptf")
     assert args[-1] == "tng_wire"  # the group named after the program
     namespace: dict[str, object] = {}
     exec("class _TestParams:\n    " + args[args.index("--test-params") + 1], namespace)  # as ptf parses them

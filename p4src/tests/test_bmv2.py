@@ -1,4 +1,5 @@
-"""running_switch() against a fake simple_switch_grpc: start-up, failures, and that the switch always stops."""
+"""The BMv2 launcher against a fake simple_switch_grpc: command lines, start-up, failures, restarts, and that the
+switch always stops."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import os
 import socket
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from tng_p4 import bmv2
-from tng_p4.bmv2 import Bmv2Error, running_switch
+from tng_p4.bmv2 import Bmv2, Bmv2Config, Bmv2Error, nanomsg_config
 
 # Records its command line and pid, then listens on the --grpc-server-addr port until it is killed.
 FAKE_SWITCH = """#!{python}
@@ -50,27 +52,51 @@ def pid_alive(pid_file: Path) -> bool:
     return True
 
 
+def switch(binary: Path, tmp_path: Path, **options: object) -> Bmv2:
+    return Bmv2(nanomsg_config(binary, tmp_path, log_path=tmp_path / "log"), **options)  # type: ignore[arg-type]
+
+
 def test_switch_listens_with_the_expected_command_line_and_stops(fake_switch: Path, tmp_path: Path) -> None:
-    log = tmp_path / "switch.log"
-    with running_switch(fake_switch, socket_dir=tmp_path, log_path=log, device_id=3) as switch:
-        host, port = switch.grpc_address.split(":")
-        socket.create_connection((host, int(port)), timeout=1).close()
-        assert switch.packet_socket == f"ipc://{tmp_path / 'packets.ipc'}"
-        assert log.read_text().split() == [
+    config = nanomsg_config(fake_switch, tmp_path, device_id=3)
+    with Bmv2(config):
+        socket.create_connection((bmv2.LOCALHOST, config.grpc_port), timeout=1).close()
+        assert config.packet_socket == f"ipc://{tmp_path / 'packets.ipc'}"
+        assert (tmp_path / "bmv2.log").read_text().split() == [
             "--device-id", "3",
-            "--thrift-port", str(switch.thrift_port),
-            "--packet-in", switch.packet_socket,
+            "--thrift-port", str(config.thrift_port),
+            "--packet-in", config.packet_socket,
             "--no-p4",
             "--",
-            "--grpc-server-addr", switch.grpc_address,
+            "--grpc-server-addr", config.grpc_address,
             "--cpu-port", str(bmv2.CPU_PORT),
         ]  # fmt: skip
         assert pid_alive(tmp_path / "pid")
     assert not pid_alive(tmp_path / "pid")
 
 
+def test_a_switch_on_veths_in_a_namespace() -> None:
+    config = Bmv2Config(
+        binary=Path("/usr/local/bin/simple_switch_grpc"),
+        log_path=Path("/tmp/bmv2.log"),
+        grpc_port=9559,
+        thrift_port=9090,
+        interfaces=((1, "srv"), (2, "l-lte")),
+        netns="lab-switch",
+    )
+    assert " ".join(config.command()) == (
+        "ip netns exec lab-switch /usr/local/bin/simple_switch_grpc --device-id 1 --thrift-port 9090 "
+        "-i 1@srv -i 2@l-lte --no-p4 -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255"
+    )
+    assert config.thrift_address == "127.0.0.1:9090"
+
+
+def test_a_switch_needs_ports() -> None:
+    with pytest.raises(ValueError, match="needs a packet socket"):
+        Bmv2Config(binary=Path("x"), log_path=Path("log"), grpc_port=1, thrift_port=2)
+
+
 def test_switch_is_stopped_when_the_body_is_interrupted(fake_switch: Path, tmp_path: Path) -> None:
-    with pytest.raises(KeyboardInterrupt), running_switch(fake_switch, socket_dir=tmp_path, log_path=tmp_path / "log"):
+    with pytest.raises(KeyboardInterrupt), switch(fake_switch, tmp_path):
         raise KeyboardInterrupt
     assert not pid_alive(tmp_path / "pid")
 
@@ -81,7 +107,7 @@ def test_a_switch_that_exits_reports_its_log(
     monkeypatch.setenv("FAKE_SWITCH_MODE", "fail")
     with (
         pytest.raises(Bmv2Error, match=r"exited with status 1\n(.|\n)*boom: cannot open socket"),
-        running_switch(fake_switch, socket_dir=tmp_path, log_path=tmp_path / "log"),
+        switch(fake_switch, tmp_path),
     ):
         pytest.fail("the body must not run")
 
@@ -90,10 +116,7 @@ def test_a_switch_that_never_listens_times_out_and_is_stopped(
     fake_switch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_SWITCH_MODE", "silent")
-    with (
-        pytest.raises(Bmv2Error, match="did not listen"),
-        running_switch(fake_switch, socket_dir=tmp_path, log_path=tmp_path / "log", startup_timeout_s=1),
-    ):
+    with pytest.raises(Bmv2Error, match="did not listen"), switch(fake_switch, tmp_path, startup_timeout_s=1):
         pytest.fail("the body must not run")
     assert not pid_alive(tmp_path / "pid")
 
@@ -103,9 +126,39 @@ def test_a_switch_that_ignores_sigterm_is_killed(
 ) -> None:
     monkeypatch.setenv("FAKE_SWITCH_MODE", "stubborn")
     monkeypatch.setattr(bmv2, "STOP_TIMEOUT_S", 0.3)
-    with running_switch(fake_switch, socket_dir=tmp_path, log_path=tmp_path / "log"):
+    with switch(fake_switch, tmp_path):
         pass
     assert not pid_alive(tmp_path / "pid")
+
+
+def test_a_killed_switch_restarts_on_the_same_ports_and_keeps_its_log(fake_switch: Path, tmp_path: Path) -> None:
+    launcher = switch(fake_switch, tmp_path)
+    launcher.start()
+    first = int((tmp_path / "pid").read_text())
+    launcher.kill()
+    assert not launcher.running() and not pid_alive(tmp_path / "pid")
+    launcher.start()
+    try:
+        assert int((tmp_path / "pid").read_text()) != first
+        socket.create_connection((bmv2.LOCALHOST, launcher.config.grpc_port), timeout=1).close()
+        assert launcher.log_tail().count("--grpc-server-addr") == 2  # both lives in one log
+    finally:
+        launcher.stop()
+    assert not pid_alive(tmp_path / "pid")
+
+
+def test_check_reports_a_switch_that_died(fake_switch: Path, tmp_path: Path) -> None:
+    launcher = switch(fake_switch, tmp_path)
+    launcher.start()
+    try:
+        launcher.check()
+        os.kill(int((tmp_path / "pid").read_text()), 9)
+        while launcher.running():
+            time.sleep(0.01)
+        with pytest.raises(Bmv2Error, match="exited with status -9"):
+            launcher.check()
+    finally:
+        launcher.stop()
 
 
 def test_free_tcp_ports_are_distinct_and_bindable() -> None:

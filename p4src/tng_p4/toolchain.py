@@ -29,6 +29,9 @@ ENV_OVERRIDES: dict[str, str] = {
 NN_MODULE = "pynng"  # what PTF 0.12's nn platform imports
 THRIFT_MODULE = "thrift"  # what simple_switch_CLI imports
 README_HINT = "see README 'P4 toolchain'"
+# Set to 1 to make every tool look absent: runs the toolchain-absent path (every P4 suite skipped with its reason) on a
+# machine that has the toolchain, as a fresh machine would.
+HIDE_ENV = "TNG_HIDE_P4_TOOLCHAIN"
 SKIP_EXIT_CODE = 3
 TIMEOUT_S = 10.0
 
@@ -60,6 +63,7 @@ class Toolchain:
     packet_in: bool  # simple_switch_grpc was built with nanomsg (--packet-in)
     thrift: bool  # simple_switch_grpc has --thrift-port, simple_switch_CLI exists, Python `thrift` imports
     nn_module: bool  # Python `pynng` imports (PTF's nn platform)
+    hidden: bool = False  # HIDE_ENV made every tool look absent
 
     def tools(self) -> tuple[Tool, ...]:
         return (self.p4c, self.p4c_bm2_ss, self.simple_switch_grpc, self.simple_switch_cli, self.ptf)
@@ -89,12 +93,36 @@ class Toolchain:
         missing = self.missing_for(purpose)
         if not missing:
             return None
+        if self.hidden:
+            return f"skipped: P4 toolchain hidden by {HIDE_ENV}=1"
         what = ", ".join(f"{item} missing" for item in missing)
         return f"skipped: P4 toolchain not found ({what}; {README_HINT})"
 
 
+def hidden() -> bool:
+    """Whether HIDE_ENV asks every caller to behave as on a machine without the toolchain."""
+    value = os.environ.get(HIDE_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"${HIDE_ENV}={value!r}: expected 1 (hide the P4 toolchain) or 0")
+    return value == "1"
+
+
 def detect() -> Toolchain:
-    """Look for every tool (honouring the environment overrides) and probe the switch's build options."""
+    """Look for every tool (honouring the environment overrides) and probe the switch's build options; with
+    HIDE_ENV=1 every tool is reported missing."""
+    if hidden():
+        absent = {name: Tool(name, None, None) for name in ENV_OVERRIDES}
+        return Toolchain(
+            p4c=absent["p4c"],
+            p4c_bm2_ss=absent["p4c-bm2-ss"],
+            simple_switch_grpc=absent["simple_switch_grpc"],
+            simple_switch_cli=absent["simple_switch_CLI"],
+            ptf=absent["ptf"],
+            packet_in=False,
+            thrift=False,
+            nn_module=False,
+            hidden=True,
+        )
     tools = {name: _find_tool(name) for name in ENV_OVERRIDES}
     switch = tools["simple_switch_grpc"]
     switch_help = _run(switch.path, "--help")[1] if switch.path else ""
@@ -154,6 +182,7 @@ def to_json(toolchain: Toolchain) -> dict[str, object]:
         },
         "features": toolchain.features(),
         "missing": {purpose: toolchain.missing_for(purpose) for purpose in PURPOSES},
+        "hidden": toolchain.hidden,
     }
 
 
@@ -181,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"print nothing and exit 0 if the purpose is ready, else print why and exit {SKIP_EXIT_CODE}",
     )
     args = parser.parse_args(argv)
-    toolchain = detect()
+    try:
+        toolchain = detect()
+    except ValueError as err:
+        parser.error(str(err))
     if args.require:
         reason = toolchain.skip_reason(args.require)
         if reason:

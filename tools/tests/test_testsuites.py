@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from tng_lab import testsuites
-from tng_lab.testsuites import Counts, Suite, count_cargo, count_exit, count_junit
+import testsuites
+from testsuites import Counts, Suite, count_cargo, count_exit, count_junit
 
 CARGO_OUTPUT = """
 running 3 tests

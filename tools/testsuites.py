@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SKIP_EXIT = 3  # exit status by which a suite says "cannot run here" (see tng_p4.toolchain)
 CARGO_RESULT = re.compile(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored")
 
@@ -98,9 +98,10 @@ def suites(py: str, logs: Path) -> list[Suite]:
             count_junit,
             artifact=logs / "pytest.xml",
         ),
+        Suite("p4 artifacts match sources", [py, "-m", "tng_p4.artifacts", "check-sources"], count_exit),
         Suite(
-            "p4 artifacts match sources",
-            ["make", "--no-print-directory", "p4-check", "P4_SKIP_STATUS=3"],
+            "p4 artifacts match a fresh compile",
+            [py, "-m", "tng_p4.artifacts", "check-compile", "--scratch", str(logs / "p4-check")],
             count_exit,
             may_skip=True,
         ),
@@ -147,11 +148,16 @@ def run(suite: Suite, logs: Path) -> Counts:
         print(f"   {suite.name}: {last_line(output) or 'skipped'} [{elapsed:.0f} s]", flush=True)
         return Counts(skipped=1)
     counts = suite.count(output, proc.returncode, suite.artifact or log)
-    print(f"   {suite.name}: {counts.line()} [{elapsed:.0f} s, log {log.relative_to(REPO)}]", flush=True)
+    print(f"   {suite.name}: {counts.line()} [{elapsed:.0f} s, log {shown(log)}]", flush=True)
     if counts.failed:
         tail = "\n".join(output.splitlines()[-40:])
-        print(f"--- last lines of {log.relative_to(REPO)} ---\n{tail}\n---", flush=True)
+        print(f"--- last lines of {shown(log)} ---\n{tail}\n---", flush=True)
     return counts
+
+
+def shown(path: Path) -> Path:
+    """`path` relative to the repository when it lies inside it."""
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
 
 
 def last_line(output: str) -> str:
@@ -160,10 +166,11 @@ def last_line(output: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="tools/testsuites.py", description=__doc__)
     parser.add_argument("--only", action="append", help="run only suites whose name contains this text")
+    parser.add_argument("--logs", type=Path, default=REPO / "build" / "test-logs", help="where suite logs go")
     args = parser.parse_args()
-    logs = REPO / "build" / "test-logs"
+    logs = args.logs.resolve()
     logs.mkdir(parents=True, exist_ok=True)
     for stale in logs.glob("**/*.xml"):
         stale.unlink()  # counts must come from this run only

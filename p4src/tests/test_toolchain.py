@@ -45,7 +45,7 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setattr(toolchain.sysconfig, "get_path", lambda _name: str(tmp_path / "no-scripts"))
-    for variable in toolchain.ENV_OVERRIDES.values():
+    for variable in (*toolchain.ENV_OVERRIDES.values(), toolchain.HIDE_ENV):
         monkeypatch.delenv(variable, raising=False)
     return bin_dir
 
@@ -172,6 +172,24 @@ def test_cli_json(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report["tools"]["p4c-bm2-ss"] == {"path": str(tools / "p4c-bm2-ss"), "version": "1.2.4.8"}
     assert report["features"] == {"packet_in": True, "thrift": True, "pynng": True}
     assert report["missing"] == {"compile": [], "bmv2": []}
+    assert report["hidden"] is False
+
+
+def test_hide_variable_makes_a_full_toolchain_look_absent(tools: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full_toolchain(tools)
+    monkeypatch.setenv(toolchain.HIDE_ENV, "1")
+    found = toolchain.detect()
+    assert not any(tool.found for tool in found.tools())
+    for purpose in toolchain.PURPOSES:
+        assert found.skip_reason(purpose) == "skipped: P4 toolchain hidden by TNG_HIDE_P4_TOOLCHAIN=1"
+    monkeypatch.setenv(toolchain.HIDE_ENV, "0")
+    assert toolchain.detect().skip_reason("bmv2") is None
+
+
+def test_hide_variable_rejects_other_values(tools: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(toolchain.HIDE_ENV, "yes")
+    with pytest.raises(ValueError, match=r"TNG_HIDE_P4_TOOLCHAIN='yes': expected 1"):
+        toolchain.detect()
 
 
 def test_cli_table(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,164 @@
+"""The compiled P4 artifacts under p4src/build/: compile them, and check that they match the sources.
+
+Every program's build directory holds `bmv2.json`, `p4info.txtpb` and `sources.json`, a manifest of the SHA-256 of
+every P4 source they were compiled from. Two checks read it:
+
+- `check-sources` needs no toolchain: it fails when a P4 source changed (or appeared, or went) since the committed
+  artifacts were compiled, so even a machine without p4c notices stale artifacts;
+- `check-compile` needs p4c: it compiles afresh and fails when the output differs from what is committed.
+
+Exit status: 0 good, 1 a mismatch (each named on its own line), 3 skipped (the reason on the last line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tng_p4 import pipeline, toolchain
+
+MANIFEST = "sources.json"
+ARCH = "v1model"
+SOURCE_ROOT = Path("p4src")
+OUTPUTS = ("bmv2.json", "p4info.txtpb")
+
+
+class CompileError(RuntimeError):
+    """p4c failed; the message holds its output."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    program: str
+    problem: str
+
+    def line(self) -> str:
+        return f"{self.program}: {self.problem}"
+
+
+def source_digests(root: Path) -> dict[str, str]:
+    """SHA-256 of every P4 source under p4src/ (outside p4src/build/), by path relative to the repository.
+
+    Every program's manifest lists all of them: an include graph would be p4c's to know, and a change anywhere simply
+    asks for `make p4`, which compiles every program anyway."""
+    sources = sorted(
+        path for path in (root / SOURCE_ROOT).rglob("*.p4") if pipeline.BUILD_DIR not in path.relative_to(root).parents
+    )
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sources}
+
+
+def compile_program(p4c_bm2_ss: Path, source: Path, out_dir: Path, root: Path) -> None:
+    """Compiles `source` for BMv2 into `out_dir` (bmv2.json, p4info.txtpb) and writes its source manifest.
+
+    p4c runs from the repository root on relative paths: the JSON records source paths, and relative ones keep it the
+    same on every machine."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = _relative(out_dir.resolve(), root.resolve())
+    command = [
+        str(p4c_bm2_ss),
+        "--arch",
+        ARCH,
+        "-I",
+        str(SOURCE_ROOT),
+        "--p4runtime-files",
+        str(out / "p4info.txtpb"),
+        "-o",
+        str(out / "bmv2.json"),
+        str(_relative(source.resolve(), root.resolve())),
+    ]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, errors="replace", check=False)
+    if done.returncode != 0:
+        raise CompileError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}".rstrip())
+    manifest = {"arch": ARCH, "program": str(source.relative_to(root)), "sources": source_digests(root)}
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _relative(path: Path, root: Path) -> Path:
+    return path.relative_to(root) if path.is_relative_to(root) else path
+
+
+def check_sources(root: Path) -> list[Mismatch]:
+    """Programs whose committed manifest does not match today's sources (no toolchain needed)."""
+    current = source_digests(root)
+    mismatches = []
+    for program in pipeline.programs(root):
+        manifest_path = root / pipeline.BUILD_DIR / program / MANIFEST
+        try:
+            recorded = json.loads(manifest_path.read_text())["sources"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            mismatches.append(Mismatch(program, f"no readable {manifest_path.relative_to(root)} ({err})"))
+            continue
+        changed = sorted(path for path in current.keys() & recorded.keys() if current[path] != recorded[path])
+        added = sorted(current.keys() - recorded.keys())
+        removed = sorted(recorded.keys() - current.keys())
+        for label, paths in (("changed", changed), ("new", added), ("gone", removed)):
+            if paths:
+                mismatches.append(Mismatch(program, f"{label} since the artifacts were compiled: {', '.join(paths)}"))
+    return mismatches
+
+
+def check_compile(p4c_bm2_ss: Path, root: Path, scratch: Path) -> list[Mismatch]:
+    """Programs whose fresh compile (into `scratch`) differs from the committed artifacts."""
+    mismatches = []
+    for program, source in pipeline.programs(root).items():
+        out_dir = scratch / program
+        shutil.rmtree(out_dir, ignore_errors=True)
+        compile_program(p4c_bm2_ss, source, out_dir, root)
+        for name in (*OUTPUTS, MANIFEST):
+            committed = root / pipeline.BUILD_DIR / program / name
+            if not committed.is_file() or committed.read_bytes() != (out_dir / name).read_bytes():
+                mismatches.append(Mismatch(program, f"{committed.relative_to(root)} differs from a fresh compile"))
+    return mismatches
+
+
+def main(argv: list[str] | None = None) -> int:
+    root = pipeline.repo_root()
+    parser = argparse.ArgumentParser(prog="python -m tng_p4.artifacts", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("compile", help="compile every program of p4src/programs.txt into p4src/build/")
+    sub.add_parser("check-sources", help="fail if a P4 source changed since the committed artifacts were compiled")
+    check = sub.add_parser("check-compile", help="fail if a fresh compile differs from the committed artifacts")
+    check.add_argument("--scratch", type=Path, default=root / "build" / "p4-check", help="where to compile")
+    args = parser.parse_args(argv)
+
+    if args.command == "check-sources":
+        return _report(
+            check_sources(root), f"p4 sources: the artifacts of {len(pipeline.programs(root))} programs match"
+        )
+    found = toolchain.detect()
+    reason = found.skip_reason("compile")
+    if reason:
+        print(reason)
+        return toolchain.SKIP_EXIT_CODE
+    assert found.p4c_bm2_ss.path is not None
+    try:
+        if args.command == "compile":
+            for program, source in pipeline.programs(root).items():
+                out_dir = root / pipeline.BUILD_DIR / program
+                print(f"p4c-bm2-ss {source.relative_to(root)} -> {out_dir.relative_to(root)}", flush=True)
+                compile_program(found.p4c_bm2_ss.path, source, out_dir, root)
+            return 0
+        mismatches = check_compile(found.p4c_bm2_ss.path, root, args.scratch)
+    except CompileError as err:
+        print(err, file=sys.stderr)
+        return 1
+    return _report(mismatches, "p4 compile: committed artifacts match a fresh compile")
+
+
+def _report(mismatches: list[Mismatch], success: str) -> int:
+    for mismatch in mismatches:
+        print(f"{mismatch.line()} (run 'make p4' and commit p4src/build/)")
+    if mismatches:
+        return 1
+    print(success)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
