@@ -203,7 +203,8 @@ def test_capacities_and_queue_depths() -> None:
 
 
 def _counters(queue_packets: int = 0) -> Counters:
-    return Counters(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, queue_packets, queue_packets * 1500, 0)
+    zero = {name: 0 for name in Counters.__dataclass_fields__}
+    return Counters(**{**zero, "queue_packets": queue_packets, "queue_bytes": queue_packets * 1500})
 
 
 def test_a_packet_waits_out_the_switch_queue_before_linkem(lwip) -> None:

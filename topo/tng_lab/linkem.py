@@ -30,6 +30,7 @@ class Counters:
     dropped_oversize: int
     dropped_kernel: int
     ecn_marked: int
+    checksum_completed: int
     queue_packets: int
     queue_bytes: int
     delay_line_packets: int

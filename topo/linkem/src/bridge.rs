@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
+use crate::checksum::complete_transport_checksum;
 use crate::counters::{add, DirectionCounters};
 use crate::link::{ip_bytes, Link, LinkRandomness};
-use crate::packet_socket::{PacketSocket, Received};
+use crate::packet_socket::{PacketSocket, Received, TransportChecksum};
 use crate::spec::LinkSpec;
 
 /// How long before a deadline the thread stops sleeping and spins.
@@ -75,6 +76,9 @@ pub struct Forwarder {
     updates: mpsc::Receiver<LinkSpec>,
     wake: UnixStream,
     counters: Arc<DirectionCounters>,
+    /// Whether the one-time warnings about partial checksums were printed: completed ones, and ones that could not be.
+    warned_partial: bool,
+    warned_not_completed: bool,
 }
 
 /// Opens the sockets of one direction (frames read on `ingress`, written to `egress`).
@@ -103,6 +107,8 @@ pub fn direction(
         updates: updates_receiver,
         wake: wake_receiver,
         counters: Arc::clone(&counters),
+        warned_partial: false,
+        warned_not_completed: false,
     };
     let handle = DirectionHandle { updates: updates_sender, wake: wake_sender, counters };
     Ok((forwarder, handle))
@@ -187,9 +193,13 @@ impl Forwarder {
                 }
             };
             match received {
-                Received::Frame(length) => {
+                Received::Frame { length, checksum } => {
+                    let mut frame = buffer[..length].to_vec();
+                    if let TransportChecksum::Partial { network_offset } = checksum {
+                        self.complete_checksum(&mut frame, network_offset);
+                    }
                     let now = self.clock.now_ns();
-                    self.link.arrive(now, buffer[..length].to_vec());
+                    self.link.arrive(now, frame);
                 }
                 Received::Oversized(_) => add(&self.counters.dropped_oversize, 1),
                 Received::Outgoing => {}
@@ -197,6 +207,33 @@ impl Forwarder {
             }
         }
         Ok(())
+    }
+
+    /// Completes the TCP or UDP checksum the sender left to offload; without this the receiving host would drop the
+    /// frame (TCP would never connect). Says so once per direction, with the fix at the source.
+    fn complete_checksum(&mut self, frame: &mut [u8], network_offset: usize) {
+        let ingress = self.ingress.interface();
+        match complete_transport_checksum(frame, network_offset) {
+            Ok(_) => add(&self.counters.checksum_completed, 1),
+            Err(reason) if !self.warned_not_completed => {
+                self.warned_not_completed = true;
+                eprintln!(
+                    "linkem: {}: a frame from `{ingress}` with a partial checksum was forwarded as it came ({reason}); \
+                     its receiver will drop it",
+                    self.name
+                );
+            }
+            Err(_) => {}
+        }
+        if !self.warned_partial {
+            self.warned_partial = true;
+            eprintln!(
+                "linkem: {}: frames from `{ingress}` carry partial TCP/UDP checksums (the sender's transmit checksum \
+                 offload is on); linkem completes them (counter checksum_completed). Fix at the source: \
+                 `ethtool -K IFACE tx off` on the interface that sends into `{ingress}` (for a veth, its peer)",
+                self.name
+            );
+        }
     }
 }
 

@@ -252,7 +252,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::ipv4_header_checksum;
+    use crate::checksum::ipv4_header_checksum;
     use crate::random::{rng, Stream};
 
     const MS: u64 = 1_000_000;
