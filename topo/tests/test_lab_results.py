@@ -31,6 +31,7 @@ def path_result(mbps: float, capacity: float | None) -> PathResult:
         up_bytes=10_000,
         down_mbps=mbps,
         capacity_mbps=capacity,
+        measured_down_mbps=mbps,
         dropped_queue=3,
         dropped_loss=0,
         dropped_other=0,

@@ -34,7 +34,7 @@ def test_series_totals_and_delay_of_a_rate_link() -> None:
         sample(11.0, 2000, 2000, 100, 62_500, grid_ms=1000),
     ]
     service = Service(propagation_ms=20.0, rate_bps=24e6)
-    result = path_result(samples, "lte", service, trace_origin=10.0)
+    result = path_result(samples, "lte", service, trace_origin=10.0, duration_ms=1000)
     assert result.series.t_s == [0.5, 1.0]
     assert result.series.down_mbps == pytest.approx([24.0, 24.0])
     assert result.series.up_mbps == pytest.approx([1.0, 0.0])
@@ -53,7 +53,7 @@ def test_series_totals_and_delay_of_a_rate_link() -> None:
 
 def test_idle_link_has_no_delay_samples() -> None:
     samples = [sample(0.0, 0, 0, 0), sample(0.2, 0, 0, 0)]
-    result = path_result(samples, "lte", Service(propagation_ms=5.0), trace_origin=0.0)
+    result = path_result(samples, "lte", Service(propagation_ms=5.0), trace_origin=0.0, duration_ms=200)
     assert result.series.capacity_mbps == [None]
     assert pooled_delay([result]).p95 is None
     assert capacity_and_utilization([result]) == (None, None)
@@ -66,8 +66,8 @@ def test_capacity_follows_the_grid_so_runs_on_a_trace_get_the_same_series() -> N
     # Two runs read their counters at different moments after the grid instants (the sampler wakes up late).
     punctual = [sample(5.0 + k * 0.2, 100 * k, 100 * k, 0, grid_ms=200 * k) for k in range(5)]
     late = [sample(9.0 + k * 0.2 + 0.013 * (k % 3), 100 * k, 100 * k, 0, grid_ms=200 * k) for k in range(5)]
-    first = path_result(punctual, "lte", service, trace_origin=5.0)
-    second = path_result(late, "lte", service, trace_origin=9.0)
+    first = path_result(punctual, "lte", service, trace_origin=5.0, duration_ms=800)
+    second = path_result(late, "lte", service, trace_origin=9.0, duration_ms=800)
     assert first.series.capacity_mbps == second.series.capacity_mbps
     # [0, 200): 100 opportunities; [200, 400): none (400 belongs to the next bin); [400, 600): 400 and 401..500.
     assert first.series.capacity_mbps == pytest.approx([6.0, 0.0, 6.06, 0.0])
@@ -77,3 +77,20 @@ def test_capacity_follows_the_grid_so_runs_on_a_trace_get_the_same_series() -> N
     capacity, utilization = capacity_and_utilization([first, second])
     assert capacity == pytest.approx(2 * 3.015)
     assert utilization == pytest.approx((first.down_mbps + second.down_mbps) / capacity)
+
+
+def test_capacity_and_utilization_cover_the_duration_not_a_longer_run() -> None:
+    # 12 Mbit/s (one opportunity per ms); the workload's duration is 1 s, but its client ran 0.4 s longer, draining
+    # at 6 Mbit/s.
+    trace = TraceSchedule(tuple(range(1, 1001)))
+    samples = [sample(0.2 * k, 200 * k if k <= 5 else 1000 + 100 * (k - 5), 0, 0, grid_ms=200 * k) for k in range(8)]
+    result = path_result(samples, "lte", Service(propagation_ms=10.0, trace=trace), trace_origin=0.0, duration_ms=1000)
+    assert result.capacity_mbps == pytest.approx(999 * 1500 * 8 / 1e6)  # [0, 1000 ms): the one at 1000 ms is later
+    assert result.measured_down_mbps == pytest.approx(12.0)  # 1000 packets in the first second
+    assert result.down_mbps == pytest.approx(1200 * 1500 * 8 / 1.4 / 1e6)  # the whole run, drain included
+    assert capacity_and_utilization([result])[1] == pytest.approx(1000 / 999)
+    # A run that ended before its duration is measured up to its end.
+    short = path_result(
+        samples[:3], "lte", Service(propagation_ms=10.0, trace=trace), trace_origin=0.0, duration_ms=1000
+    )
+    assert short.capacity_mbps == pytest.approx(399 * 1500 * 8 / 0.4 / 1e6)

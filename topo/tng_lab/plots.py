@@ -94,7 +94,7 @@ def throughput_over_time(results: LabResults, measured: list[WorkloadResult], pa
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
         if index + columns >= len(measured):  # nothing below it
-            ax.set_xlabel("time since the workload started (s)")
+            ax.set_xlabel("time since the run started: the links' reset (s)")
     for index in range(len(measured), rows * columns):
         axes[index // columns][index % columns].set_visible(False)
     figure.suptitle(f"{results.scenario}: downlink throughput per link (linkem counters, {results.sample_ms} ms bins)")

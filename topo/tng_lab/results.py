@@ -20,9 +20,10 @@ DELAY_METHOD = (
     "packets accepted in the following interval, pooled over the workload's links"
 )
 CAPACITY_METHOD = (
-    "capacity_mbps: mean downlink capacity of the workload's links over the run (their sum), from the rate or the "
-    "trace's 1500-byte delivery opportunities counted from the run's reset of the link (the trace's time 0) on the "
-    "sample_ms grid; utilization: delivered downlink IP bytes per second (linkem's forwarded bytes) / capacity_mbps"
+    "capacity_mbps: mean downlink capacity of the workload's links (their sum) over the measured interval, from the "
+    "run's reset of the links (the trace's time 0) to the last sample_ms grid instant within the duration, from the "
+    "rate or the trace's 1500-byte delivery opportunities; utilization: downlink IP bytes linkem delivered in that "
+    "interval, per second, / capacity_mbps"
 )
 
 
@@ -43,8 +44,9 @@ class PathSeries:
 class PathResult:
     down_bytes: int
     up_bytes: int
-    down_mbps: float
-    capacity_mbps: float | None  # mean over the run; None for an unlimited link
+    down_mbps: float  # over the whole run
+    capacity_mbps: float | None  # mean over the measured interval (reset to end of duration); None when unlimited
+    measured_down_mbps: float  # downlink IP rate over the measured interval
     dropped_queue: int
     dropped_loss: int
     dropped_other: int
@@ -66,8 +68,8 @@ class RunResult:
     link_seed: int  # linkem's loss and jitter seed, set by the reset that started the run
     duration_s: float
     goodput_mbps: float
-    capacity_mbps: float | None  # of the workload's links, downlink, over the run
-    utilization: float | None  # delivered downlink IP bytes / capacity
+    capacity_mbps: float | None  # of the workload's links, downlink, over the measured interval
+    utilization: float | None  # downlink IP bytes delivered in the measured interval / capacity
     bytes_received: int
     bytes_corrupted: int
     retransmitted_packets: int

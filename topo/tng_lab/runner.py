@@ -348,8 +348,11 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         error = _follow(lab, client, samples, meter, progress, workload, origin)
     finally:
         client.stop()
+    duration_ms = options.duration_s * 1e3
     paths = {
-        name: path_result(samples, name, lab.services[name], lab.trace_origins[name], lab.switch_pps.get(name))
+        name: path_result(
+            samples, name, lab.services[name], lab.trace_origins[name], duration_ms, lab.switch_pps.get(name)
+        )
         for name in lab.services
     }
     delay = pooled_delay([paths[name] for name in workload.paths])

@@ -3,7 +3,9 @@
 A run starts by resetting every link (`linkem.reset`): the reset instant is the trace's time 0. The runner then
 samples on a grid of `sample_ms` from that instant. The capacity a link offered is computed on the grid (the trace's
 delivery opportunities in each grid interval), so two runs on the same link get the same capacity series, however
-late the sampler woke up; the delivered rates use the times the counters were actually read.
+late the sampler woke up; the delivered rates use the times the counters were actually read. A run's capacity and
+utilization cover its measured interval: from the reset to the last grid instant within the workload's duration,
+the interval its goodput is counted in (a transport still draining its send buffer after that does not stretch it).
 """
 
 from __future__ import annotations
@@ -36,13 +38,19 @@ def _accepted(before: Counters, after: Counters) -> int:
 
 
 def path_result(
-    samples: list[Sample], name: str, service: Service, trace_origin: float, switch_pps: int | None = None
+    samples: list[Sample],
+    name: str,
+    service: Service,
+    trace_origin: float,
+    duration_ms: float,
+    switch_pps: int | None = None,
 ) -> PathResult:
     """Series and totals of link `name` over the samples (the first is taken before the workload starts).
 
-    `trace_origin`: the time.monotonic() of the link's reset, its trace's time 0. `switch_pps`: the rate of BMv2's
-    egress queue toward the link; a packet then first waits out that queue (its depth at the sample, drained at that
-    many packets per second), then linkem's."""
+    `trace_origin`: the time.monotonic() of the link's reset, its trace's time 0. `duration_ms`: the workload's
+    duration, which bounds the measured interval. `switch_pps`: the rate of BMv2's egress queue toward the link; a
+    packet then first waits out that queue (its depth at the sample, drained at that many packets per second), then
+    linkem's."""
     start = samples[0].t
     t_s, down, up, capacity, delay, packets = [], [], [], [], [], []
     for before, after in itertools.pairwise(samples):
@@ -62,11 +70,14 @@ def path_result(
     first, last = samples[0].links[name], samples[-1].links[name]
     elapsed = samples[-1].t - start
     down_bytes = last.down.forwarded_bytes - first.down.forwarded_bytes
+    end = _measured_end(samples, duration_ms)
+    measured_bytes = end.links[name].down.forwarded_bytes - first.down.forwarded_bytes
     return PathResult(
         down_bytes=down_bytes,
         up_bytes=last.up.forwarded_bytes - first.up.forwarded_bytes,
         down_mbps=_mbps(down_bytes, elapsed),
-        capacity_mbps=service.capacity_mbps(samples[0].grid_ms, samples[-1].grid_ms),
+        capacity_mbps=service.capacity_mbps(samples[0].grid_ms, end.grid_ms),
+        measured_down_mbps=_mbps(measured_bytes, end.t - start),
         dropped_queue=last.down.dropped_queue - first.down.dropped_queue,
         dropped_loss=last.down.dropped_loss - first.down.dropped_loss,
         dropped_other=last.down.dropped_other - first.down.dropped_other,
@@ -75,14 +86,20 @@ def path_result(
     )
 
 
+def _measured_end(samples: list[Sample], duration_ms: float) -> Sample:
+    """The last sample within the duration on the grid; the last sample of a run that ended sooner."""
+    within = [sample for sample in samples[1:] if sample.grid_ms <= duration_ms]
+    return within[-1] if within else samples[-1]
+
+
 def capacity_and_utilization(paths: list[PathResult]) -> tuple[float | None, float | None]:
-    """The downlink capacity of a workload's links over the run (their sum) and the share of it they delivered;
-    None when a link has no capacity limit (or, for utilization, a trace gave no opportunity at all)."""
+    """The downlink capacity of a workload's links over the measured interval (their sum) and the share of it they
+    delivered; None when a link has no capacity limit (or, for utilization, a trace gave no opportunity at all)."""
     capacities = [path.capacity_mbps for path in paths]
     if not capacities or any(c is None for c in capacities):
         return None, None
     capacity = sum(c for c in capacities if c is not None)
-    delivered = sum(path.down_mbps for path in paths)
+    delivered = sum(path.measured_down_mbps for path in paths)
     return capacity, (delivered / capacity if capacity > 0 else None)
 
 
