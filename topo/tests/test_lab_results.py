@@ -30,6 +30,8 @@ def path_result(mbps: float, capacity: float | None) -> PathResult:
         down_bytes=int(mbps * 4 / 8 * 1e6),
         up_bytes=10_000,
         down_mbps=mbps,
+        capacity_mbps=capacity,
+        measured_down_mbps=mbps,
         dropped_queue=3,
         dropped_loss=0,
         dropped_other=0,
@@ -49,8 +51,11 @@ def run(goodput: float, repetition: int = 0, fct: Fct | None = None, samples: li
     return RunResult(
         repetition=repetition,
         seed=1 + repetition,
+        link_seed=1 + repetition,
         duration_s=4.0,
         goodput_mbps=goodput,
+        capacity_mbps=10.0,
+        utilization=goodput * 0.4 / 10.0,
         bytes_received=int(goodput * 4 / 8 * 1e6),
         bytes_corrupted=0,
         retransmitted_packets=5,
@@ -120,6 +125,10 @@ def test_results_json_has_summaries_statuses_and_series(lab: LabResults, tmp_pat
     tcp = data["workloads"][0]
     assert tcp["summary"]["goodput_mbps"] == {"mean": 9.2, "sd": 0.283, "min": 9.0, "max": 9.4}
     assert tcp["summary"]["delay_p95_ms"]["mean"] == 38.0
+    assert tcp["summary"]["capacity_mbps"] == {"mean": 10.0, "sd": 0.0, "min": 10.0, "max": 10.0}
+    assert tcp["summary"]["utilization"]["mean"] == pytest.approx(0.368)
+    assert tcp["runs"][0]["utilization"] == pytest.approx(0.36) and tcp["runs"][0]["link_seed"] == 1
+    assert data["capacity_method"].startswith("capacity_mbps: mean downlink capacity")
     assert tcp["summary"]["path_mbytes"] == {"lte": pytest.approx(1.84)}
     series = tcp["runs"][0]["paths"]["lte"]["series"]
     assert len(series["t_s"]) == len(series["down_mbps"]) == len(series["delay_ms"]) == 20
@@ -130,10 +139,12 @@ def test_results_json_has_summaries_statuses_and_series(lab: LabResults, tmp_pat
 def test_summary_table_has_one_row_per_workload(lab: LabResults) -> None:
     lines = summary_table(lab).strip().splitlines()
     assert len(lines) == 2 + len(lab.workloads)
-    assert lines[0].startswith("| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms")
+    assert lines[0].startswith(
+        "| workload | transport | cc | mode | paths | goodput Mbit/s | capacity Mbit/s | utilization % | p95 delay ms"
+    )
     tcp = lines[2].split(" | ")
     assert tcp[:5] == ["| tcp-lte", "tcp", "cubic", "bulk", "lte"]
-    assert tcp[5] == "9.20 ± 0.28" and tcp[6] == "38.0"
+    assert tcp[5:9] == ["9.20 ± 0.28", "10.00", "36.8 ± 1.1", "38.0"]
     assert "40.0 / 300.0" in lines[3]  # FCT p50 / p99
     assert "4, 3, 22" in lines[3]  # CPU % of client, server and both linkems
     assert "skipped: no --transport tng" in lines[5]

@@ -19,16 +19,23 @@ DELAY_METHOD = (
     "queue drain time at the link's rate (or trace opportunities) plus propagation delay, weighted by the "
     "packets accepted in the following interval, pooled over the workload's links"
 )
+CAPACITY_METHOD = (
+    "capacity_mbps: mean downlink capacity of the workload's links (their sum) over the measured interval, from the "
+    "run's reset of the links (the trace's time 0) to the last sample_ms grid instant within the duration, from the "
+    "rate or the trace's 1500-byte delivery opportunities; utilization: downlink IP bytes linkem delivered in that "
+    "interval, per second, / capacity_mbps"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class PathSeries:
-    """Per-interval values of one link during a run; interval i ends at t_s[i] (seconds since the run started)."""
+    """Per-interval values of one link during a run; interval i ends at t_s[i] (seconds since the run's reset, on
+    the sample_ms grid)."""
 
     t_s: list[float]
     down_mbps: list[float]
     up_mbps: list[float]
-    capacity_mbps: list[float | None]
+    capacity_mbps: list[float | None]  # over the grid interval: the same in every run of the link
     delay_ms: list[float]  # estimated one-way delay of a downlink packet arriving in the interval
     packets: list[int]  # downlink packets accepted into the queue in the interval (the delay sample's weight)
 
@@ -37,7 +44,9 @@ class PathSeries:
 class PathResult:
     down_bytes: int
     up_bytes: int
-    down_mbps: float
+    down_mbps: float  # over the whole run
+    capacity_mbps: float | None  # mean over the measured interval (reset to end of duration); None when unlimited
+    measured_down_mbps: float  # downlink IP rate over the measured interval
     dropped_queue: int
     dropped_loss: int
     dropped_other: int
@@ -55,9 +64,12 @@ class Delay:
 @dataclass(frozen=True, slots=True)
 class RunResult:
     repetition: int
-    seed: int
+    seed: int  # tng perf's seed
+    link_seed: int  # linkem's loss and jitter seed, set by the reset that started the run
     duration_s: float
     goodput_mbps: float
+    capacity_mbps: float | None  # of the workload's links, downlink, over the measured interval
+    utilization: float | None  # downlink IP bytes delivered in the measured interval / capacity
     bytes_received: int
     bytes_corrupted: int
     retransmitted_packets: int
@@ -93,6 +105,8 @@ class WorkloadResult:
             "status": self.status(),
             "runs": len(runs),
             "goodput_mbps": _stats([run.goodput_mbps for run in runs]),
+            "capacity_mbps": _stats([run.capacity_mbps for run in runs if run.capacity_mbps is not None]),
+            "utilization": _stats([run.utilization for run in runs if run.utilization is not None]),
             "delay_p95_ms": _stats([run.delay_ms.p95 for run in runs if run.delay_ms.p95 is not None]),
             "delay_p50_ms": _stats([run.delay_ms.p50 for run in runs if run.delay_ms.p50 is not None]),
             "fct_p50_ms": _stats([run.fct_ms.p50 for run in runs if run.fct_ms.count]),
@@ -129,6 +143,7 @@ class LabResults:
     host: dict[str, Any]
     workloads: list[WorkloadResult] = field(default_factory=list)
     delay_method: str = DELAY_METHOD
+    capacity_method: str = CAPACITY_METHOD
 
     def failed(self) -> list[WorkloadResult]:
         return [w for w in self.workloads if w.status() == "failed"]
@@ -168,11 +183,15 @@ def _fmt(stats: dict[str, float] | None, digits: int = 1) -> str:
     return f"{text} ± {stats['sd']:.{digits}f}" if stats["sd"] else text
 
 
+def _percent(stats: dict[str, float] | None) -> dict[str, float] | None:
+    return {key: value * 100 for key, value in stats.items()} if stats else None
+
+
 def summary_table(results: LabResults) -> str:
     """The Markdown table of summary.md: one row per workload."""
     header = (
-        "| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms | FCT p50 / p99 ms | flows "
-        "| retrans | MB per path | CPU % (client, server, linkem) | load avg |"
+        "| workload | transport | cc | mode | paths | goodput Mbit/s | capacity Mbit/s | utilization % | p95 delay ms "
+        "| FCT p50 / p99 ms | flows | retrans | MB per path | CPU % (client, server, linkem) | load avg |"
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for result in results.workloads:
@@ -183,7 +202,7 @@ def summary_table(results: LabResults) -> str:
         first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
             reason = result.skipped or next(run.error for run in result.runs if run.error)
-            rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 7]) + " |")
+            rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 9]) + " |")
             continue
         summary = result.summary()
         runs = result.ok_runs()
@@ -199,6 +218,8 @@ def summary_table(results: LabResults) -> str:
                 [
                     *first,
                     _fmt(summary["goodput_mbps"], 2),
+                    _fmt(summary["capacity_mbps"], 2),
+                    _fmt(_percent(summary["utilization"])),
                     _fmt(summary["delay_p95_ms"]),
                     fct,
                     str(summary["flows"]),
@@ -240,7 +261,8 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     lines += [
         "",
         summary_table(results),
-        f"Delay: {results.delay_method}. FCT: flow completion times (rr mode: request latency) from `tng perf`. "
+        f"Delay: {results.delay_method}. Capacity and utilization: {results.capacity_method}. "
+        "FCT: flow completion times (rr mode: request latency) from `tng perf`. "
         "CPU %: 100 = one core, averaged over the workload. Load avg: highest 1-minute load average seen.",
         "",
     ]
