@@ -13,6 +13,8 @@ from typing import Any
 from tng_lab.load import Load
 from tng_lab.perf import Fct
 from tng_lab.scenario import Workload
+from tng_lab.switch_counters import SwitchCounts
+from tng_lab.tcpstats import TcpStats
 
 DELAY_METHOD = (
     "one-way downlink delay per packet, estimated from linkem's queue sampled every sample_ms: "
@@ -80,6 +82,8 @@ class RunResult:
     paths: dict[str, PathResult]
     perf_paths: list[dict[str, Any]]
     load: Load
+    tcp: TcpStats | None = None  # kernel transports: reordering at the UE and what it cost the server
+    switch: SwitchCounts | None = None  # with BMv2: steered, sent and queue-dropped per link; VISIBLE's decisions
     error: str | None = None
 
 
@@ -118,7 +122,19 @@ class WorkloadResult:
                 for name in self.workload.paths
                 if runs
             },
+            "tcp": _mean_counts([run.tcp.to_json() for run in runs if run.tcp is not None]),
+            "switch": _mean_counts([run.switch.to_json() for run in runs if run.switch is not None]),
         }
+
+
+def _mean_counts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The mean over runs of every count in nested dictionaries of the same shape (None without any run)."""
+    if not reports:
+        return None
+    first = reports[0]
+    if isinstance(first, dict):
+        return {key: _mean_counts([report[key] for report in reports]) for key in first}
+    return round(statistics.fmean(reports), 1)
 
 
 def _stats(values: list[float]) -> dict[str, float] | None:
@@ -245,6 +261,41 @@ def _cpu_column(runs: list[RunResult]) -> str:
     return f"{client:.0f}, {server:.0f}, {linkem:.0f}"
 
 
+def where_packets_went_table(results: LabResults) -> str:
+    """The second table of summary.md: for kernel TCP workloads, reordering at the UE and what it cost the sender;
+    with BMv2, what the switch did (means over the good runs). Empty when no workload has any of it."""
+    header = (
+        "| workload | UE out-of-order segments | DSACKs (spurious retransmissions) | server retransmissions "
+        "| reordering detected / reductions undone | steered per link | queue drops per link "
+        "| VISIBLE held / boosted / retransmit requests |"
+    )
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    for result in results.workloads:
+        summary = result.summary() if result.status() == "ok" else None
+        if summary is None or (summary["tcp"] is None and summary["switch"] is None):
+            continue
+        tcp, switch = summary["tcp"], summary["switch"]
+        cells = ["-"] * 4
+        if tcp is not None:
+            receiver, sender = tcp["receiver"], tcp["sender"]
+            cells[:4] = [
+                f"{receiver['out_of_order_queued']:.0f}",
+                f"{sender['dsacks_received']:.0f}",
+                f"{sender['retransmitted_segments']:.0f}",
+                f"{sender['reordering_detected']:.0f} / {sender['reductions_undone']:.0f}",
+            ]
+        cells += ["-"] * 3
+        if switch is not None:
+            links = switch["links"]
+            visible = switch["visible"]
+            cells[4] = ", ".join(f"{name} {counts['steered']:.0f}" for name, counts in links.items())
+            cells[5] = ", ".join(f"{name} {counts['queue_drops']:.0f}" for name, counts in links.items())
+            if result.workload.visible:
+                cells[6] = f"{visible['held']:.0f} / {visible['boosted']:.0f} / {visible['retransmit_requested']:.0f}"
+        rows.append("| " + " | ".join([result.workload.name, *cells]) + " |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
 def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     lines = [
         f"# {results.scenario}",
@@ -266,6 +317,14 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
         "CPU %: 100 = one core, averaged over the workload. Load avg: highest 1-minute load average seen.",
         "",
     ]
+    packets = where_packets_went_table(results)
+    if packets:
+        lines += [
+            "Where the packets went (means per run): the kernel's TCP counters at the UE and the server (nstat), and "
+            "with BMv2 the switch's counters (steered minus sent per link = drops in that port's egress queue).",
+            "",
+            packets,
+        ]
     if plots:
         lines.append("Plots: " + ", ".join(f"[{plot.name}]({plot.name})" for plot in plots))
         lines.append("")

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from tng_p4.bmv2 import Bmv2, Bmv2Error
 
-from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch
+from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch, switch_counters, tcpstats
 from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
 from tng_lab.load import LoadMeter
@@ -35,6 +35,8 @@ from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
 from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
 from tng_lab.scenario import KERNEL_TRANSPORTS, Scenario, ScenarioError, Workload
+from tng_lab.switch_counters import SwitchCounts
+from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
 from tng_lab.timeline import Sample, capacity_and_utilization, path_result, pooled_delay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,6 +89,14 @@ class ShieldedExitStack(ExitStack):
                 signal.signal(sig, handler)
 
 
+@dataclass(frozen=True, slots=True)
+class _Counters:
+    """Counter snapshots taken before a run: (UE, server) kernel TCP counters, and the switch's."""
+
+    tcp: tuple[tcpstats.Snapshot, tcpstats.Snapshot] | None
+    switch: switch_counters.Snapshot | None
+
+
 @dataclass(slots=True)
 class _Lab:
     """What the workloads need from the running topology."""
@@ -102,6 +112,32 @@ class _Lab:
     controller: controller.Controller | None  # with BMv2: programs the switch, sets the steered workloads' policies
     queue_depths: bmv2.QueueDepths | None  # with BMv2: its egress queues, part of every packet's delay
     switch_pps: dict[str, int]  # link name -> BMv2 egress queue rate toward it (links it shapes)
+    switch_p4info: Path | None  # with BMv2: its pipeline's P4Info, to read its counters
+
+    def snapshot_counters(self, workload: Workload) -> _Counters:
+        """The kernel TCP counters of both ends (kernel transports) and the switch's counters (BMv2)."""
+        tcp = None
+        if workload.transport in KERNEL_TRANSPORTS:
+            tcp = (tcpstats.snapshot(self.plan.ue_ns), tcpstats.snapshot(self.plan.server_ns))
+        switch = None
+        if self.switch_p4info is not None:
+            address, device = bmv2.GRPC_ADDRESS, bmv2.DEVICE_ID
+            switch = switch_counters.snapshot_in(self.plan.switch_ns, address, self.switch_p4info, device)
+        return _Counters(tcp, switch)
+
+    def counted_since(self, before: _Counters, workload: Workload) -> tuple[TcpStats | None, SwitchCounts | None]:
+        """What the run did to the counters `before` was taken of."""
+        after = self.snapshot_counters(workload)
+        tcp = None
+        if before.tcp is not None and after.tcp is not None:
+            tcp = TcpStats(
+                ReceiverStats.between(before.tcp[0], after.tcp[0]), SenderStats.between(before.tcp[1], after.tcp[1])
+            )
+        switch = None
+        if before.switch is not None and after.switch is not None:
+            ports = {name: self.plan.port_of(name) for name in workload.paths}
+            switch = SwitchCounts.between(before.switch, after.switch, ports)
+        return tcp, switch
 
     def sample(self, grid_ms: int) -> Sample:
         """Every link's counters and switch queue now, for the grid instant `grid_ms` of the run."""
@@ -255,8 +291,20 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     server = perf.PerfServer(options.binaries.tng, plan.server_ns, plan.server_address, PERF_PORT, logs)
     stack.callback(server.stop)
     default_cc = kernelcc.get_default(plan.server_ns)
+    p4info = choice.p4info if choice.bmv2 else None
     return _Lab(
-        options, plan, services, linkems, started, server, logs, default_cc, lab_controller, queue_depths, switch_pps
+        options,
+        plan,
+        services,
+        linkems,
+        started,
+        server,
+        logs,
+        default_cc,
+        lab_controller,
+        queue_depths,
+        switch_pps,
+        p4info,
     )
 
 
@@ -344,6 +392,7 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     pids = {f"linkem-{name}": child.pid for name, child in lab.linkems.items()}
     pids["server"] = lab.server.current().pid
     meter = LoadMeter(pids)
+    counters = lab.snapshot_counters(workload)
     samples = [lab.sample(grid_ms=0)]
     report_file = lab.logs / f"{stem}.json"
     client = spawn(f"tng perf client ({workload.name})", argv, lab.logs / f"{stem}.log", stdout=report_file)
@@ -352,6 +401,7 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         error = _follow(lab, client, samples, meter, progress, workload, origin)
     finally:
         client.stop()
+    tcp, switch_counts = lab.counted_since(counters, workload)
     duration_ms = options.duration_s * 1e3
     paths = {
         name: path_result(
@@ -361,7 +411,7 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     }
     delay = pooled_delay([paths[name] for name in workload.paths])
     capacity, utilization = capacity_and_utilization([paths[name] for name in workload.paths])
-    measured = _Measured(samples, paths, delay, capacity, utilization)
+    measured = _Measured(samples, paths, delay, capacity, utilization, tcp, switch_counts)
     try:
         report = perf.parse_report(report_file.read_text())
     except LabError as err:
@@ -386,6 +436,8 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         paths=paths,
         perf_paths=report.paths,
         load=meter.finish({"client": report.cpu_percent}),
+        tcp=tcp,
+        switch=switch_counts,
         error=error,
     )
 
@@ -437,6 +489,8 @@ class _Measured:
     delay: Delay
     capacity_mbps: float | None
     utilization: float | None
+    tcp: TcpStats | None
+    switch: SwitchCounts | None
 
 
 def _failed_run(
@@ -461,5 +515,7 @@ def _failed_run(
         paths=measured.paths,
         perf_paths=[],
         load=meter.finish({}),
+        tcp=measured.tcp,
+        switch=measured.switch,
         error=error,
     )
