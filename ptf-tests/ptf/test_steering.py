@@ -28,14 +28,15 @@ from scapy.layers.l2 import Ether
 
 POLICY = 20
 SPLIT_PACKETS = 400
-# The paced stream of the in-order tests: LTE drains 100 packets/s and is 30 ms "further away" (the delay term of
-# link_state: BMv2 cannot delay), Wi-Fi drains 300 packets/s; the stream (350 packets/s) needs both.
+# The paced stream of the in-order tests: LTE drains 50 packets/s and is 60 ms "further away" (the delay term of
+# link_state: BMv2 cannot delay), Wi-Fi drains 150 packets/s; the stream (175 packets/s) needs both. Slow enough
+# that a busy machine's scheduling noise stays well below a packet time.
 STREAM_PACKETS = 240
-STREAM_PPS = 350
-LTE_PPS, WIFI_PPS = 100, 300
-LTE_DELAY_US = 30_000
+STREAM_PPS = 175
+LTE_PPS, WIFI_PPS = 50, 150
+LTE_DELAY_US = 60_000
 # Arrivals closer than this are not told apart: PTF stamps packets when its thread reads them off the socket.
-ORDER_TOLERANCE_S = 0.002
+ORDER_TOLERANCE_S = 0.003
 RECEIVE_DRAIN_S = 3.0
 
 
@@ -211,36 +212,42 @@ class EarliestArrivalPrefersThePacketTimeEgressMeasured(SteeringTest):
 
 @group("tng")
 class EarliestArrivalCountsPacketsSteeredSinceTheLastDequeue(SteeringTest):
-    """A burst into a Wi-Fi queue that drains 5 packets/s (its depth register changes once per 200 ms): Wi-Fi
-    takes packets while (waiting + 1) x 1 ms <= LTE's 6 ms, 6 or 7 of them (7 when the first left before the
-    second arrived), then LTE. Without counting what was steered since the last dequeue, all would go to Wi-Fi."""
+    """A burst into a Wi-Fi queue that drains 2 packets/s (its depth register changes once per 500 ms): Wi-Fi takes
+    packets while (waiting + 1) x 1 ms <= LTE's 6 ms, 6 or 7 of them (7 when the first left before the second
+    arrived), then LTE; one or two more when a dequeue during the burst let the queue shrink or missed a packet that
+    joined it while egress was busy. Without counting what was steered since the last dequeue, all 12 would go to
+    Wi-Fi."""
 
     def runTest(self) -> None:
         self.steer(POLICY, STEER_EARLIEST_ARRIVAL)
         self.link_state(lte_delay_us=5_000, wifi_delay_us=0, lte_packet_us=1_000, wifi_packet_us=1_000)
-        self.set_queue_rate(self.wifi, 5)
+        self.set_queue_rate(self.wifi, 2)
         for sport in range(45000, 45012):
             self.send(self.uplink, self.udp_to_ue(sport))
-        ports = Counter(self.receive(timeout_s=5.0)[0] for _ in range(12))
-        self.assertIn(ports[self.wifi], (6, 7), f"{ports[self.wifi]} of 12 on Wi-Fi")
+        ports = Counter(self.receive(timeout_s=8.0)[0] for _ in range(12))
+        self.assertTrue(6 <= ports[self.wifi] <= 9, f"{ports[self.wifi]} of 12 on Wi-Fi")
         self.assertEqual(ports[self.lte], 12 - ports[self.wifi])
 
 
 class PacedStreamTest(SteeringTest):
     """A paced stream over two links of different rate and delay; reports the share of packets that reach the UE
-    behind a later one (egress time + the link's delay, RFC 4737's reordered packets, with a small tolerance)."""
+    behind a later one (RFC 4737's reordered packets, with a small tolerance). A packet reaches the UE when the link
+    has carried it: BMv2 releases it from the rate-limited queue at the start of its slot, the link then takes one
+    packet time to serialize it and its delay to propagate it."""
 
     def runStreamTest(self) -> tuple[float, Counter[int]]:
         self.set_queue_rate(self.lte, LTE_PPS)
         self.set_queue_rate(self.wifi, WIFI_PPS)
-        delay_s = {self.lte: LTE_DELAY_US / 1e6, self.wifi: 0.0}
+        delay_s = {self.lte: 1 / LTE_PPS + LTE_DELAY_US / 1e6, self.wifi: 1 / WIFI_PPS}
         arrivals: dict[int, float] = {}
         ports: Counter[int] = Counter()
-        start = time.monotonic()
+        sent_at = -1.0
         for index in range(STREAM_PACKETS):
-            pause = start + index / STREAM_PPS - time.monotonic()
+            # Paced from the previous send, never in a burst to catch up after a late wake-up.
+            pause = sent_at + 1 / STREAM_PPS - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
+            sent_at = time.monotonic()
             self.send(self.uplink, self.udp_to_ue(46000 + index))
             self.collect(arrivals, ports, delay_s, timeout_s=0)
         while len(arrivals) < STREAM_PACKETS:
