@@ -29,7 +29,6 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 from scapy.utils import checksum
 from tng_p4.p4rt import CounterValue
-from tng_p4.pipeline import VisibleDecision as Decision
 
 # P4Info names of the tng program (p4src/README.md, "tng: the main pipeline").
 PORT_ROLE = "ingress.port_role"

@@ -21,7 +21,6 @@ from lwip_base import (
     UE_IP,
     UE_PORT,
     VISIBLE_DECISIONS,
-    Decision,
     LwipTest,
     l4_checksum_valid,
 )
@@ -29,6 +28,7 @@ from ptf.testutils import group
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 from tng_controller.retransmit_helper import HELPER_ETHERTYPE, Flow, Reason, RetransmitHelper, helper_frame
+from tng_p4.pipeline import VisibleDecision as Decision
 
 POLICY = 40
 DOWNLINK = Flow(SERVER_IP, SERVER_PORT, UE_IP, UE_PORT)
