@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,10 @@ class SyncSwitch:
     """
 
     def __init__(self, address: str, *, p4info: Path, p4blob: Path, device_id: int, timeout_s: float = 30.0) -> None:
-        options = fy.SwitchOptions(p4info=p4info, p4blob=p4blob, device_id=device_id)
+        # A higher election id than any earlier connection's, even one whose stream the switch has not closed yet
+        # (the previous test's, on a busy machine): this connection is primary at once.
+        election_id = time.time_ns() // 1000
+        options = fy.SwitchOptions(p4info=p4info, p4blob=p4blob, device_id=device_id, initial_election_id=election_id)
         self._switch = fy.Switch("sync", address, options)
         self._timeout_s = timeout_s
         self._loop = asyncio.new_event_loop()
@@ -49,6 +53,11 @@ class SyncSwitch:
         self._thread.start()
         try:
             self._call(self._switch.__aenter__())
+            deadline = time.monotonic() + self._timeout_s
+            while not self._switch.is_primary:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"not primary on {self._switch.address} within {self._timeout_s:.0f} s")
+                time.sleep(0.01)
         except BaseException:
             self._stop_loop()
             raise
