@@ -165,6 +165,10 @@ impl Driver {
         loop {
             self.process_events();
             self.flush().await;
+            // Sending can wake writers that the unsent bound held back, and what they write is more to send.
+            while self.process_events() {
+                self.flush().await;
+            }
             let deadline = self.endpoint.poll_timeout().map(|t| self.instant(t));
             tokio::select! {
                 command = self.inbox.recv() => match command {
@@ -369,12 +373,13 @@ impl Driver {
 
     fn progress_write(&mut self, conn: ConnectionHandle, id: StreamId) {
         let Some(mut pending) = self.writes.remove(&(conn, id)) else { return };
+        let now = self.now();
         let Some(c) = self.endpoint.connection(conn) else {
             let _ = pending.reply.send(Err(self.gone(conn)));
             return;
         };
         while pending.written < pending.data.len() {
-            match c.write(id, &pending.data[pending.written..]) {
+            match c.write(now, id, &pending.data[pending.written..]) {
                 Ok(0) | Err(StreamError::Blocked(_)) => {
                     // Resumed by StreamWritable.
                     self.writes.insert((conn, id), pending);
@@ -414,8 +419,11 @@ impl Driver {
         let _ = reply.send(result);
     }
 
-    fn process_events(&mut self) {
+    /// Handles every event the endpoint has; whether there was any.
+    fn process_events(&mut self) -> bool {
+        let mut any = false;
         while let Some((conn, event)) = self.endpoint.poll_event() {
+            any = true;
             match event {
                 Event::Connected { peer } => {
                     tracing::info!("{conn} connected to {peer}");
@@ -462,6 +470,7 @@ impl Driver {
                 }
             }
         }
+        any
     }
 
     /// Answers every request parked on a connection that is gone.

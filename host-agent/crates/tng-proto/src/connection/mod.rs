@@ -248,9 +248,12 @@ impl Connection {
         self.accepted.pop_front()
     }
 
-    /// Buffers as much of `data` as the send buffers take; returns how much that was.
-    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
-        let result = self.streams_mut()?.write(id, data);
+    /// Buffers as much of `data`, written at `now`, as the send buffers and the unsent bound take; returns how much
+    /// that was. A refused or partial write is resumed on [`Event::StreamWritable`].
+    pub fn write(&mut self, now: Time, id: StreamId, data: &[u8]) -> Result<usize, StreamError> {
+        self.advance(now);
+        self.refresh_unsent_limit();
+        let result = self.streams_mut()?.write(now, id, data);
         self.pull_stream_events();
         result
     }
@@ -392,6 +395,7 @@ impl Connection {
     }
 
     fn pull_stream_events(&mut self) {
+        self.refresh_unsent_limit();
         let Some(streams) = self.streams.as_mut() else { return };
         while let Some(event) = streams.poll_event() {
             let event = match event {
@@ -410,6 +414,21 @@ impl Connection {
                 StreamEvent::Available => Event::StreamsAvailable,
             };
             self.events.push_back(event);
+        }
+    }
+
+    /// Moves the streams' unsent bound with the channels' congestion windows: [`StreamConfig::unsent_windows`]
+    /// windows of every channel that carries data, and never less than two datagrams, so that a write always fits.
+    ///
+    /// [`StreamConfig::unsent_windows`]: crate::streams::StreamConfig::unsent_windows
+    fn refresh_unsent_limit(&mut self) {
+        let windows = self.config.streams.unsent_windows;
+        let floor = 2 * self.max_datagram_size();
+        let active = self.channels.values().filter(|channel| channel.state == ChannelState::Active);
+        let sum_of_windows = active.map(|channel| channel.cc.window()).fold(0u64, u64::saturating_add);
+        let limit = windows.map(|windows| sum_of_windows.saturating_mul(u64::from(windows)).max(floor));
+        if let Some(streams) = self.streams.as_mut() {
+            streams.set_unsent_limit(limit);
         }
     }
 

@@ -22,6 +22,11 @@ pub struct StreamConfig {
     pub stream_send_buffer: u64,
     /// Most bytes all streams together buffer for sending.
     pub send_buffer: u64,
+    /// Unsent bytes (written, not yet transmitted once) all streams together accept, in congestion windows per
+    /// channel: the connection bounds them by this many times the sum of its channels' windows, as TCP_NOTSENT_LOWAT
+    /// does, so that a writer faster than the network waits instead of queueing seconds of data in the sender.
+    /// `None`: only the send buffers bound writes.
+    pub unsent_windows: Option<u32>,
     /// Most holes one stream's reassembly may have; a peer that leaves more violates the protocol. A sender that
     /// spreads a window over paths of different delay leaves up to about one hole per packet of the slow path in
     /// flight, so keep this above `stream_receive_window / packet size`.
@@ -41,6 +46,7 @@ impl Default for StreamConfig {
             receive_window: 16 * 1024 * 1024,
             stream_send_buffer: 4 * 1024 * 1024,
             send_buffer: 16 * 1024 * 1024,
+            unsent_windows: Some(1),
             max_reassembly_gaps: 4096,
             ack_delay: Duration::from_millis(25),
         }

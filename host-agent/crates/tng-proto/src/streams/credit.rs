@@ -41,7 +41,11 @@ impl Streams {
         if let Target::Closed = self.target(id)? {
             return Ok(());
         }
-        if self.streams.get_mut(&id).is_some_and(|s| s.send.raise_max_data(max)) {
+        let Some(stream) = self.streams.get_mut(&id) else { return Ok(()) };
+        let counted_before = stream.send.unsent_within_credit();
+        if stream.send.raise_max_data(max) {
+            // Bytes the new credit lets out now count against the unsent bound.
+            self.unsent += stream.send.unsent_within_credit() - counted_before;
             self.schedule_send(id);
             self.prune_timers();
         }

@@ -73,6 +73,7 @@ impl Streams {
         self.write_control_frames(now, &mut budget, out, sent);
         self.write_stream_acks(&mut budget, out, sent);
         self.write_stream_frames(now, &mut budget, out, sent);
+        self.wake_connection_writers();
         out.len() - start
     }
 
@@ -148,6 +149,9 @@ impl Streams {
                 self.send_queue.push_front(id);
                 return;
             };
+            if chunk.kind == ChunkKind::New {
+                self.unsent -= chunk.range.end - chunk.range.start;
+            }
             let mut frame = Frame::Stream {
                 stream_id: id.as_u64(),
                 offset: chunk.range.start,
@@ -170,7 +174,11 @@ impl Streams {
             }
             let len = chunk.range.end - chunk.range.start;
             match chunk.kind {
-                ChunkKind::New => self.data_sent += len,
+                ChunkKind::New => {
+                    self.data_sent += len;
+                    let queueing = &mut self.queueing;
+                    stream.send.on_first_sent(&chunk.range, now, |delay, bytes| queueing.record(delay, bytes));
+                }
                 ChunkKind::Retransmission => self.stats.bytes_retransmitted += len,
                 ChunkKind::Probe => {}
             }
@@ -189,6 +197,9 @@ impl Streams {
                 self.send_queue.push_back(id);
             } else {
                 self.note_blocked(id, now);
+            }
+            if chunk.kind == ChunkKind::New {
+                self.wake_stream_writer(id);
             }
         }
     }

@@ -46,6 +46,7 @@ mod credit;
 mod error;
 mod frame_writing;
 mod id;
+mod queueing;
 mod range_set;
 mod receiving;
 mod recv;
@@ -60,6 +61,7 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
+use std::time::Duration;
 
 use tng_wire::Frame;
 
@@ -68,6 +70,7 @@ use crate::time::Time;
 pub use config::{StreamConfig, StreamLimits};
 pub use error::StreamError;
 pub use id::{Side, StreamId};
+pub use queueing::QueueingDelays;
 pub use recv::ReadOutcome;
 
 use config::MAX_STREAM_COUNT;
@@ -135,6 +138,14 @@ pub struct StreamStats {
     pub streams_accepted: u64,
     /// Streams not yet fully closed, both directions.
     pub streams_open: u64,
+    /// Bytes written and not yet sent once, that the peer's credit lets us send: what the unsent bound counts.
+    pub bytes_unsent: u64,
+    /// The bound on `bytes_unsent` ([`StreamConfig::unsent_windows`]); `None` when only the send buffers bound writes.
+    pub unsent_limit: Option<u64>,
+    /// Median time from the application's write to the first transmission, over the bytes sent so far.
+    pub queueing_delay_p50: Option<Duration>,
+    /// 95th percentile of the same.
+    pub queueing_delay_p95: Option<Duration>,
 }
 
 /// All streams of one connection.
@@ -169,6 +180,11 @@ pub struct Streams {
     data_sent: u64,
     /// Bytes buffered for sending on all streams.
     buffered: u64,
+    /// Unsent bytes within each stream's credit, on all streams (see [`StreamStats::bytes_unsent`]).
+    unsent: u64,
+    unsent_limit: Option<u64>,
+    /// How long the bytes sent so far waited between their write and their first transmission.
+    queueing: QueueingDelays,
     /// The connection-level credit at which we found ourselves blocked (and armed a probe timer).
     connection_blocked_at: Option<u64>,
 
@@ -221,6 +237,9 @@ impl Streams {
             peer_max_stream_data: peer.max_stream_data,
             data_sent: 0,
             buffered: 0,
+            unsent: 0,
+            unsent_limit: None,
+            queueing: QueueingDelays::default(),
             connection_blocked_at: None,
             max_data: limits.max_data,
             data_received: 0,
@@ -251,7 +270,14 @@ impl Streams {
     }
 
     pub fn stats(&self) -> StreamStats {
-        StreamStats { streams_open: self.streams.len() as u64, ..self.stats }
+        StreamStats {
+            streams_open: self.streams.len() as u64,
+            bytes_unsent: self.unsent,
+            unsent_limit: self.unsent_limit,
+            queueing_delay_p50: self.queueing.quantile(0.50),
+            queueing_delay_p95: self.queueing.quantile(0.95),
+            ..self.stats
+        }
     }
 
     /// A frame from a packet the flow layer opened at `now`. Frames of other layers are ignored. An error is a peer

@@ -8,7 +8,7 @@ fn sender_never_exceeds_stream_or_connection_credit() {
     let mut pair = Pair::new(StreamConfig::default(), server);
     let ids: Vec<StreamId> = (0..3).map(|_| pair.client.open().unwrap()).collect();
     for &id in &ids {
-        pair.client.write(id, &[id.index() as u8; 5000]).unwrap();
+        pair.client.write(pair.now, id, &[id.index() as u8; 5000]).unwrap();
         pair.client.finish(id).unwrap();
     }
     pair.drive();
@@ -55,7 +55,7 @@ fn lost_credit_update_is_recovered_by_a_probe() {
     let server = StreamConfig { stream_receive_window: 1000, ..StreamConfig::default() };
     let mut pair = Pair::new(StreamConfig::default(), server);
     let id = pair.client.open().unwrap();
-    pair.client.write(id, &[3; 3000]).unwrap();
+    pair.client.write(pair.now, id, &[3; 3000]).unwrap();
     pair.client.finish(id).unwrap();
     pair.drive();
     assert_eq!(read_available(&mut pair.server, id).0.len(), 1000);

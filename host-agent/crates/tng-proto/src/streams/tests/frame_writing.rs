@@ -7,7 +7,7 @@ fn streams_take_turns() {
     let mut pair = Pair::default_configs();
     let ids: Vec<StreamId> = (0..3).map(|_| pair.client.open().unwrap()).collect();
     for &id in &ids {
-        pair.client.write(id, &[0; 5000]).unwrap();
+        pair.client.write(pair.now, id, &[0; 5000]).unwrap();
     }
     let order: Vec<StreamId> = (0..6)
         .map(|_| match pair.transmit(Side::Client, 500).unwrap().chunks.as_slice() {
@@ -22,8 +22,8 @@ fn streams_take_turns() {
 fn a_chunk_that_fills_the_packet_uses_the_compact_frame_and_ends_it() {
     let mut pair = Pair::default_configs();
     let (first, second) = (pair.client.open().unwrap(), pair.client.open().unwrap());
-    pair.client.write(first, &[1; 3000]).unwrap();
-    pair.client.write(second, &[2; 100]).unwrap();
+    pair.client.write(pair.now, first, &[1; 3000]).unwrap();
+    pair.client.write(pair.now, second, &[2; 100]).unwrap();
     pair.client.finish(second).unwrap();
 
     // Full packets: one compact frame each, exactly `MTU` long, 3 bytes more data than a frame with a length.

@@ -61,6 +61,7 @@ impl Simulation {
 
     /// The applications: open, write, finish, accept, read.
     fn run_applications(&mut self) {
+        let now = self.pair.now;
         for (index, plan) in self.plans.clone().iter().enumerate() {
             let streams = self.pair.side(plan.opener);
             let id = match self.opened[index] {
@@ -79,7 +80,7 @@ impl Simulation {
                 let chunk_end = (self.written[index] + 700).min(total);
                 let data: Vec<u8> =
                     (self.written[index]..chunk_end).map(|offset| pattern(plan.opener, index, offset)).collect();
-                match streams.write(id, &data) {
+                match streams.write(now, id, &data) {
                     Ok(n) => self.written[index] += n,
                     Err(StreamError::Blocked(_)) => break,
                     Err(e) => panic!("write: {e}"),

@@ -6,7 +6,7 @@ use super::*;
 fn request_and_response_complete_end_to_end_and_free_both_sides() {
     let mut pair = Pair::default_configs();
     let id = pair.client.open().unwrap();
-    assert_eq!(pair.client.write(id, b"GET /"), Ok(5));
+    assert_eq!(pair.client.write(pair.now, id, b"GET /"), Ok(5));
     pair.client.finish(id).unwrap();
     pair.drive();
 
@@ -15,7 +15,7 @@ fn request_and_response_complete_end_to_end_and_free_both_sides() {
     assert_eq!(read_available(&mut pair.server, id), (b"GET /".to_vec(), ReadOutcome::Finished));
     assert_eq!(events(&mut pair.client), [StreamEvent::Finished(id)]);
 
-    pair.server.write(id, b"200 OK").unwrap();
+    pair.server.write(pair.now, id, b"200 OK").unwrap();
     pair.server.finish(id).unwrap();
     pair.drive();
     assert_eq!(events(&mut pair.client), [StreamEvent::Readable(id)]);
@@ -39,7 +39,7 @@ fn thousands_of_streams_open_without_a_round_trip() {
     let mut pair = Pair::new(StreamConfig::default(), server_config);
     for i in 0..3000 {
         let id = pair.client.open().unwrap();
-        pair.client.write(id, format!("request {i}").as_bytes()).unwrap();
+        pair.client.write(pair.now, id, format!("request {i}").as_bytes()).unwrap();
         pair.client.finish(id).unwrap();
     }
     // Only client-to-server packets: the server needs nothing from us before it sees every stream.
@@ -107,12 +107,12 @@ fn misuse_and_peer_violations_name_the_problem() {
     let mut pair = Pair::default_configs();
     let never = StreamId::new(Side::Client, 4);
     assert_eq!(pair.client.read(never, &mut [0; 1]).unwrap_err().to_string(), "stream 8 is not open");
-    assert_eq!(pair.client.write(StreamId::new(Side::Server, 0), b"x"), Err(StreamError::NotOpen(1.into())));
+    assert_eq!(pair.client.write(pair.now, StreamId::new(Side::Server, 0), b"x"), Err(StreamError::NotOpen(1.into())));
     let id = pair.client.open().unwrap();
     assert_eq!(pair.client.reset(id, u64::MAX), Err(StreamError::ErrorCodeTooLarge(u64::MAX)));
     assert_eq!(pair.client.stop_sending(id, varint::MAX + 1), Err(StreamError::ErrorCodeTooLarge(varint::MAX + 1)));
 
-    pair.client.write(id, b"12345").unwrap();
+    pair.client.write(pair.now, id, b"12345").unwrap();
     pair.transmit(Side::Client, MTU).unwrap();
     let err = pair.client.handle_frame(Time::ZERO, &Frame::StreamAck { stream_id: 0, ranges: vec![0..6] }).unwrap_err();
     assert_eq!(err.to_string(), "peer acknowledged stream 0 up to offset 6, but we sent only up to 5");

@@ -71,7 +71,7 @@ proptest! {
         let mut streams = Streams::new(Side::Server, config.clone(), config.limits());
         for _ in 0..3 {
             let id = streams.open().unwrap();
-            streams.write(id, &[9; 3000]).unwrap();
+            streams.write(Time::ZERO, id, &[9; 3000]).unwrap();
         }
         let mut now = Time::ZERO;
         for frame in &frames {

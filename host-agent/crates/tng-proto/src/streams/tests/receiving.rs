@@ -7,8 +7,8 @@ fn a_gap_in_one_stream_does_not_block_another() {
     let mut pair = Pair::default_configs();
     let a = pair.client.open().unwrap();
     let b = pair.client.open().unwrap();
-    pair.client.write(a, &[b'a'; 2000]).unwrap();
-    pair.client.write(b, &[b'b'; 100]).unwrap();
+    pair.client.write(pair.now, a, &[b'a'; 2000]).unwrap();
+    pair.client.write(pair.now, b, &[b'b'; 100]).unwrap();
     let first = pair.transmit(Side::Client, MTU).unwrap();
     assert!(first.chunks.iter().all(|c| matches!(c, SentChunk::Stream { id, .. } if *id == a)));
     let second = pair.transmit(Side::Client, MTU).unwrap();
@@ -27,7 +27,7 @@ fn a_gap_in_one_stream_does_not_block_another() {
 fn a_lost_stream_ack_is_repeated() {
     let mut pair = Pair::default_configs();
     let id = pair.client.open().unwrap();
-    pair.client.write(id, b"hello").unwrap();
+    pair.client.write(pair.now, id, b"hello").unwrap();
     let data = pair.transmit(Side::Client, MTU).unwrap();
     pair.deliver(&data).unwrap();
     pair.now += StreamConfig::default().ack_delay;
@@ -45,7 +45,7 @@ fn stream_acks_ride_along_or_wait_for_their_delay() {
     let mut pair = Pair::default_configs();
     let delay = StreamConfig::default().ack_delay;
     let upload = pair.client.open().unwrap();
-    pair.client.write(upload, b"partial").unwrap();
+    pair.client.write(pair.now, upload, b"partial").unwrap();
     let data = pair.transmit(Side::Client, MTU).unwrap();
     pair.deliver(&data).unwrap();
     // Nothing else to send: the STREAM_ACK waits for `ack_delay`.
@@ -56,7 +56,7 @@ fn stream_acks_ride_along_or_wait_for_their_delay() {
 
     // A packet that leaves anyway carries it before it is due.
     let download = pair.server.open().unwrap();
-    pair.server.write(download, b"reply").unwrap();
+    pair.server.write(pair.now, download, b"reply").unwrap();
     let packet = pair.transmit(Side::Server, MTU).unwrap();
     assert!(
         matches!(packet.chunks.as_slice(), [SentChunk::StreamAck { id }, SentChunk::Stream { .. }] if *id == upload)
@@ -77,12 +77,12 @@ fn stream_acks_ride_along_or_wait_for_their_delay() {
 fn reset_reaches_the_reader_and_is_acknowledged() {
     let mut pair = Pair::default_configs();
     let id = pair.client.open().unwrap();
-    pair.client.write(id, &[1; 5000]).unwrap();
+    pair.client.write(pair.now, id, &[1; 5000]).unwrap();
     let first = pair.transmit(Side::Client, MTU).unwrap();
     pair.deliver(&first).unwrap();
     pair.client.reset(id, 42).unwrap();
     assert_eq!(pair.client.buffered, 0);
-    assert_eq!(pair.client.write(id, b"x"), Err(StreamError::SendClosed(id)));
+    assert_eq!(pair.client.write(pair.now, id, b"x"), Err(StreamError::SendClosed(id)));
     pair.drive();
 
     assert_eq!(
