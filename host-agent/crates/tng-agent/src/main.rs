@@ -491,6 +491,9 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
             report.retransmitted_packets,
             report.cpu_percent
         );
+        if let Some(queueing) = &report.sender_queueing_ms {
+            println!("  sender queueing: p50 {:.1} ms, p95 {:.1} ms", queueing.p50, queueing.p95);
+        }
         for path in &report.paths {
             println!("  path {}: {} bytes, rtt {:.2} ms", path.name, path.bytes, path.rtt_ms);
         }
