@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::netns::{ip, is_root, tbf, TwoPaths};
+use common::netns::{ip, is_root, perf_server, tbf, TwoPaths};
 use common::TNG;
 use serde_json::Value;
 
@@ -18,13 +18,7 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
         return;
     }
     let net = TwoPaths::new("m");
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let _server = perf_server(&net.server);
     let client = Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "error", "perf", "client"])
         .args(["--connect", "10.77.0.2:5201", "--local", "10.77.0.1:0", "--local", "10.77.1.1:0"])
@@ -40,8 +34,6 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
     ip(&format!("-n {} addr add 10.77.1.1/24 dev c1", net.client));
     ip(&format!("-n {} route replace 10.77.0.2/32 dev c1 table 101", net.client));
     let out = client.wait_with_output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "perf client failed: {stderr}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
@@ -72,13 +64,7 @@ fn one_path_transfer_migrates_when_the_client_address_is_replaced() {
     for (ns, dev) in [(&net.client, "c0"), (&net.server, "s0")] {
         tbf(ns, dev, "50mbit", "50ms");
     }
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let _server = perf_server(&net.server);
     // Without --json the client prints its goodput every second (stderr) and each channel's addresses (stdout).
     let client = Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "info", "perf", "client"])
@@ -92,8 +78,6 @@ fn one_path_transfer_migrates_when_the_client_address_is_replaced() {
     ip(&format!("-n {} addr del 10.77.0.1/24 dev c0", net.client));
     ip(&format!("-n {} addr add 10.77.0.5/24 dev c0", net.client));
     let out = client.wait_with_output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // A non-zero exit includes received bytes that differ from what the server sent.
     assert!(out.status.success(), "perf client failed: {stdout}\n{stderr}");

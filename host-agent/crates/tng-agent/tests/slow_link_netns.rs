@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
-use common::netns::{is_root, tbf, TwoPaths};
+use common::netns::{is_root, perf_server, tbf, TwoPaths};
 use common::TNG;
 use serde_json::Value;
 
@@ -23,13 +23,7 @@ fn bulk_on_a_slow_link_ends_within_two_round_trips_of_its_duration() {
     }
     let net = TwoPaths::new("d");
     tbf(&net.server, "s0", "5mbit", "200ms");
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let _server = perf_server(&net.server);
     for transport in ["tng", "tcp"] {
         let started = Instant::now();
         let out = Command::new("ip")
@@ -60,6 +54,4 @@ fn bulk_on_a_slow_link_ends_within_two_round_trips_of_its_duration() {
             assert!(p95 < 1000.0, "the sender queued {p95} ms at the 95th percentile: {report}");
         }
     }
-    let _ = server.kill();
-    let _ = server.wait();
 }

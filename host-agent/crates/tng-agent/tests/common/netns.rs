@@ -1,7 +1,10 @@
 //! Network namespaces for the end-to-end tests that need real links (root only): two namespaces joined by two veth
 //! pairs, and the `ip`/`sysctl` calls that build them.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use super::{Process, TNG};
 
 pub fn is_root() -> bool {
     // SAFETY-free check: /proc/self/status carries the effective uid.
@@ -79,4 +82,17 @@ pub fn tbf(ns: &str, dev: &str, rate: &str, latency: &str) {
         .output()
         .expect("tc runs");
     assert!(out.status.success(), "tc: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `tng perf server` on port 5201 of every address of namespace `ns`, given half a second to listen; killed when
+/// dropped.
+pub fn perf_server(ns: &str) -> Process {
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tng perf server");
+    std::thread::sleep(Duration::from_millis(500));
+    Process(child)
 }
