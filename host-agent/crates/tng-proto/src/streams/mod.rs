@@ -15,6 +15,10 @@
 //!   never tied to a channel's congestion window. The flow layer sends a packet only when a channel's window allows
 //!   it, and this layer fills it only with bytes the credit allows, so what is in flight is at most
 //!   `min(sum of credits, sum of cwnd)` (Viscous eq. 2); how a channel's share is split is the scheduler's business.
+//! - **Backpressure before the network, not after it**: besides the send buffers, a write is cut short once the
+//!   unsent bytes reach a bound the connection keeps at about one congestion window per channel
+//!   ([`Streams::set_unsent_limit`], as TCP_NOTSENT_LOWAT), so a fast writer waits instead of queueing seconds of
+//!   data; how long written bytes waited for their first transmission is measured ([`StreamStats`]).
 //! - **No head-of-line blocking across streams**: each stream reassembles on its own.
 //! - **Fairness**: streams with data take turns, one frame each, round robin.
 //!
