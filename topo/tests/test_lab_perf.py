@@ -79,6 +79,13 @@ def test_report_fields_are_read() -> None:
     assert with_samples.fct_samples_ms == [1.0, 2.5]
 
 
+def test_run_time_and_sender_queueing_are_read_when_present() -> None:
+    assert perf.parse_report(json.dumps(REPORT)).sender_queueing_ms is None
+    tng = {**REPORT, "transport": "tng", "run_s": 20.4, "sender_queueing_ms": {"p50": 120.5, "p95": 310.0}}
+    report = perf.parse_report(json.dumps(tng))
+    assert report.run_s == 20.4 and report.sender_queueing_ms == {"p50": 120.5, "p95": 310.0}
+
+
 def test_report_without_a_field_names_it() -> None:
     broken = {key: value for key, value in REPORT.items() if key != "goodput_mbps"}
     with pytest.raises(LabError, match="goodput_mbps"):

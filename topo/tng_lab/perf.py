@@ -42,6 +42,10 @@ class PerfReport:
     cpu_percent: float
     paths: list[dict[str, Any]]
     fct_samples_ms: list[float] = field(default_factory=list)
+    # Seconds from the workload's start until its streams closed and the server's counters came back.
+    run_s: float | None = None
+    # Time the sender's bytes waited between its write and their first transmission, {"p50", "p95"} in ms (tng only).
+    sender_queueing_ms: dict[str, float] | None = None
 
 
 def parse_report(text: str) -> PerfReport:
@@ -61,6 +65,12 @@ def parse_report(text: str) -> PerfReport:
             cpu_percent=float(data["cpu_percent"]),
             paths=list(data["paths"]),
             fct_samples_ms=[float(v) for v in data.get("fct_samples_ms", [])],
+            run_s=float(data["run_s"]) if data.get("run_s") is not None else None,
+            sender_queueing_ms=(
+                {key: float(value) for key, value in data["sender_queueing_ms"].items()}
+                if data.get("sender_queueing_ms") is not None
+                else None
+            ),
         )
     except json.JSONDecodeError as err:
         raise LabError(f"tng perf client printed no JSON report ({err})") from err

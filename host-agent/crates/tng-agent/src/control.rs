@@ -92,6 +92,7 @@ pub fn status_json(status: &Status) -> Value {
             let policy = status.policies.get(handle).map(|p| {
                 json!({ "name": p.name, "revision": p.revision, "source": p.source.to_string() })
             });
+            let millis = |delay: Option<std::time::Duration>| delay.map(|d| d.as_secs_f64() * 1000.0);
             json!({
                 "handle": handle.0,
                 "connection_id": format!("{:016x}", c.connection_id),
@@ -100,6 +101,10 @@ pub fn status_json(status: &Status) -> Value {
                 "tail_loss": c.tail_loss.name(),
                 "policy": policy,
                 "channels": channels,
+                "bytes_unsent": c.streams.bytes_unsent,
+                "unsent_limit": c.streams.unsent_limit,
+                "sender_queueing_p50_ms": millis(c.streams.queueing_delay_p50),
+                "sender_queueing_p95_ms": millis(c.streams.queueing_delay_p95),
             })
         })
         .collect();

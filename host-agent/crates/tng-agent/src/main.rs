@@ -109,6 +109,25 @@ struct TransportArgs {
     /// Seconds without hearing from the peer after which a connection is closed.
     #[arg(long)]
     idle_timeout: Option<f64>,
+    /// Unsent bytes a connection's streams accept from applications, in congestion windows of each channel (as
+    /// TCP_NOTSENT_LOWAT bounds a socket): a writer waits rather than queue more. `off` leaves only the send
+    /// buffers. Default 1.
+    #[arg(long, value_parser = parse_unsent_windows)]
+    unsent_windows: Option<UnsentWindows>,
+}
+
+/// The value of `--unsent-windows`: a number of windows, or `off` (`None`).
+#[derive(Clone, Copy, Debug)]
+struct UnsentWindows(Option<u32>);
+
+fn parse_unsent_windows(text: &str) -> Result<UnsentWindows, String> {
+    if text == "off" {
+        return Ok(UnsentWindows(None));
+    }
+    match text.parse::<u32>() {
+        Ok(windows) if windows > 0 => Ok(UnsentWindows(Some(windows))),
+        _ => Err(format!("expected a number of congestion windows (1 or more) or off, not {text:?}")),
+    }
 }
 
 #[derive(Args)]
@@ -277,6 +296,9 @@ impl TransportArgs {
                 bail!("--idle-timeout must be a positive number of seconds, not {seconds}");
             }
             config.transport.idle_timeout = Duration::from_secs_f64(seconds);
+        }
+        if let Some(UnsentWindows(windows)) = self.unsent_windows {
+            config.transport.streams.unsent_windows = windows;
         }
         Ok(config)
     }
@@ -469,6 +491,9 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
             report.retransmitted_packets,
             report.cpu_percent
         );
+        if let Some(queueing) = &report.sender_queueing_ms {
+            println!("  sender queueing: p50 {:.1} ms, p95 {:.1} ms", queueing.p50, queueing.p95);
+        }
         for path in &report.paths {
             println!("  path {}: {} bytes, rtt {:.2} ms", path.name, path.bytes, path.rtt_ms);
         }
@@ -498,6 +523,14 @@ async fn status(control: &std::path::Path, json: bool) -> Result<()> {
             "  {governed_by}, scheduler {}, tail loss {}",
             connection["scheduler"].as_str().unwrap_or(""),
             connection["tail_loss"].as_str().unwrap_or("")
+        );
+        let millis = |key: &str| connection[key].as_f64().map_or("-".to_owned(), |ms| format!("{ms:.1} ms"));
+        println!(
+            "  unsent {} of at most {} bytes; sender queueing p50 {}, p95 {}",
+            connection["bytes_unsent"],
+            connection["unsent_limit"],
+            millis("sender_queueing_p50_ms"),
+            millis("sender_queueing_p95_ms")
         );
         println!(
             "  {:>3} {:<22} {:<22} {:<10} {:>9} {:>10} {:>12} {:<8} {:>8} {:>8}",

@@ -4,79 +4,12 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::netns::{ip, is_root, perf_server, tbf, TwoPaths};
 use common::TNG;
 use serde_json::Value;
-
-fn is_root() -> bool {
-    // SAFETY-free check: /proc/self/status carries the effective uid.
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
-
-fn ip(args: &str) -> Output {
-    let out = Command::new("ip").args(args.split_whitespace()).output().expect("ip runs");
-    assert!(out.status.success(), "ip {args}: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn sysctl(ns: &str, key: &str, value: &str) {
-    let out =
-        Command::new("ip").args(["netns", "exec", ns, "sysctl", "-qw", &format!("{key}={value}")]).output().unwrap();
-    assert!(out.status.success(), "sysctl {key}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Two namespaces joined by two veth pairs; removed on drop.
-struct TwoPaths {
-    client: String,
-    server: String,
-}
-
-impl TwoPaths {
-    /// `name` tells apart the namespaces of tests running at once.
-    fn new(name: &str) -> TwoPaths {
-        let tag = std::process::id() % 100_000;
-        let (client, server) = (format!("tngc{name}{tag}"), format!("tngs{name}{tag}"));
-        let _ = Command::new("ip").args(["netns", "del", &client]).output();
-        let _ = Command::new("ip").args(["netns", "del", &server]).output();
-        ip(&format!("netns add {client}"));
-        ip(&format!("netns add {server}"));
-        let net = TwoPaths { client, server };
-        let (c, s) = (&net.client, &net.server);
-        for path in 0..2 {
-            ip(&format!("link add c{path} netns {c} type veth peer name s{path} netns {s}"));
-            ip(&format!("-n {c} addr add 10.77.{path}.1/24 dev c{path}"));
-            ip(&format!("-n {s} addr add 10.77.{path}.2/24 dev s{path}"));
-            ip(&format!("-n {c} link set c{path} up"));
-            ip(&format!("-n {s} link set s{path} up"));
-        }
-        ip(&format!("-n {c} link set lo up"));
-        ip(&format!("-n {s} link set lo up"));
-        // The client reaches the server's path-0 address from both of its addresses: traffic from 10.77.1.1 leaves
-        // by c1 (policy routing), and the server answers it by s1; reverse-path filtering would drop that.
-        ip(&format!("-n {c} rule add from 10.77.1.1 table 101"));
-        ip(&format!("-n {c} route add 10.77.0.2/32 dev c1 table 101"));
-        for ns in [c, s] {
-            sysctl(ns, "net.ipv4.conf.all.rp_filter", "0");
-            sysctl(ns, "net.ipv4.conf.default.rp_filter", "0");
-            for path in 0..2 {
-                let dev = if ns == c { format!("c{path}") } else { format!("s{path}") };
-                sysctl(ns, &format!("net.ipv4.conf.{dev}.rp_filter"), "0");
-            }
-        }
-        net
-    }
-}
-
-impl Drop for TwoPaths {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.client]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.server]).output();
-    }
-}
 
 #[test]
 fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
@@ -85,13 +18,7 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
         return;
     }
     let net = TwoPaths::new("m");
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let _server = perf_server(&net.server);
     let client = Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "error", "perf", "client"])
         .args(["--connect", "10.77.0.2:5201", "--local", "10.77.0.1:0", "--local", "10.77.1.1:0"])
@@ -107,8 +34,6 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
     ip(&format!("-n {} addr add 10.77.1.1/24 dev c1", net.client));
     ip(&format!("-n {} route replace 10.77.0.2/32 dev c1 table 101", net.client));
     let out = client.wait_with_output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "perf client failed: {stderr}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
@@ -137,20 +62,9 @@ fn one_path_transfer_migrates_when_the_client_address_is_replaced() {
     let net = TwoPaths::new("r");
     // 50 Mbit/s each way keeps the agents from competing for the CPU with the other tests.
     for (ns, dev) in [(&net.client, "c0"), (&net.server, "s0")] {
-        let out = Command::new("ip")
-            .args(["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root"])
-            .args(["tbf", "rate", "50mbit", "burst", "64kb", "latency", "50ms"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tc: {}", String::from_utf8_lossy(&out.stderr));
+        tbf(ns, dev, "50mbit", "50ms");
     }
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server", "--listen", "0.0.0.0:5201"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let _server = perf_server(&net.server);
     // Without --json the client prints its goodput every second (stderr) and each channel's addresses (stdout).
     let client = Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "info", "perf", "client"])
@@ -164,8 +78,6 @@ fn one_path_transfer_migrates_when_the_client_address_is_replaced() {
     ip(&format!("-n {} addr del 10.77.0.1/24 dev c0", net.client));
     ip(&format!("-n {} addr add 10.77.0.5/24 dev c0", net.client));
     let out = client.wait_with_output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     // A non-zero exit includes received bytes that differ from what the server sent.
     assert!(out.status.success(), "perf client failed: {stdout}\n{stderr}");

@@ -50,9 +50,12 @@ impl Drop for Server {
 }
 
 fn assert_schema(report: &Value) {
-    for key in ["goodput_mbps", "retransmitted_packets", "cpu_percent", "bytes_received", "bytes_corrupted"] {
+    for key in ["goodput_mbps", "retransmitted_packets", "cpu_percent", "bytes_received", "bytes_corrupted", "run_s"] {
         assert!(report[key].is_number(), "{key} missing in {report}");
     }
+    assert!(report["goodput_counts"].as_str().is_some_and(|rule| rule.contains("within duration_s")), "{report}");
+    let run_s = report["run_s"].as_f64().unwrap();
+    assert!(run_s >= report["duration_s"].as_f64().unwrap(), "the run ended before its measured interval: {report}");
     for key in ["mean", "p50", "p99", "count"] {
         assert!(report["fct_ms"][key].is_number(), "fct_ms.{key} missing in {report}");
     }
@@ -74,6 +77,7 @@ fn bulk_over_tcp_reports_goodput_and_intact_bytes() {
     assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
     assert_eq!(report["bytes_corrupted"], 0);
     assert!(report["duration_s"].as_f64().unwrap() <= 1.01, "{report}");
+    assert!(report["sender_queueing_ms"].is_null(), "a kernel socket does not tell its queueing: {report}");
     let path_bytes: u64 = report["paths"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
     assert!(path_bytes >= report["bytes_received"].as_u64().unwrap(), "{report}");
 }
@@ -115,6 +119,9 @@ fn bulk_over_tng_reports_per_channel_paths() {
     assert_eq!(report["transport"], "tng");
     assert_eq!(report["bytes_corrupted"], 0);
     assert!(report["sender_cc"].is_string(), "the tng server reports its controller: {report}");
+    let queueing = &report["sender_queueing_ms"];
+    let (p50, p95) = (queueing["p50"].as_f64(), queueing["p95"].as_f64());
+    assert!(p50.zip(p95).is_some_and(|(p50, p95)| 0.0 <= p50 && p50 <= p95), "sender queueing: {report}");
     assert!(report["goodput_mbps"].as_f64().unwrap() > 1.0, "{report}");
     let paths = report["paths"].as_array().unwrap();
     assert!(paths[0]["name"].as_str().unwrap().ends_with(&server.addr), "{report}");
@@ -138,7 +145,9 @@ fn rr_measures_each_exchange() {
     assert!(ok, "{stderr}");
     let count = report["fct_ms"]["count"].as_u64().unwrap();
     assert!(count > 10, "{report}");
-    assert_eq!(report["bytes_received"].as_u64().unwrap(), count * 2000);
+    // The deadline may cut one exchange short: its bytes count, its completion does not.
+    let received = report["bytes_received"].as_u64().unwrap();
+    assert!((count * 2000..(count + 1) * 2000).contains(&received), "{report}");
 }
 
 #[test]

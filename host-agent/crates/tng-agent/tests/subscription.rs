@@ -217,10 +217,14 @@ fn wait_for_log(agents: &Agents, text: &str) -> String {
     }
 }
 
-fn status(control: &str) -> Value {
+/// The server's status, or why `tng status` failed (the daemon may still be starting: the proxy listens before it has
+/// reached the server).
+fn status(control: &str) -> Result<Value, String> {
     let out = Command::new(TNG).args(["status", "--json", "--control", control]).output().unwrap();
-    assert!(out.status.success(), "tng status: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).unwrap())
 }
 
 /// Polls the server's status until its established connection satisfies `check`; returns that connection.
@@ -228,11 +232,12 @@ fn wait_for(control: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value 
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let view = status(control);
-        let established = view["connections"].as_array().into_iter().flatten().find(|c| c["established"] == true);
+        let connections = view.as_ref().ok().and_then(|view| view["connections"].as_array());
+        let established = connections.into_iter().flatten().find(|c| c["established"] == true);
         if let Some(connection) = established.filter(|c| check(c)) {
             return connection.clone();
         }
-        assert!(Instant::now() < deadline, "{what}: never happened; last status {view:#}");
+        assert!(Instant::now() < deadline, "{what}: never happened; last status {view:#?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }

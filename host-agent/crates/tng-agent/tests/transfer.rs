@@ -45,8 +45,17 @@ fn hash_connection(stream: &mut TcpStream, tx: &mpsc::Sender<(Vec<u8>, u64)>) {
     }
 }
 
-/// `tng serve` allowing `target`, and a `tng proxy` to it; returns the proxy's local address.
-fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> (Process, Process, SocketAddr) {
+/// `tng serve` allowing `target`, and a `tng proxy` to it.
+struct Proxied {
+    _serve: Process,
+    _proxy: Process,
+    /// The proxy's local address.
+    listen: SocketAddr,
+    /// The server's control socket, for `tng status`.
+    control: std::path::PathBuf,
+}
+
+fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> Proxied {
     let (key, identity) = keygen("server");
     let server = format!("127.0.0.1:{}", free_port());
     let control = std::env::temp_dir().join(format!("tng-test-{}-{}.sock", std::process::id(), free_port()));
@@ -71,14 +80,14 @@ fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> (Process, Proce
     args.extend(extra_client.iter().map(ToString::to_string));
     let proxy = Process::spawn(&args);
     wait_tcp(listen);
-    (serve, proxy, listen)
+    Proxied { _serve: serve, _proxy: proxy, listen, control }
 }
 
 #[test]
 fn hundred_megabytes_through_the_proxy_arrive_intact() {
     let (sink, digest) = hashing_sink();
-    let (_serve, _proxy, listen) = serve_and_proxy(sink, &[]);
-    let mut stream = TcpStream::connect(listen).unwrap();
+    let proxied = serve_and_proxy(sink, &[]);
+    let mut stream = TcpStream::connect(proxied.listen).unwrap();
     let mut hasher = Sha256::new();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut chunk = vec![0u8; 1 << 20];
@@ -143,14 +152,21 @@ fn proxy_carries_an_http_exchange_from_an_unmodified_client() {
             let _ = stream.write_all(reply.as_bytes());
         }
     });
-    let (_serve, _proxy, listen) = serve_and_proxy(target, &[]);
-    let url = format!("http://{listen}/hello");
+    let proxied = serve_and_proxy(target, &[]);
+    let url = format!("http://{}/hello", proxied.listen);
     let out = Command::new("python3")
         .args(["-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=20).read().decode(), end='')", &url])
         .output()
         .expect("python3 runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello through tng\n");
+    // The server sent the response: its status tells how long those bytes waited before leaving.
+    let status = Command::new(TNG).args(["status", "--json", "--control"]).arg(&proxied.control).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let connection = &status["connections"][0];
+    let (p50, p95) = (connection["sender_queueing_p50_ms"].as_f64(), connection["sender_queueing_p95_ms"].as_f64());
+    assert!(p50.zip(p95).is_some_and(|(p50, p95)| 0.0 <= p50 && p50 <= p95), "{status:#}");
+    assert!(connection["unsent_limit"].as_u64().is_some_and(|limit| limit > 0), "{status:#}");
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn main() {
         }
         while server.poll_event().is_some() {}
         if let (Some(id), Some(c)) = (stream, client.connection(conn)) {
-            while c.write(id, &payload).unwrap_or(0) > 0 {}
+            while c.write(now, id, &payload).unwrap_or(0) > 0 {}
         }
         for handle in server.connection_handles() {
             if let Some(c) = server.connection(handle) {

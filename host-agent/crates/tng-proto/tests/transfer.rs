@@ -322,12 +322,14 @@ fn limits_give_clear_errors() {
     }
     let error = connection.open_stream().expect_err("over the limit");
     assert_eq!(error.to_string(), "the peer allows at most 1024 streams opened by us; wait for it to raise the limit");
-    // Send buffers: at most `stream_send_buffer` bytes per stream are accepted before the peer acknowledges any.
-    let limit = tng_proto::StreamConfig::default().stream_send_buffer as usize;
+    // The unsent bound: a write is cut at one congestion window of unsent bytes (TCP_NOTSENT_LOWAT), and the next
+    // one is refused until packets leave.
     let stream = tng_proto::StreamId::from(0);
-    let accepted = connection.write(stream, &vec![0; 2 * limit]).expect("partial write");
-    assert_eq!(accepted, limit);
-    assert!(matches!(connection.write(stream, b"more"), Err(tng_proto::StreamError::Blocked(_))));
+    let accepted = connection.write(pair.now, stream, &vec![0; 1 << 20]).expect("partial write");
+    let cwnd = connection.stats().channels[0].cwnd;
+    assert_eq!(accepted as u64, cwnd);
+    assert_eq!(connection.stats().streams.unsent_limit, Some(cwnd));
+    assert!(matches!(connection.write(pair.now, stream, b"more"), Err(tng_proto::StreamError::Blocked(_))));
 }
 
 #[test]

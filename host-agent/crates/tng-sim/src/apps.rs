@@ -125,16 +125,16 @@ impl ClientApp {
                 if let Some((shared, ready)) = &mut self.shared_connection {
                     if *shared == handle {
                         *ready = true;
-                        self.send_waiting(handle, endpoint, ledger);
+                        self.send_waiting(now, handle, endpoint, ledger);
                     }
                 }
                 if let Some(transfer) = self.dialing.remove(&handle) {
-                    self.request(handle, transfer, endpoint, ledger);
+                    self.request(now, handle, transfer, endpoint, ledger);
                 }
             }
             Event::StreamReadable(stream) => self.read(now, handle, stream, endpoint, ledger),
             Event::StreamsAvailable if self.shared_connection == Some((handle, true)) => {
-                self.send_waiting(handle, endpoint, ledger);
+                self.send_waiting(now, handle, endpoint, ledger);
             }
             Event::StreamReset { .. } => ledger.failed_transfers += 1,
             Event::HandshakeFailed { .. } | Event::Closed { .. } => {
@@ -150,9 +150,9 @@ impl ClientApp {
     }
 
     /// Sends waiting requests in order until the peer's stream limit stops them.
-    fn send_waiting(&mut self, handle: ConnectionHandle, endpoint: &mut Endpoint, ledger: &mut Ledger) {
+    fn send_waiting(&mut self, now: Duration, handle: ConnectionHandle, endpoint: &mut Endpoint, ledger: &mut Ledger) {
         while let Some(transfer) = self.waiting.pop_front() {
-            if !self.request(handle, transfer, endpoint, ledger) {
+            if !self.request(now, handle, transfer, endpoint, ledger) {
                 break;
             }
         }
@@ -168,7 +168,7 @@ impl ClientApp {
         match self.shared_connection {
             // Behind transfers already waiting for stream credit, to keep request order.
             Some((handle, true)) if self.waiting.is_empty() => {
-                self.request(handle, transfer, endpoint, ledger);
+                self.request(now, handle, transfer, endpoint, ledger);
             }
             Some(_) => self.waiting.push_back(transfer),
             None => match endpoint.connect(to_time(now), &self.paths[..1], None) {
@@ -185,6 +185,7 @@ impl ClientApp {
     /// then waits for `StreamsAvailable`.
     fn request(
         &mut self,
+        now: Duration,
         handle: ConnectionHandle,
         transfer: Transfer,
         endpoint: &mut Endpoint,
@@ -206,7 +207,7 @@ impl ClientApp {
             }
         };
         let request = transfer.size.to_be_bytes();
-        let written = connection.write(stream, &request);
+        let written = connection.write(to_time(now), stream, &request);
         if !matches!(written, Ok(REQUEST_LEN)) || connection.finish(stream).is_err() {
             ledger.failed_transfers += 1;
             return true;
@@ -417,7 +418,7 @@ impl ServerApp {
                 self.write_buffer_content = Some((stream, *written, len));
             }
             // A full send buffer refuses the write; `StreamWritable` resumes it.
-            let Ok(accepted) = connection.write(stream, &buffer[..len]) else {
+            let Ok(accepted) = connection.write(to_time(now), stream, &buffer[..len]) else {
                 return;
             };
             *written += accepted as u64;

@@ -1,6 +1,6 @@
 //! Why a datagram or a frame was rejected.
 
-use crate::header::{HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN, VERSION};
+use crate::limits::{HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN, VERSION};
 
 /// A malformed packet (one variant per receiver rule of wire-format section 8, in that order) or frame (section 7).
 ///

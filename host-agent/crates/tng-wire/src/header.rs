@@ -1,25 +1,17 @@
-//! The 24-byte cleartext flow header (wire-format section 2) and the limits of section 1.
+//! The 24-byte cleartext flow header (wire-format section 2), which carries the in-network feedback fields.
 
 use std::ops::BitOr;
 
+use crate::error::WireError;
 use crate::feedback::Feedback;
+use crate::limits::{HEADER_LEN, MAX_PACKET, VERSION};
 use crate::reader::Reader;
-use crate::WireError;
 
-/// The only wire-format version; any other is dropped (`bad_version`).
-pub const VERSION: u8 = 1;
-/// Length of the flow header.
-pub const HEADER_LEN: usize = 24;
-/// Largest tng packet (UDP payload): a 1500-byte IPv4 MTU less the IPv4 and UDP headers.
-pub const MAX_PACKET: usize = 1472;
-/// Smallest datagram carrying a client INITIAL (anti-amplification).
-pub const MIN_CLIENT_INITIAL: usize = 1200;
-/// AEAD (AES-256-GCM) tag length: the smallest sealed payload.
-pub const TAG_LEN: usize = 16;
 /// The header bytes the AEAD authenticates: everything before the rewritable feedback fields.
 pub const ASSOCIATED_DATA_LEN: usize = 18;
-/// UDP port switches recognise tng on unless configured otherwise.
-pub const DEFAULT_PORT: u16 = 4477;
+
+// The feedback fields fill the header after the associated data.
+const _: () = assert!(ASSOCIATED_DATA_LEN + Feedback::ENCODED_LEN == HEADER_LEN);
 
 /// The `packet_type` byte (section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -35,16 +35,15 @@ mod error;
 pub mod feedback;
 pub mod frame;
 pub mod header;
+pub mod limits;
 pub mod packet;
 pub mod pn;
 mod reader;
 pub mod varint;
 
 pub use error::WireError;
-pub use feedback::{rewrite_feedback, Feedback};
+pub use feedback::Feedback;
 pub use frame::{parse_frames, AckFrame, EcnCounts, Frame, Frames, PathStatus};
-pub use header::{
-    Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN, DEFAULT_PORT, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL,
-    TAG_LEN, VERSION,
-};
-pub use packet::{Handshake, Packet, Payload, Stage};
+pub use header::{Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN};
+pub use limits::{DEFAULT_PORT, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN, VERSION};
+pub use packet::{rewrite_feedback, Handshake, Packet, Payload, Stage};

@@ -1,9 +1,11 @@
-//! Whole packets (wire-format sections 3, 5 and 8): header fields plus a payload shaped by the packet type.
+//! Whole packets (wire-format sections 3, 5 and 8): header fields plus a payload shaped by the packet type, and
+//! the one change a switch makes to a packet in flight, [`rewrite_feedback`].
 
+use crate::error::WireError;
 use crate::feedback::Feedback;
-use crate::header::{Flags, FlowHeader, PacketType, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN};
+use crate::header::{Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN};
+use crate::limits::{HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN};
 use crate::reader::Reader;
-use crate::WireError;
 
 /// `stage`, `token_length`, `noise_length`.
 const HANDSHAKE_PREFIX_LEN: usize = 5;
@@ -279,6 +281,17 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// Does in place what a switch does at dequeue: checks that `datagram` is a well-formed tng packet (every receiver
+/// rule), then writes `max(queue_level, own)` and `min(rate_hint, own)` into its header. Returns the feedback now
+/// in the header. Leaves `datagram` untouched on error; the AEAD does not cover these bytes, so the packet still opens.
+pub fn rewrite_feedback(datagram: &mut [u8], own: Feedback) -> Result<Feedback, WireError> {
+    let merged = Packet::parse(datagram)?.feedback.merge(own);
+    let len = datagram.len();
+    let field = datagram.get_mut(ASSOCIATED_DATA_LEN..HEADER_LEN).ok_or(WireError::TruncatedHeader { len })?;
+    field.copy_from_slice(&merged.encode());
+    Ok(merged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,5 +443,53 @@ mod tests {
         assert_eq!(header.packet_type, PacketType::Ack);
         assert_eq!(header.payload_length, 40);
         assert_eq!(&encoded(&ack)[..HEADER_LEN], &header.encode());
+    }
+
+    fn data_packet(feedback: Feedback) -> Vec<u8> {
+        let sealed = [0xaa; TAG_LEN];
+        encoded(&Packet { feedback, ..packet(Payload::Data(&sealed)) })
+    }
+
+    #[test]
+    fn switch_keeps_the_larger_queue_and_the_smaller_rate() {
+        let mut datagram = data_packet(Feedback { queue_level: 100, rate_hint: 10_000 });
+        let own = Feedback { queue_level: 50, rate_hint: 20_000 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Ok(Feedback { queue_level: 100, rate_hint: 10_000 }));
+        let own = Feedback { queue_level: 300, rate_hint: 5_000 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Ok(Feedback { queue_level: 300, rate_hint: 5_000 }));
+        assert_eq!(&datagram[18..24], &[0x01, 0x2c, 0x00, 0x00, 0x13, 0x88]);
+        assert_eq!(Packet::parse(&datagram).map(|p| p.feedback), Ok(Feedback { queue_level: 300, rate_hint: 5_000 }));
+    }
+
+    #[test]
+    fn rewrite_changes_only_the_feedback_bytes() {
+        let original = data_packet(Feedback::NEUTRAL);
+        let mut datagram = original.clone();
+        rewrite_feedback(&mut datagram, Feedback { queue_level: 7, rate_hint: 0 }).expect("well-formed packet");
+        assert_eq!(datagram[..ASSOCIATED_DATA_LEN], original[..ASSOCIATED_DATA_LEN]);
+        assert_eq!(datagram[HEADER_LEN..], original[HEADER_LEN..]);
+        assert_ne!(datagram[ASSOCIATED_DATA_LEN..HEADER_LEN], original[ASSOCIATED_DATA_LEN..HEADER_LEN]);
+    }
+
+    #[test]
+    fn rewrite_with_neutral_or_reserved_values() {
+        let observed = Feedback { queue_level: 1234, rate_hint: 0 };
+        let mut datagram = data_packet(observed);
+        assert_eq!(rewrite_feedback(&mut datagram, Feedback::NEUTRAL), Ok(observed));
+        let reserved = Feedback { queue_level: 0xFFFF, rate_hint: u32::MAX };
+        let mut datagram = data_packet(Feedback::NEUTRAL);
+        assert_eq!(rewrite_feedback(&mut datagram, reserved).map(|f| f.queue_level), Ok(Feedback::QUEUE_LEVEL_MAX));
+    }
+
+    #[test]
+    fn rewrite_leaves_malformed_packets_untouched() {
+        let mut datagram = data_packet(Feedback::NEUTRAL);
+        datagram[0] = 2;
+        let before = datagram.clone();
+        let own = Feedback { queue_level: 9, rate_hint: 9 };
+        assert_eq!(rewrite_feedback(&mut datagram, own), Err(WireError::BadVersion { version: 2 }));
+        assert_eq!(datagram, before);
+        let mut short = vec![1, 3, 0];
+        assert_eq!(rewrite_feedback(&mut short, own), Err(WireError::TruncatedHeader { len: 3 }));
     }
 }

@@ -13,6 +13,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
+use socket2::SockRef;
 use tng_proto::ConnectionHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -21,7 +22,7 @@ use super::kernel::{self, KernelTransport};
 use super::protocol::{count_corrupted, Request, SenderStats, DATA_FOLLOWS, REFUSED, STATS_LEN, UNBOUNDED};
 use super::stats::Summary;
 use super::{BoxStream, Transport};
-use crate::driver::Agent;
+use crate::driver::{Agent, Stream};
 use crate::service;
 
 /// The workloads every transport runs.
@@ -67,7 +68,10 @@ pub struct Report {
     /// The congestion control the data sender (the server) used: read back from its kernel socket, or the tng
     /// controller of its first channel.
     pub sender_cc: Option<String>,
+    /// The measured interval: the duration asked for, or less if the workload ended sooner.
     pub duration_s: f64,
+    /// What `goodput_mbps` counts, stated in the report so a reader need not guess.
+    pub goodput_counts: &'static str,
     pub goodput_mbps: f64,
     pub bytes_received: u64,
     pub bytes_corrupted: u64,
@@ -79,7 +83,21 @@ pub struct Report {
     pub sent_packets: u64,
     pub cpu_percent: f64,
     pub paths: Vec<PathReport>,
+    /// Time the server's bytes waited between its write and their first transmission (tng only).
+    pub sender_queueing_ms: Option<QueueingReport>,
+    /// Seconds from the workload's start until the run ended: its streams closed (at the duration at the latest)
+    /// and the server's counters fetched.
+    pub run_s: f64,
 }
+
+#[derive(Debug, Serialize)]
+pub struct QueueingReport {
+    pub p50: f64,
+    pub p95: f64,
+}
+
+/// The counting rule behind `goodput_mbps`.
+const GOODPUT_COUNTS: &str = "bytes the client read within duration_s of the workload's start, over duration_s";
 
 /// Byte counters shared by every worker of a run, for the progress line.
 #[derive(Default)]
@@ -96,10 +114,12 @@ pub enum Dialer {
     Tng { agent: Agent, conn: ConnectionHandle },
 }
 
-/// A byte stream and, for kernel connections, a descriptor to read its counters when it is done.
+/// A byte stream and, for kernel connections, a descriptor to read its counters when it is done; for tng, the
+/// stream's handle, to abandon it.
 struct Opened {
     io: BoxStream,
     probe: Option<OwnedFd>,
+    tng: Option<Stream>,
     name: String,
 }
 
@@ -120,6 +140,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
     let mut outcome = outcome?;
     let elapsed = started.elapsed().min(options.duration).as_secs_f64().max(1e-9);
     let sender = fetch_sender_stats(&options, &dialer, token).await?;
+    let run_s = started.elapsed().as_secs_f64();
     if let Dialer::Tng { agent, conn } = &dialer {
         outcome.paths.extend(tng_paths(agent, *conn).await?);
     }
@@ -135,6 +156,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
         cc: options.cc.clone(),
         sender_cc: sender.cc,
         duration_s: elapsed,
+        goodput_counts: GOODPUT_COUNTS,
         goodput_mbps: outcome.measured_bytes as f64 * 8.0 / elapsed / 1e6,
         bytes_received: outcome.received_bytes,
         bytes_corrupted: outcome.corrupted_bytes,
@@ -145,6 +167,10 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
         sent_packets: sender.sent_packets,
         cpu_percent: cpu.percent(),
         paths: paths.into_values().collect(),
+        sender_queueing_ms: sender
+            .queueing
+            .map(|q| QueueingReport { p50: q.p50.as_secs_f64() * 1000.0, p95: q.p95.as_secs_f64() * 1000.0 }),
+        run_s,
     })
 }
 
@@ -177,12 +203,13 @@ async fn open(options: &ClientOptions, dialer: &Dialer, worker: usize) -> Result
                 (Ok(l), Ok(r)) => format!("{l}->{r}"),
                 _ => "unknown".to_string(),
             };
-            Ok(Opened { probe: kernel::probe(&stream), io: Box::new(stream), name })
+            Ok(Opened { probe: kernel::probe(&stream), io: Box::new(stream), tng: None, name })
         }
         Dialer::Tng { agent, conn } => {
-            let mut io = agent.open_stream(*conn).await?.into_io();
+            let stream = agent.open_stream(*conn).await?;
+            let mut io = stream.clone().into_io();
             io.write_all(&[service::PERF]).await?;
-            Ok(Opened { io: Box::new(io), probe: None, name: String::new() })
+            Ok(Opened { io: Box::new(io), probe: None, tng: Some(stream), name: String::new() })
         }
     }
 }
@@ -220,29 +247,26 @@ async fn tng_paths(agent: &Agent, conn: ConnectionHandle) -> Result<Vec<PathRepo
         .collect())
 }
 
-/// Reads exactly `size` bytes of the pattern (or until `deadline` for an unbounded response).
+/// Reads `size` bytes of the pattern, or as many as arrive before `deadline`, the end of the run; returns whether
+/// all of them came. Only bytes read by the deadline count as measured.
 async fn receive(
     stream: &mut BoxStream,
     size: u64,
     deadline: Instant,
     progress: &Progress,
     outcome: &mut Outcome,
-) -> Result<()> {
+) -> Result<Received> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut offset = 0u64;
     while offset < size {
         let want = (size - offset).min(buf.len() as u64) as usize;
-        let read = if size == UNBOUNDED {
-            // The timeout alone is not enough: it polls the read first, which is always ready on a fast link.
-            if Instant::now() >= deadline {
-                break;
-            }
-            match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf[..want])).await {
-                Ok(read) => read?,
-                Err(_) => break,
-            }
-        } else {
-            stream.read(&mut buf[..want]).await?
+        // The timeout alone is not enough: it polls the read first, which is always ready on a fast link.
+        if Instant::now() >= deadline {
+            return Ok(Received::Cut);
+        }
+        let read = match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf[..want])).await {
+            Ok(read) => read?,
+            Err(_) => return Ok(Received::Cut),
         };
         if read == 0 {
             bail!("server closed the connection after {offset} of {size} bytes");
@@ -250,12 +274,18 @@ async fn receive(
         outcome.corrupted_bytes += count_corrupted(offset, &buf[..read]);
         offset += read as u64;
         outcome.received_bytes += read as u64;
-        if Instant::now() <= deadline {
-            outcome.measured_bytes += read as u64;
-        }
+        outcome.measured_bytes += read as u64;
         progress.bytes.fetch_add(read as u64, Ordering::Relaxed);
     }
-    Ok(())
+    Ok(Received::All)
+}
+
+/// How a response ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Received {
+    All,
+    /// The run's deadline came first.
+    Cut,
 }
 
 /// Asks for `size` bytes, for a kernel connection with the congestion control the server must send with, and reads
@@ -287,13 +317,41 @@ async fn request_data(
     }
 }
 
-/// Closes our side and waits for the server's close, so it has recorded its counters.
-async fn finish(mut opened: Opened, outcome: &mut Outcome) -> Result<()> {
+/// Closes our side and waits for the server's close (until `deadline` at the latest), so it has recorded its
+/// counters.
+async fn finish(mut opened: Opened, deadline: Instant, outcome: &mut Outcome) -> Result<()> {
+    let closed = async {
+        opened.io.shutdown().await?;
+        let mut sink = vec![0u8; 64 * 1024];
+        while opened.io.read(&mut sink).await? > 0 {}
+        anyhow::Ok(())
+    };
+    match tokio::time::timeout_at(deadline.into(), closed).await {
+        Ok(result) => {
+            outcome.paths.extend(kernel_paths(&opened));
+            result
+        }
+        Err(_) => {
+            abandon(opened, outcome);
+            Ok(())
+        }
+    }
+}
+
+/// Ends a stream at the run's deadline without waiting for what is still queued or in flight: a kernel connection
+/// is reset (SO_LINGER 0), a tng stream reset in both directions. The server takes either as the end of the
+/// transfer and records its counters; draining instead would stretch the run by whatever the sender had queued.
+fn abandon(opened: Opened, outcome: &mut Outcome) {
     outcome.paths.extend(kernel_paths(&opened));
-    opened.io.shutdown().await?;
-    let mut sink = vec![0u8; 64 * 1024];
-    while opened.io.read(&mut sink).await? > 0 {}
-    Ok(())
+    if let Some(socket) = &opened.probe {
+        if let Err(err) = SockRef::from(socket).set_linger(Some(Duration::ZERO)) {
+            tracing::debug!("cannot reset the connection at the deadline ({err}); it closes instead");
+        }
+    }
+    if let Some(stream) = &opened.tng {
+        stream.abandon();
+    }
+    // Dropping the stream and the probe closes the socket: with a zero linger, by a reset.
 }
 
 async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &Progress) -> Result<Outcome> {
@@ -302,7 +360,7 @@ async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &P
     let deadline = Instant::now() + options.duration;
     request_data(options, dialer, &mut opened, UNBOUNDED, token).await?;
     receive(&mut opened.io, UNBOUNDED, deadline, progress, &mut outcome).await?;
-    finish(opened, &mut outcome).await?;
+    abandon(opened, &mut outcome);
     Ok(outcome)
 }
 
@@ -320,12 +378,22 @@ async fn shortflows(options: &ClientOptions, dialer: &Dialer, token: u64, progre
             while Instant::now() < deadline {
                 let size = (sizes.sample(&mut rng) as u64).max(1);
                 let started = Instant::now();
-                let mut opened = open(&options, &dialer, worker).await?;
-                request_data(&options, &dialer, &mut opened, size, token).await?;
-                let far = Instant::now() + Duration::from_secs(3600);
-                receive(&mut opened.io, size, far, &progress, &mut outcome).await?;
+                let Ok(opened) = tokio::time::timeout_at(deadline.into(), open(&options, &dialer, worker)).await else {
+                    break;
+                };
+                let mut opened = opened?;
+                let requested = request_data(&options, &dialer, &mut opened, size, token);
+                if tokio::time::timeout_at(deadline.into(), requested).await.is_err() {
+                    abandon(opened, &mut outcome);
+                    break;
+                }
+                // A flow the deadline cuts counts its bytes so far, but no completion time.
+                if receive(&mut opened.io, size, deadline, &progress, &mut outcome).await? == Received::Cut {
+                    abandon(opened, &mut outcome);
+                    break;
+                }
                 outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-                finish(opened, &mut outcome).await?;
+                finish(opened, deadline, &mut outcome).await?;
             }
             anyhow::Ok(outcome)
         });
@@ -346,14 +414,24 @@ async fn request_response(
     let mut outcome = Outcome::default();
     let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;
-    let far = Instant::now() + Duration::from_secs(3600);
     while Instant::now() < deadline {
         let started = Instant::now();
-        request_data(options, dialer, &mut opened, options.response_bytes, token).await?;
-        receive(&mut opened.io, options.response_bytes, far, progress, &mut outcome).await?;
+        let requested = request_data(options, dialer, &mut opened, options.response_bytes, token);
+        let cut = match tokio::time::timeout_at(deadline.into(), requested).await {
+            Ok(requested) => {
+                requested?;
+                receive(&mut opened.io, options.response_bytes, deadline, progress, &mut outcome).await?
+                    == Received::Cut
+            }
+            Err(_) => true,
+        };
+        if cut {
+            abandon(opened, &mut outcome);
+            return Ok(outcome);
+        }
         outcome.fct_ms.push(started.elapsed().as_secs_f64() * 1000.0);
     }
-    finish(opened, &mut outcome).await?;
+    abandon(opened, &mut outcome);
     Ok(outcome)
 }
 

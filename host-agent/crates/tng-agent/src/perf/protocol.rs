@@ -8,11 +8,12 @@
 //! sender.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 
 pub const REQUEST_LEN: usize = 40;
-pub const STATS_LEN: usize = 32;
+pub const STATS_LEN: usize = 48;
 const MAGIC: &[u8; 4] = b"TNGP";
 /// A bulk response: the server sends until the client closes its side.
 pub const UNBOUNDED: u64 = u64::MAX;
@@ -89,7 +90,20 @@ pub struct SenderStats {
     pub sent_packets: u64,
     /// The congestion control the server's sending socket (or tng channel) used, read back from it.
     pub cc: Option<String>,
+    /// Median and 95th percentile of the time the server's bytes waited between its write and their first
+    /// transmission (tng only: a kernel socket does not tell).
+    pub queueing: Option<Queueing>,
 }
+
+/// Sender-side queueing delay percentiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queueing {
+    pub p50: Duration,
+    pub p95: Duration,
+}
+
+/// Encodes "no queueing delay known" in the microsecond fields.
+const UNKNOWN: u64 = u64::MAX;
 
 impl SenderStats {
     pub fn encode(&self) -> [u8; STATS_LEN] {
@@ -97,18 +111,25 @@ impl SenderStats {
         out[..8].copy_from_slice(&self.retransmitted_packets.to_be_bytes());
         out[8..16].copy_from_slice(&self.sent_packets.to_be_bytes());
         // A name that does not fit is left out rather than sent truncated.
-        if encode_name(self.cc.as_deref(), &mut out[16..]).is_err() {
-            out[16..].fill(0);
+        if encode_name(self.cc.as_deref(), &mut out[16..32]).is_err() {
+            out[16..32].fill(0);
         }
+        let micros = |delay: Duration| u64::try_from(delay.as_micros()).unwrap_or(UNKNOWN - 1);
+        let (p50, p95) = self.queueing.map_or((UNKNOWN, UNKNOWN), |q| (micros(q.p50), micros(q.p95)));
+        out[32..40].copy_from_slice(&p50.to_be_bytes());
+        out[40..48].copy_from_slice(&p95.to_be_bytes());
         out
     }
 
     pub fn decode(raw: &[u8; STATS_LEN]) -> SenderStats {
         let word = |i: usize| u64::from_be_bytes(raw[i..i + 8].try_into().unwrap_or_default());
+        let queueing = (word(32) != UNKNOWN && word(40) != UNKNOWN)
+            .then(|| Queueing { p50: Duration::from_micros(word(32)), p95: Duration::from_micros(word(40)) });
         SenderStats {
             retransmitted_packets: word(0),
             sent_packets: word(8),
-            cc: decode_name(&raw[16..]).ok().flatten(),
+            cc: decode_name(&raw[16..32]).ok().flatten(),
+            queueing,
         }
     }
 }
@@ -189,8 +210,9 @@ mod tests {
 
     #[test]
     fn stats_round_trip() {
-        for cc in [None, Some("bbr".to_string())] {
-            let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc };
+        let queueing = Queueing { p50: Duration::from_micros(1_500), p95: Duration::from_millis(180) };
+        for (cc, queueing) in [(None, None), (Some("bbr".to_string()), Some(queueing))] {
+            let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc, queueing };
             assert_eq!(SenderStats::decode(&s.encode()), s);
         }
     }

@@ -4,30 +4,73 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Result;
 use tng_proto::ConnectionHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
 
-use super::protocol::{fill_pattern, Request, SenderStats, DATA_FOLLOWS, REFUSED, REQUEST_LEN, UNBOUNDED};
+use super::protocol::{fill_pattern, Queueing, Request, SenderStats, DATA_FOLLOWS, REFUSED, REQUEST_LEN, UNBOUNDED};
 use super::{kernel, ByteStream};
 use crate::driver::Agent;
 
 const CHUNK: usize = 64 * 1024;
 
-/// Sender-side statistics per client run token.
+/// Longest a statistics request waits for the run's data streams to end and record their counters: a client asks
+/// right after abandoning its streams at its deadline, and the server learns of that a moment later.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Sender-side statistics per client run token, and how many of each run's data streams are still being served.
 #[derive(Clone, Default)]
-pub struct StatsByToken(Arc<Mutex<HashMap<u64, SenderStats>>>);
+pub struct StatsByToken(Arc<Runs>);
+
+#[derive(Default)]
+struct Runs {
+    by_token: Mutex<HashMap<u64, Run>>,
+    /// Signalled whenever a data stream of any run ends.
+    stream_ended: Notify,
+}
+
+#[derive(Default)]
+struct Run {
+    stats: SenderStats,
+    serving: usize,
+}
 
 impl StatsByToken {
-    fn get(&self, token: u64) -> SenderStats {
-        self.0.lock().map(|s| s.get(&token).cloned().unwrap_or_default()).unwrap_or_default()
+    fn update<T>(&self, token: u64, change: impl FnOnce(&mut Run) -> T) -> Option<T> {
+        self.0.by_token.lock().ok().map(|mut runs| change(runs.entry(token).or_default()))
+    }
+
+    /// A data stream of run `token` starts.
+    fn stream_started(&self, token: u64) {
+        self.update(token, |run| run.serving += 1);
+    }
+
+    /// A data stream of run `token` ended: its counters are recorded, then waiting statistics requests go on.
+    async fn stream_ended(&self, token: u64, counters: Counters) {
+        record(self, token, counters).await;
+        self.update(token, |run| run.serving = run.serving.saturating_sub(1));
+        self.0.stream_ended.notify_waiters();
+    }
+
+    /// The run's statistics once none of its data streams is being served (or after [`SETTLE_TIMEOUT`]).
+    async fn settled(&self, token: u64) -> SenderStats {
+        let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let ended = self.0.stream_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let (serving, stats) = self.update(token, |run| (run.serving, run.stats.clone())).unwrap_or_default();
+            if serving == 0 || tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return stats;
+            }
+        }
     }
 
     fn record(&self, token: u64, update: impl FnOnce(&mut SenderStats)) {
-        if let Ok(mut all) = self.0.lock() {
-            update(all.entry(token).or_default());
-        }
+        self.update(token, |run| update(&mut run.stats));
     }
 }
 
@@ -55,39 +98,54 @@ pub async fn serve_kernel(listen: SocketAddr, stats: StatsByToken) -> Result<()>
     }
 }
 
-/// Answers the requests of one stream until the client closes its side, then records the sender's counters.
+/// Answers the requests of one stream until the client closes or abandons it, then records the sender's counters
+/// (also when the client reset the stream at its deadline, which is how a run ends on time).
 pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counters: Counters) -> Result<()> {
     let mut run_token = None;
+    let result = answer_requests(&mut io, stats, &counters, &mut run_token).await;
+    if let Some(token) = run_token {
+        stats.stream_ended(token, counters).await;
+    }
+    result?;
+    io.shutdown().await?;
+    Ok(())
+}
+
+/// Answers requests until the client's side ends; `run_token` learns the run of the first data request.
+async fn answer_requests(
+    io: &mut impl ByteStream,
+    stats: &StatsByToken,
+    counters: &Counters,
+    run_token: &mut Option<u64>,
+) -> Result<()> {
     let mut applied_cc: Option<String> = None;
     let mut raw = [0u8; REQUEST_LEN];
     loop {
         match io.read_exact(&mut raw).await {
             Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(err) => return Err(err.into()),
         }
         match Request::decode(&raw)? {
             Request::Data { size, token, cc } => {
-                run_token = Some(token);
+                if run_token.is_none() {
+                    stats.stream_started(token);
+                    *run_token = Some(token);
+                }
                 if let Some(cc) = cc.filter(|cc| applied_cc.as_ref() != Some(cc)) {
-                    if let Err(err) = apply_congestion(&counters, &cc) {
-                        refuse(&mut io, &format!("{err:#}")).await?;
+                    if let Err(err) = apply_congestion(counters, &cc) {
+                        refuse(io, &format!("{err:#}")).await?;
                         return Err(err);
                     }
                     applied_cc = Some(cc);
                 }
-                if send_pattern(&mut io, size).await? == Sent::PeerClosed {
-                    break;
+                if send_pattern(io, size).await? == Sent::PeerClosed {
+                    return Ok(());
                 }
             }
-            Request::Stats { token } => io.write_all(&stats.get(token).encode()).await?,
+            Request::Stats { token } => io.write_all(&stats.settled(token).await.encode()).await?,
         }
     }
-    if let Some(token) = run_token {
-        record(stats, token, counters).await;
-    }
-    io.shutdown().await?;
-    Ok(())
 }
 
 /// The data sender is the server, so the congestion control a client asks for applies to the server's socket.
@@ -125,10 +183,13 @@ async fn record(stats: &StatsByToken, token: u64, counters: Counters) {
         Counters::Tng { agent, conn } => {
             let Ok(status) = agent.status().await else { return };
             let Some((_, connection)) = status.connections.iter().find(|(h, _)| *h == conn) else { return };
+            let streams = &connection.streams;
             stats.record(token, |s| {
                 s.cc = connection.channels.first().map(|c| c.cc.to_owned());
                 s.retransmitted_packets = connection.channels.iter().map(|c| c.retransmitted_packets).sum();
                 s.sent_packets = connection.channels.iter().map(|c| c.sent_packets).sum();
+                s.queueing =
+                    streams.queueing_delay_p50.zip(streams.queueing_delay_p95).map(|(p50, p95)| Queueing { p50, p95 });
             });
         }
     }

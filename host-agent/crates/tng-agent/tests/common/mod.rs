@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod netns;
+
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};

@@ -1,5 +1,7 @@
 //! What can go wrong in the semantic layer: local misuse of the stream API, and peer protocol violations.
 
+use tng_wire::varint;
+
 use super::id::StreamId;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,5 +57,13 @@ impl StreamError {
                 | StreamError::InvalidAckRange { .. }
                 | StreamError::TooManyGaps { .. }
         )
+    }
+}
+
+pub(super) fn check_error_code(error_code: u64) -> Result<(), StreamError> {
+    if error_code <= varint::MAX {
+        Ok(())
+    } else {
+        Err(StreamError::ErrorCodeTooLarge(error_code))
     }
 }

@@ -4,12 +4,15 @@
 //! Bytes leave the buffer only when a STREAM_ACK from the peer covers them; packet-level acknowledgements from the
 //! flow layer never release anything (a middlebox that splits a section acknowledges packets it has not delivered).
 
+use std::collections::VecDeque;
 use std::ops::Range;
+use std::time::Duration;
 
 use super::byte_buffer::ByteBuffer;
 use super::error::StreamError;
 use super::id::StreamId;
 use super::range_set::RangeSet;
+use crate::time::Time;
 
 #[derive(Debug)]
 pub(super) struct SendStream {
@@ -18,6 +21,9 @@ pub(super) struct SendStream {
     /// Every byte below this offset is acknowledged by the peer and released.
     acked_offset: u64,
     write_offset: u64,
+    /// When the bytes not yet sent were written: `(end offset, time)` per write, oldest first, so that the first
+    /// transmission of a byte tells how long it queued.
+    write_times: VecDeque<(u64, Time)>,
     /// One past the highest byte ever sent: new data starts here, and it is what counts against credit.
     sent_end: u64,
     /// Ranges above `acked_offset` the peer acknowledged out of order.
@@ -118,6 +124,7 @@ impl SendStream {
             buffer: ByteBuffer::default(),
             acked_offset: 0,
             write_offset: 0,
+            write_times: VecDeque::new(),
             sent_end: 0,
             acked: RangeSet::default(),
             retransmit: RangeSet::default(),
@@ -134,6 +141,17 @@ impl SendStream {
     /// Bytes held in the buffer: written but not yet acknowledged.
     pub fn buffered(&self) -> u64 {
         self.write_offset - self.acked_offset
+    }
+
+    /// Bytes written and never sent.
+    pub fn unsent(&self) -> u64 {
+        self.write_offset - self.sent_end
+    }
+
+    /// The unsent bytes the peer's credit for this stream lets us send: what counts against the connection's unsent
+    /// bound, so that a stream whose reader is slow does not hold back the writers of the others.
+    pub fn unsent_within_credit(&self) -> u64 {
+        self.write_offset.min(self.max_data).saturating_sub(self.sent_end)
     }
 
     pub fn sent_end(&self) -> u64 {
@@ -168,9 +186,29 @@ impl SendStream {
         }
     }
 
-    pub fn push(&mut self, data: &[u8]) {
+    /// Appends bytes the application wrote at `now`.
+    pub fn push(&mut self, data: &[u8], now: Time) {
         self.buffer.push(data);
         self.write_offset += data.len() as u64;
+        match self.write_times.back_mut() {
+            Some((end, at)) if *at == now => *end = self.write_offset,
+            _ => self.write_times.push_back((self.write_offset, now)),
+        }
+    }
+
+    /// New bytes `range` left at `now` for the first time: reports how long each part of it waited since its write,
+    /// as `(delay, bytes)`.
+    pub fn on_first_sent(&mut self, range: &Range<u64>, now: Time, mut waited: impl FnMut(Duration, u64)) {
+        let mut start = range.start;
+        while start < range.end {
+            let Some(&(end, written_at)) = self.write_times.front() else { return };
+            let part_end = end.min(range.end);
+            waited(now.saturating_since(written_at), part_end.saturating_sub(start));
+            start = part_end;
+            if end <= range.end {
+                self.write_times.pop_front();
+            }
+        }
     }
 
     pub fn finish(&mut self) {
@@ -187,6 +225,7 @@ impl SendStream {
         self.retransmit.clear();
         self.acked_offset = self.sent_end;
         self.write_offset = self.sent_end;
+        self.write_times.clear();
         self.fin = None;
         self.probe_pending = false;
         released
@@ -428,7 +467,7 @@ mod tests {
     #[test]
     fn sends_new_data_within_stream_and_connection_credit() {
         let mut s = SendStream::new(10);
-        s.push(&[7; 30]);
+        s.push(&[7; 30], Time::ZERO);
         assert_eq!(s.next_chunk(4), Some(NextChunk { offset: 0, carries_data: true }));
         assert_eq!(s.take_chunk(100, 4), Some(Chunk { range: 0..4, fin: false, kind: ChunkKind::New }));
         assert_eq!(take(&mut s, 100).map(|c| c.range), Some(4..10));
@@ -442,7 +481,7 @@ mod tests {
     #[test]
     fn fin_rides_on_the_last_chunk_or_alone() {
         let mut s = SendStream::new(100);
-        s.push(b"abc");
+        s.push(b"abc", Time::ZERO);
         s.finish();
         assert!(!s.is_writable());
         assert_eq!(take(&mut s, 100), Some(Chunk { range: 0..3, fin: true, kind: ChunkKind::New }));
@@ -459,7 +498,7 @@ mod tests {
     #[test]
     fn bytes_are_released_only_by_stream_ack_and_fin_counts_as_one_offset() {
         let mut s = SendStream::new(100);
-        s.push(b"0123456789");
+        s.push(b"0123456789", Time::ZERO);
         s.finish();
         take(&mut s, 100);
         s.on_delivered_hint(0..10, true);
@@ -478,7 +517,7 @@ mod tests {
     #[test]
     fn acks_beyond_what_was_sent_are_violations() {
         let mut s = SendStream::new(100);
-        s.push(b"0123456789");
+        s.push(b"0123456789", Time::ZERO);
         take(&mut s, 4);
         assert_eq!(s.on_ack(ID, &[0..5]), Err(StreamError::AckOfUnsentData { id: ID, end: 5, sent: 4 }));
         assert!(matches!(
@@ -491,7 +530,7 @@ mod tests {
     #[test]
     fn loss_requeues_only_unacknowledged_parts_and_hint_cancels() {
         let mut s = SendStream::new(100);
-        s.push(&[1; 20]);
+        s.push(&[1; 20], Time::ZERO);
         take(&mut s, 20);
         s.on_ack(ID, &[5..10]).unwrap();
         assert!(s.on_lost(0..20, false));
@@ -505,7 +544,7 @@ mod tests {
     #[test]
     fn reset_drops_the_buffer_and_is_acknowledged_at_the_final_size() {
         let mut s = SendStream::new(100);
-        s.push(&[1; 20]);
+        s.push(&[1; 20], Time::ZERO);
         take(&mut s, 8);
         assert_eq!(s.reset(3), 20);
         assert_eq!((s.buffered(), s.next_chunk(u64::MAX)), (0, None));
@@ -521,7 +560,7 @@ mod tests {
     #[test]
     fn probe_is_a_zero_length_chunk_at_the_credit_edge() {
         let mut s = SendStream::new(4);
-        s.push(&[1; 10]);
+        s.push(&[1; 10], Time::ZERO);
         take(&mut s, 100);
         s.probe_pending = true;
         assert_eq!(s.next_chunk(u64::MAX), Some(NextChunk { offset: 4, carries_data: false }));
@@ -531,5 +570,34 @@ mod tests {
         s.probe_pending = true;
         assert_eq!(take(&mut s, 100), Some(Chunk { range: 4..4, fin: false, kind: ChunkKind::Probe }));
         assert_eq!(take(&mut s, 100), None, "the FIN waits for the bytes before it");
+    }
+
+    #[test]
+    fn first_transmissions_report_how_long_each_write_waited() {
+        let mut s = SendStream::new(100);
+        s.push(&[1; 10], Time::from_millis(0));
+        s.push(&[2; 10], Time::from_millis(5));
+        s.push(&[3; 5], Time::from_millis(5));
+        assert_eq!(s.unsent(), 25);
+        let mut waited = Vec::new();
+        let chunk = take(&mut s, 15).unwrap();
+        s.on_first_sent(&chunk.range, Time::from_millis(20), |delay, bytes| waited.push((delay.as_millis(), bytes)));
+        assert_eq!(waited, [(20, 10), (15, 5)]);
+        assert_eq!(s.unsent(), 10);
+        waited.clear();
+        let chunk = take(&mut s, 100).unwrap();
+        s.on_first_sent(&chunk.range, Time::from_millis(30), |delay, bytes| waited.push((delay.as_millis(), bytes)));
+        assert_eq!(waited, [(25, 10)], "the two writes at 5 ms are one");
+        assert_eq!(s.unsent(), 0);
+    }
+
+    #[test]
+    fn reset_forgets_unsent_bytes() {
+        let mut s = SendStream::new(100);
+        s.push(&[1; 20], Time::ZERO);
+        take(&mut s, 8);
+        assert_eq!(s.unsent(), 12);
+        s.reset(1);
+        assert_eq!(s.unsent(), 0);
     }
 }

@@ -39,6 +39,9 @@ pub struct PathConfig {
     pub down: bool,
     /// Bottleneck rate in bytes per second (each direction serialises its datagrams); `None` is unlimited.
     pub rate: Option<u64>,
+    /// Longest a datagram may wait for the bottleneck; one that would wait longer is dropped (a drop-tail queue of
+    /// that many seconds of the rate). `None` queues without limit.
+    pub queue: Option<Duration>,
 }
 
 impl PathConfig {
@@ -50,6 +53,7 @@ impl PathConfig {
             jitter: Duration::ZERO,
             down: false,
             rate: Some(10_000_000),
+            queue: None,
         }
     }
 
@@ -249,8 +253,12 @@ impl Pair {
         let mut departure = self.now;
         if let Some(rate) = path.rate {
             let busy = self.busy_until.entry((index, datagram.to_server)).or_insert(self.now);
+            let start = (*busy).max(self.now);
+            if path.queue.is_some_and(|queue| start.saturating_since(self.now) > queue) {
+                return;
+            }
             let serialisation = Duration::from_nanos(datagram.payload.len() as u64 * 1_000_000_000 / rate.max(1));
-            departure = (*busy).max(self.now) + serialisation;
+            departure = start + serialisation;
             *busy = departure;
         }
         for _ in 0..copies {
@@ -334,11 +342,12 @@ impl Pair {
     }
 
     fn continue_writes(&mut self) {
+        let now = self.now;
         for write in &mut self.writes {
             let endpoint = if write.client_side { &mut self.client } else { &mut self.server };
             let Some(connection) = endpoint.connection(write.handle) else { continue };
             while write.written < write.data.len() {
-                match connection.write(write.stream, &write.data[write.written..]) {
+                match connection.write(now, write.stream, &write.data[write.written..]) {
                     Ok(n) if n > 0 => write.written += n,
                     _ => break,
                 }

@@ -1,245 +1,25 @@
-//! The daemon's event loop: one task owns the sans-IO `Endpoint` and moves datagrams, timers and application
-//! requests in and out of it. Everything else talks to it through an [`Agent`] handle.
+//! The driver task: owns the `Endpoint`, binds sockets, sends and receives datagrams, runs its timers, and answers
+//! the application's commands, parking writes and reads until the endpoint can take or give bytes.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
-use tng_proto::{
-    ConnectionHandle, ConnectionStats, Endpoint, EndpointStats, Event, Identity, ReadOutcome, StreamError, StreamId,
-    Time, Transmit,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio::sync::{mpsc, oneshot};
+use anyhow::{anyhow, Result};
+use tng_proto::{ConnectionHandle, Endpoint, Event, ReadOutcome, StreamError, StreamId, Time, Transmit};
+use tokio::sync::mpsc;
 
-use crate::netlink::{self, AddressEvent, Renumbering};
-use crate::policy::Policy;
-use crate::resolver::{LocalPolicies, PolicyRef, PolicyResolver};
+use super::command::{Command, Reply, Status};
+use super::READ_CHUNK;
+use crate::netlink::{AddressEvent, Renumbering};
+use crate::resolver::{LocalPolicies, PolicyResolver};
 use crate::udp::{self, Datagram, Socket};
 
-/// Bytes the driver reads from a stream per application read.
-const READ_CHUNK: usize = 64 * 1024;
 /// Error code of a stream reset because its application end went away.
 const ABANDONED: u64 = 1;
-/// Buffer of the in-process pipe between a stream and socket-style code.
-const PIPE_BYTES: usize = 256 * 1024;
 /// Most bytes one GSO send may carry: a UDP payload is at most 65,507 bytes over IPv4 (65,527 over IPv6).
 const MAX_GSO_BYTES: usize = 65_507;
-
-type Reply<T> = oneshot::Sender<Result<T>>;
-
-/// Requests from the application side to the driver.
-enum Command {
-    Connect {
-        paths: Vec<(SocketAddr, SocketAddr)>,
-        pin: Option<Identity>,
-        reply: Reply<ConnectionHandle>,
-    },
-    Open {
-        conn: ConnectionHandle,
-        reply: Reply<StreamId>,
-    },
-    Accept {
-        reply: Reply<(ConnectionHandle, StreamId)>,
-    },
-    Write {
-        conn: ConnectionHandle,
-        id: StreamId,
-        data: Vec<u8>,
-        reply: Reply<()>,
-    },
-    Finish {
-        conn: ConnectionHandle,
-        id: StreamId,
-        reply: Reply<()>,
-    },
-    /// Abandon both halves of a stream: the application is gone.
-    Abandon {
-        conn: ConnectionHandle,
-        id: StreamId,
-    },
-    Read {
-        conn: ConnectionHandle,
-        id: StreamId,
-        reply: Reply<Option<Vec<u8>>>,
-    },
-    Close {
-        conn: ConnectionHandle,
-        reason: String,
-    },
-    /// The controller's complete set of policies, replacing the previous one.
-    ControllerPolicies(Vec<Policy>),
-    Status {
-        reply: Reply<Status>,
-    },
-    BindLocal {
-        local: SocketAddr,
-        reply: Reply<SocketAddr>,
-    },
-    /// The kernel reported a local address change (netlink).
-    Address(AddressEvent),
-}
-
-/// What `tng status` shows.
-#[derive(Clone, Debug)]
-pub struct Status {
-    pub identity: Identity,
-    pub local_addresses: Vec<SocketAddr>,
-    pub endpoint: EndpointStats,
-    pub connections: Vec<(ConnectionHandle, ConnectionStats)>,
-    /// The policy governing each connection that has one.
-    pub policies: HashMap<ConnectionHandle, PolicyRef>,
-}
-
-/// A handle to the driver task; cheap to clone.
-#[derive(Clone)]
-pub struct Agent {
-    commands: mpsc::UnboundedSender<Command>,
-}
-
-impl Agent {
-    /// Starts the driver with sockets bound to `locals` (port 0 picks a free port). A server endpoint's sockets bound
-    /// to the unspecified address answer from the address each datagram was sent to. `policies` govern its
-    /// connections until the controller's arrive.
-    pub fn start(endpoint: Endpoint, locals: &[SocketAddr], policies: LocalPolicies) -> Result<Agent> {
-        let (commands, inbox) = mpsc::unbounded_channel();
-        let (datagrams_tx, datagrams) = mpsc::channel(1024);
-        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx, policies);
-        for &local in locals {
-            driver.bind(local)?;
-        }
-        // A weak sender: the watcher must not keep the driver alive once every handle is gone.
-        let driver_inbox = commands.downgrade();
-        let watching = netlink::watch(move |event| {
-            driver_inbox.upgrade().is_some_and(|inbox| inbox.send(Command::Address(event)).is_ok())
-        });
-        if let Err(err) = watching {
-            tracing::warn!("local address changes will not be followed: {err:#}");
-        }
-        tokio::spawn(driver.run());
-        Ok(Agent { commands })
-    }
-
-    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
-        let (reply, answer) = oneshot::channel();
-        self.commands.send(make(reply)).map_err(|_| anyhow!("the tng driver has stopped"))?;
-        answer.await.map_err(|_| anyhow!("the tng driver has stopped"))?
-    }
-
-    /// Connects over `paths` (handshake on the first) and waits for the handshake to finish.
-    pub async fn connect(
-        &self,
-        paths: Vec<(SocketAddr, SocketAddr)>,
-        pin: Option<Identity>,
-    ) -> Result<ConnectionHandle> {
-        self.ask(|reply| Command::Connect { paths, pin, reply }).await
-    }
-
-    pub async fn open_stream(&self, conn: ConnectionHandle) -> Result<Stream> {
-        let id = self.ask(|reply| Command::Open { conn, reply }).await?;
-        Ok(Stream { agent: self.clone(), conn, id })
-    }
-
-    /// The next stream a peer opened, on any connection.
-    pub async fn accept_stream(&self) -> Result<Stream> {
-        let (conn, id) = self.ask(|reply| Command::Accept { reply }).await?;
-        Ok(Stream { agent: self.clone(), conn, id })
-    }
-
-    pub fn close(&self, conn: ConnectionHandle, reason: &str) {
-        let _ = self.commands.send(Command::Close { conn, reason: reason.to_owned() });
-    }
-
-    /// Replaces the controller's policies; every connection is matched again.
-    pub fn set_controller_policies(&self, policies: Vec<Policy>) {
-        let _ = self.commands.send(Command::ControllerPolicies(policies));
-    }
-
-    pub async fn status(&self) -> Result<Status> {
-        self.ask(|reply| Command::Status { reply }).await
-    }
-
-    /// Binds another local address (multihoming) and returns the bound address.
-    pub async fn bind(&self, local: SocketAddr) -> Result<SocketAddr> {
-        self.ask(|reply| Command::BindLocal { local, reply }).await
-    }
-}
-
-/// One reliable ordered byte stream of a tng connection.
-#[derive(Clone)]
-pub struct Stream {
-    agent: Agent,
-    pub conn: ConnectionHandle,
-    pub id: StreamId,
-}
-
-impl Stream {
-    /// Queues all of `data`; returns once the connection took it (its send buffer applies backpressure).
-    pub async fn write_all(&self, data: Vec<u8>) -> Result<()> {
-        let (conn, id) = (self.conn, self.id);
-        self.agent.ask(|reply| Command::Write { conn, id, data, reply }).await
-    }
-
-    /// Ends the sending half.
-    pub async fn finish(&self) -> Result<()> {
-        let (conn, id) = (self.conn, self.id);
-        self.agent.ask(|reply| Command::Finish { conn, id, reply }).await
-    }
-
-    /// The next bytes in order, or `None` once the peer finished the stream.
-    pub async fn read(&self) -> Result<Option<Vec<u8>>> {
-        let (conn, id) = (self.conn, self.id);
-        self.agent.ask(|reply| Command::Read { conn, id, reply }).await
-    }
-
-    /// Resets our sending half and asks the peer to stop sending, so that it learns the stream is dead instead of
-    /// waiting for flow-control credit forever.
-    pub fn abandon(&self) {
-        let _ = self.agent.commands.send(Command::Abandon { conn: self.conn, id: self.id });
-    }
-
-    /// An in-process byte pipe to this stream, so code written for sockets (`AsyncRead + AsyncWrite`) runs over tng
-    /// unchanged: shutting down its write half finishes the stream.
-    pub fn into_io(self) -> DuplexStream {
-        let (app, pump) = tokio::io::duplex(PIPE_BYTES);
-        let (mut from_app, mut to_app) = tokio::io::split(pump);
-        let sender = self.clone();
-        tokio::spawn(async move {
-            loop {
-                // A fresh buffer per read moves to the driver as it is: no zero-filling, no copy.
-                let mut buffer = Vec::with_capacity(READ_CHUNK);
-                match from_app.read_buf(&mut buffer).await {
-                    Ok(0) => {
-                        let _ = sender.finish().await;
-                        return;
-                    }
-                    Err(_) => {
-                        sender.abandon();
-                        return;
-                    }
-                    Ok(_) => {
-                        if sender.write_all(buffer).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        tokio::spawn(async move {
-            while let Ok(Some(data)) = self.read().await {
-                if to_app.write_all(&data).await.is_err() {
-                    // The application dropped its end.
-                    self.abandon();
-                    return;
-                }
-            }
-            let _ = to_app.shutdown().await;
-        });
-        app
-    }
-}
 
 struct PendingWrite {
     data: Vec<u8>,
@@ -259,7 +39,7 @@ impl Drop for Bound {
     }
 }
 
-struct Driver {
+pub(super) struct Driver {
     endpoint: Endpoint,
     epoch: Instant,
     sockets: HashMap<SocketAddr, Bound>,
@@ -280,7 +60,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(
+    pub(super) fn new(
         endpoint: Endpoint,
         inbox: mpsc::UnboundedReceiver<Command>,
         datagrams: mpsc::Receiver<Vec<Datagram>>,
@@ -317,7 +97,7 @@ impl Driver {
     }
 
     /// Binds a socket for a new local address and tells the endpoint (a client opens channels from it).
-    fn bind(&mut self, local: SocketAddr) -> Result<SocketAddr> {
+    pub(super) fn bind(&mut self, local: SocketAddr) -> Result<SocketAddr> {
         let bound = self.open_socket(local)?;
         let now = self.now();
         self.endpoint.add_local_address(now, bound);
@@ -381,10 +161,14 @@ impl Driver {
         }
     }
 
-    async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         loop {
             self.process_events();
             self.flush().await;
+            // Sending can wake writers that the unsent bound held back, and what they write is more to send.
+            while self.process_events() {
+                self.flush().await;
+            }
             let deadline = self.endpoint.poll_timeout().map(|t| self.instant(t));
             tokio::select! {
                 command = self.inbox.recv() => match command {
@@ -589,12 +373,13 @@ impl Driver {
 
     fn progress_write(&mut self, conn: ConnectionHandle, id: StreamId) {
         let Some(mut pending) = self.writes.remove(&(conn, id)) else { return };
+        let now = self.now();
         let Some(c) = self.endpoint.connection(conn) else {
             let _ = pending.reply.send(Err(self.gone(conn)));
             return;
         };
         while pending.written < pending.data.len() {
-            match c.write(id, &pending.data[pending.written..]) {
+            match c.write(now, id, &pending.data[pending.written..]) {
                 Ok(0) | Err(StreamError::Blocked(_)) => {
                     // Resumed by StreamWritable.
                     self.writes.insert((conn, id), pending);
@@ -634,8 +419,11 @@ impl Driver {
         let _ = reply.send(result);
     }
 
-    fn process_events(&mut self) {
+    /// Handles every event the endpoint has; whether there was any.
+    fn process_events(&mut self) -> bool {
+        let mut any = false;
         while let Some((conn, event)) = self.endpoint.poll_event() {
+            any = true;
             match event {
                 Event::Connected { peer } => {
                     tracing::info!("{conn} connected to {peer}");
@@ -682,6 +470,7 @@ impl Driver {
                 }
             }
         }
+        any
     }
 
     /// Answers every request parked on a connection that is gone.
@@ -712,17 +501,5 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
-    }
-}
-
-/// Fails with a readable message when a connection attempt does not finish in time.
-pub async fn with_timeout<T>(
-    what: &str,
-    limit: Duration,
-    future: impl std::future::Future<Output = Result<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(limit, future).await {
-        Ok(result) => result,
-        Err(_) => bail!("{what} did not finish within {} s", limit.as_secs_f64()),
     }
 }

@@ -1,0 +1,168 @@
+//! The application's side of the driver: an [`Agent`] handle per daemon, a [`Stream`] per tng stream, and the
+//! in-process pipe that lets socket-style code run over a stream.
+
+use std::net::SocketAddr;
+
+use anyhow::{anyhow, Result};
+use tng_proto::{ConnectionHandle, Endpoint, Identity, StreamId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::{mpsc, oneshot};
+
+use super::command::{Command, Reply, Status};
+use super::event_loop::Driver;
+use super::READ_CHUNK;
+use crate::netlink;
+use crate::policy::Policy;
+use crate::resolver::LocalPolicies;
+
+/// Buffer of the in-process pipe between a stream and socket-style code. Bytes waiting in it are queued ahead of the
+/// stream's unsent bound, so it is kept small (one chunk); a larger pipe made no loopback throughput difference.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// A handle to the driver task; cheap to clone.
+#[derive(Clone)]
+pub struct Agent {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Agent {
+    /// Starts the driver with sockets bound to `locals` (port 0 picks a free port). A server endpoint's sockets bound
+    /// to the unspecified address answer from the address each datagram was sent to. `policies` govern its
+    /// connections until the controller's arrive.
+    pub fn start(endpoint: Endpoint, locals: &[SocketAddr], policies: LocalPolicies) -> Result<Agent> {
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let (datagrams_tx, datagrams) = mpsc::channel(1024);
+        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx, policies);
+        for &local in locals {
+            driver.bind(local)?;
+        }
+        // A weak sender: the watcher must not keep the driver alive once every handle is gone.
+        let driver_inbox = commands.downgrade();
+        let watching = netlink::watch(move |event| {
+            driver_inbox.upgrade().is_some_and(|inbox| inbox.send(Command::Address(event)).is_ok())
+        });
+        if let Err(err) = watching {
+            tracing::warn!("local address changes will not be followed: {err:#}");
+        }
+        tokio::spawn(driver.run());
+        Ok(Agent { commands })
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(make(reply)).map_err(|_| anyhow!("the tng driver has stopped"))?;
+        answer.await.map_err(|_| anyhow!("the tng driver has stopped"))?
+    }
+
+    /// Connects over `paths` (handshake on the first) and waits for the handshake to finish.
+    pub async fn connect(
+        &self,
+        paths: Vec<(SocketAddr, SocketAddr)>,
+        pin: Option<Identity>,
+    ) -> Result<ConnectionHandle> {
+        self.ask(|reply| Command::Connect { paths, pin, reply }).await
+    }
+
+    pub async fn open_stream(&self, conn: ConnectionHandle) -> Result<Stream> {
+        let id = self.ask(|reply| Command::Open { conn, reply }).await?;
+        Ok(Stream { agent: self.clone(), conn, id })
+    }
+
+    /// The next stream a peer opened, on any connection.
+    pub async fn accept_stream(&self) -> Result<Stream> {
+        let (conn, id) = self.ask(|reply| Command::Accept { reply }).await?;
+        Ok(Stream { agent: self.clone(), conn, id })
+    }
+
+    pub fn close(&self, conn: ConnectionHandle, reason: &str) {
+        let _ = self.commands.send(Command::Close { conn, reason: reason.to_owned() });
+    }
+
+    /// Replaces the controller's policies; every connection is matched again.
+    pub fn set_controller_policies(&self, policies: Vec<Policy>) {
+        let _ = self.commands.send(Command::ControllerPolicies(policies));
+    }
+
+    pub async fn status(&self) -> Result<Status> {
+        self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// Binds another local address (multihoming) and returns the bound address.
+    pub async fn bind(&self, local: SocketAddr) -> Result<SocketAddr> {
+        self.ask(|reply| Command::BindLocal { local, reply }).await
+    }
+}
+
+/// One reliable ordered byte stream of a tng connection.
+#[derive(Clone)]
+pub struct Stream {
+    agent: Agent,
+    pub conn: ConnectionHandle,
+    pub id: StreamId,
+}
+
+impl Stream {
+    /// Queues all of `data`; returns once the connection took it (its send buffer applies backpressure).
+    pub async fn write_all(&self, data: Vec<u8>) -> Result<()> {
+        let (conn, id) = (self.conn, self.id);
+        self.agent.ask(|reply| Command::Write { conn, id, data, reply }).await
+    }
+
+    /// Ends the sending half.
+    pub async fn finish(&self) -> Result<()> {
+        let (conn, id) = (self.conn, self.id);
+        self.agent.ask(|reply| Command::Finish { conn, id, reply }).await
+    }
+
+    /// The next bytes in order, or `None` once the peer finished the stream.
+    pub async fn read(&self) -> Result<Option<Vec<u8>>> {
+        let (conn, id) = (self.conn, self.id);
+        self.agent.ask(|reply| Command::Read { conn, id, reply }).await
+    }
+
+    /// Resets our sending half and asks the peer to stop sending, so that it learns the stream is dead instead of
+    /// waiting for flow-control credit forever.
+    pub fn abandon(&self) {
+        let _ = self.agent.commands.send(Command::Abandon { conn: self.conn, id: self.id });
+    }
+
+    /// An in-process byte pipe to this stream, so code written for sockets (`AsyncRead + AsyncWrite`) runs over tng
+    /// unchanged: shutting down its write half finishes the stream.
+    pub fn into_io(self) -> DuplexStream {
+        let (app, pump) = tokio::io::duplex(PIPE_BYTES);
+        let (mut from_app, mut to_app) = tokio::io::split(pump);
+        let sender = self.clone();
+        tokio::spawn(async move {
+            loop {
+                // A fresh buffer per read moves to the driver as it is: no zero-filling, no copy.
+                let mut buffer = Vec::with_capacity(READ_CHUNK);
+                match from_app.read_buf(&mut buffer).await {
+                    Ok(0) => {
+                        let _ = sender.finish().await;
+                        return;
+                    }
+                    Err(_) => {
+                        sender.abandon();
+                        return;
+                    }
+                    Ok(_) => {
+                        if sender.write_all(buffer).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        tokio::spawn(async move {
+            while let Ok(Some(data)) = self.read().await {
+                if to_app.write_all(&data).await.is_err() {
+                    // The application dropped its end.
+                    self.abandon();
+                    return;
+                }
+            }
+            let _ = to_app.shutdown().await;
+        });
+        app
+    }
+}
