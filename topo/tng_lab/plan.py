@@ -26,9 +26,10 @@ Wi-Fi's), so a UE socket bound to a link's address uses that link both ways; the
 and 10.2.0.0/24 already lead to the gateway's link interfaces (Linux forwarding gets static ARP entries for the
 UEs' link addresses).
 ```
- ... [lte 10.1.0.2] [wifi 10.1.1.2] [lo 10.2.0.2]  gateway ns  [ue-1 10.3.1.1] ==veth== [gw 10.3.1.2]  UE 1 ns
-                                                                                        10.1.0.11 10.1.1.11 10.2.0.11
-                                                               [ue-2 10.3.2.1] ==veth== [gw 10.3.2.2]  UE 2 ns ...
+ link ns       gateway ns (forwards)                        UE k ns (k = 1..N)
+ [ue] ==veth== [lte 10.1.0.2]     [ue-1 10.3.1.1] ==veth== [gw 10.3.1.2  10.1.0.11  10.1.1.11  10.2.0.11]
+ [ue] ==veth== [wifi 10.1.1.2]    [ue-2 10.3.2.1] ==veth== [gw 10.3.2.2  10.1.0.12  10.1.1.12  10.2.0.12]
+               [lo 10.2.0.2] (LWIP)  ...
 ```
 """
 
