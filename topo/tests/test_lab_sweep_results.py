@@ -22,7 +22,7 @@ from tng_lab.results import (
 )
 from tng_lab.scenario import Scenario
 from tng_lab.sweep_plots import plot_sweep
-from tng_lab.sweep_results import PointOutcome, sweep_json, sweep_markdown
+from tng_lab.sweep_results import PointOutcome, sweep_json, sweep_markdown, workload_entry
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -283,3 +283,11 @@ def test_a_sweep_with_a_wrong_point_runs_nothing(tmp_path: Path, monkeypatch: py
     with pytest.raises(sweep.ScenarioError, match="point 2"):
         sweep_run.run(sweep_options(tmp_path))
     assert asked == [] and not (tmp_path / "out").exists()
+
+
+def test_a_workload_refused_at_setup_is_failed_with_the_reason(points: list[sweep.Point]) -> None:
+    lab = lab_results(points[0].scenario, 1)
+    steered = next(w for w in points[0].scenario.workloads if w.name == "steered")
+    lab.workloads[2] = WorkloadResult(steered, None, error="the controller refused its steering policy: no")
+    entry = workload_entry(to_json(lab)["workloads"][2])
+    assert entry == {"status": "failed", "reason": "the controller refused its steering policy: no"}

@@ -112,6 +112,7 @@ class WorkloadResult:
     cc: str | None  # the congestion control in force (for kernel transports, the server's default if unset)
     runs: list[RunResult] = field(default_factory=list)
     skipped: str | None = None
+    error: str | None = None  # why it could not be set up (e.g. the controller refused its policy); it did not run
 
     def ok_runs(self) -> list[RunResult]:
         return [run for run in self.runs if run.error is None]
@@ -119,7 +120,11 @@ class WorkloadResult:
     def status(self) -> str:
         if self.skipped:
             return "skipped"
-        return "failed" if any(run.error for run in self.runs) else "ok"
+        return "failed" if self.error or any(run.error for run in self.runs) else "ok"
+
+    def reason(self) -> str | None:
+        """Why it was skipped or failed (its first failed run's error), None when it ran well."""
+        return self.skipped or self.error or next((run.error for run in self.runs if run.error), None)
 
     def summary(self) -> dict[str, Any]:
         """Means (and sample standard deviations over repetitions) of the headline numbers of the good runs."""
@@ -248,7 +253,7 @@ def summary_table(results: LabResults) -> str:
             paths += f" (switch: {workload.steering}{', VISIBLE' if workload.visible else ''})"
         first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
-            reason = result.skipped or next(run.error for run in result.runs if run.error)
+            reason = result.reason()
             rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 9]) + " |")
             continue
         summary = result.summary()

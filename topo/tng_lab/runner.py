@@ -78,6 +78,10 @@ class RunOptions:
     binaries: Binaries
 
 
+class WorkloadError(LabError):
+    """A workload cannot run on this lab (e.g. the controller refuses its policy); the lab itself is fine."""
+
+
 class ShieldedExitStack(ExitStack):
     """An exit stack whose unwinding cannot be interrupted by the signals that stop a run."""
 
@@ -247,7 +251,14 @@ def run(options: RunOptions) -> LabResults:
         for repetition in range(options.repeat):
             for workload in runnable:
                 result = by_name[workload.name]
-                result.cc = _prepare(lab, workload)
+                if result.error is not None:
+                    continue  # it could not be set up in an earlier repetition
+                try:
+                    result.cc = _prepare(lab, workload)
+                except WorkloadError as err:
+                    result.error = str(err)
+                    notice(f"workload {workload.name} failed: {err}")
+                    continue
                 label = f"{workload.name} ({repetition + 1}/{options.repeat})"
                 progress.start(label, options.duration_s)
                 result.runs.append(_run_workload(lab, workload, repetition, progress))
@@ -371,7 +382,11 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
         policy = plan.run_dir / f"policy-{workload.name}.toml"
         policy.write_text(controller.policy_toml(lab.options.scenario, plan, workload))
         shutil.copyfile(policy, lab.logs / policy.name)
-        lab.controller.set_policy(policy)
+        try:
+            lab.controller.set_policy(policy)
+        except LabError as err:  # the other workloads can still run
+            said = str(err).partition("): ")[2] or str(err)  # tngctl's answer, without the command line (run-specific)
+            raise WorkloadError(f"the controller refused its steering policy: {said}") from err
     if workload.transport not in KERNEL_TRANSPORTS:
         return workload.cc or "agent default"
     for command in plan.ue_tcp_sack(workload.sack):  # every kernel workload sets it: no leak into the next one

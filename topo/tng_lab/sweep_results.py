@@ -71,7 +71,8 @@ def workload_entry(result: dict[str, Any]) -> dict[str, Any]:
     summary = result["summary"]
     runs = [run for run in result["runs"] if run["error"] is None]
     errors = [run["error"] for run in result["runs"] if run["error"] is not None]
-    entry: dict[str, Any] = {"status": result["status"], "reason": result["skipped"] or (errors[0] if errors else None)}
+    reason = result["skipped"] or result.get("error") or (errors[0] if errors else None)
+    entry: dict[str, Any] = {"status": result["status"], "reason": reason}
     if not runs:
         return entry
     entry.update(
