@@ -192,6 +192,60 @@ def test_identical_workloads_meet_the_same_trace_capacity(bin_dir: Path, tmp_pat
     assert "| utilization % |" in (tmp_path / "summary.md").read_text()
 
 
+TWO_UES = """
+name = "two-ues"
+duration_s = 3
+ues = 2
+[switch]
+lte = "lte"
+wifi = "wifi"
+[[links]]
+name = "lte"
+down = { rate = "8mbit", delay = "20ms", queue = "100pkt" }
+up = { rate = "5mbit", delay = "20ms" }
+[[links]]
+name = "wifi"
+down = { rate = "16mbit", delay = "5ms", queue = "100pkt" }
+up = { rate = "16mbit", delay = "5ms" }
+[[workloads]]
+name = "tcp-lte"
+transport = "tcp"
+cc = "cubic"
+paths = ["lte"]
+[[workloads]]
+name = "tcp-wifi"
+transport = "tcp"
+cc = "cubic"
+paths = ["wifi"]
+"""
+
+
+def test_two_ues_share_the_links_through_their_gateway(bin_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "two-ues.toml"
+    scenario.write_text(TWO_UES)
+    argv = [sys.executable, "-m", "tng_lab", "run", str(scenario), "--out", str(tmp_path), "--bin-dir", str(bin_dir)]
+    runner = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = runner.communicate(timeout=180)
+    assert runner.returncode == 0, stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["ues"] == 2
+    workloads = {w["workload"]["name"]: w for w in results["workloads"]}
+    for name, other in (("tcp-lte", "wifi"), ("tcp-wifi", "lte")):
+        run = workloads[name]["runs"][0]
+        assert run["error"] is None, run["error"]
+        ue1, ue2 = run["ues"]
+        for ue in (ue1, ue2):  # both UEs moved data at the same time, each with its own seed
+            assert ue["bytes_received"] > 100_000 and ue["goodput_mbps"] > 0.5, (name, ue)
+            assert (tmp_path / "logs" / f"{name}-r0-ue{ue['ue']}.json").is_file()
+        assert ue2["seed"] == ue1["seed"] + 1000
+        assert run["goodput_mbps"] == pytest.approx(ue1["goodput_mbps"] + ue2["goodput_mbps"], abs=1e-3)
+        assert 0.5 <= run["fairness"] <= 1.0
+        assert run["paths"][other]["down_bytes"] < 10_000, name  # the gateway kept both UEs on the named link
+        assert run["paths"][name.removeprefix("tcp-")]["down_bytes"] > ue1["bytes_received"] + ue2["bytes_received"]
+    assert "Goodput per UE" in (tmp_path / "summary.md").read_text()
+    assert namespaces_of(runner.pid) == []
+
+
 def test_interrupted_run_removes_everything_it_created(bin_dir: Path, tmp_path: Path) -> None:
     runner = start(bin_dir, tmp_path)
     pids = wait_for_client(runner)

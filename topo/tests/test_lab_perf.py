@@ -102,3 +102,20 @@ def test_supported_transports_come_from_the_help(tmp_path: Path, help_text: str,
     fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{help_text}EOF\n")
     fake.chmod(0o755)
     assert perf.supported_transports(fake) == expected
+
+
+def test_one_report_stays_as_it_is() -> None:
+    report = perf.parse_report(json.dumps(REPORT))
+    assert perf.combined([report]) is report
+
+
+def test_reports_of_clients_that_ran_at_once_add_up() -> None:
+    first = perf.parse_report(json.dumps(REPORT))
+    second = perf.parse_report(
+        json.dumps(REPORT | {"goodput_mbps": 7.5, "fct_ms": {"mean": 20.0, "p50": 10.0, "p99": 100.0, "count": 40}})
+    )
+    both = perf.combined([first, second])
+    assert both.goodput_mbps == 20.0 and both.bytes_received == 2 * 7_800_000
+    assert (both.retransmitted_packets, both.sent_packets, both.cpu_percent) == (6, 10800, 9.0)
+    assert both.fct_ms == perf.Fct(65.0, 47.5, 325.0, 160)  # weighted by each client's flows
+    assert [(path["name"], path["ue"]) for path in both.paths] == [("subflow0", 1), ("subflow0", 2)]

@@ -209,3 +209,17 @@ def test_switch_counts_between_two_snapshots() -> None:
     counts = SwitchCounts.between(before, after, {"lte": 2, "wifi": 3})
     assert counts.links == {"lte": LinkCounts(300, 295, 5), "wifi": LinkCounts(600, 600, 0)}
     assert counts.visible["held"] == 7 and counts.dropped == 2
+
+
+def test_a_workload_that_could_not_be_set_up_failed_with_its_reason(lab: LabResults) -> None:
+    refused = WorkloadResult(
+        Workload("steered-lowrtt", "tcp", "bulk", ("lte", "wifi"), steering="lowest-rtt"),
+        None,
+        error="the controller refused its steering policy: lte_weight is used only by ...",
+    )
+    lab.workloads.append(refused)
+    assert refused.status() == "failed" and refused.reason().startswith("the controller refused")
+    assert lab.failed()[-1] is refused
+    row = summary_table(lab).strip().splitlines()[-1]
+    assert row.startswith("| steered-lowrtt | tcp | - | bulk | lte+wifi (switch: lowest-rtt) | failed: the controller")
+    assert lab.workloads[0].reason() is None and lab.workloads[3].reason() == "no --transport tng"

@@ -72,6 +72,11 @@ def test_valid_scenario_becomes_dataclasses(tmp_path: Path) -> None:
     assert loaded.workloads[1].parallel == 4 and loaded.workloads[1].mode == "shortflows"
 
 
+def test_one_ue_unless_the_scenario_says_how_many(tmp_path: Path) -> None:
+    assert scenario.load(write(tmp_path, VALID)).ues == 1
+    assert scenario.load(write(tmp_path, VALID.replace("duration_s = 5", "duration_s = 5\nues = 8"))).ues == 8
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.name)
 def test_shipped_scenarios_load(path: Path) -> None:
     loaded = scenario.load(path)
@@ -93,6 +98,9 @@ def test_shipped_scenarios_load(path: Path) -> None:
         (('transport = "mptcp"', 'transport = "quic"'), "workloads[0].transport", "'quic' is not one of"),
         (('mode = "shortflows"', 'mode = "bulk"'), "workloads[1].parallel", "only applies to mode shortflows"),
         (('name = "cell"', 'name = "lte"'), "links[1].name", "'lte' is used twice"),
+        (("duration_s = 5", "duration_s = 5\nues = 9"), "ues", "must be 1 to 8 (UEs sharing the links"),
+        (("duration_s = 5", "duration_s = 5\nues = 0"), "ues", "must be 1 to 8"),
+        (("duration_s = 5", "duration_s = 5\nues = true"), "ues", "expected an integer, got true or false"),
         (('name = "cell"', 'name = "Cell-1"'), "links[1].name", "must be a lowercase letter"),
         (('model = "sprout"', 'model = "verus"'), "links[1].down.trace.model", "'verus' is not one of sprout"),
         (

@@ -1,4 +1,5 @@
-"""`tng-lab` (`python -m tng_lab`): run a scenario on network namespaces, or clean up after runs that crashed."""
+"""`tng-lab` (`python -m tng_lab`): run a scenario on network namespaces, sweep a scenario over axes of values, or
+clean up after runs that crashed."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from tng_lab import cleanup, netns, runner, scenario
-from tng_lab.plots import plot_all
-from tng_lab.results import summary_table, to_json, write_json, write_summary
+from tng_lab import cleanup, netns, runner, scenario, sweep, sweep_run
+from tng_lab.outputs import write_run
+from tng_lab.results import summary_table, to_json
 
 INTERRUPTED_EXIT = 130
 
@@ -42,6 +43,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="output directory (default: build/lab/<scenario>-<time>)")
     run.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
     run.add_argument("--json", action="store_true", help="print results.json to stdout instead of the summary table")
+    swept = commands.add_parser(
+        "sweep", help="run every point of a sweep file; write each point's results, sweep.json, sweep.md and plots"
+    )
+    swept.add_argument("sweep", type=Path, help="sweep file (TOML), e.g. topo/sweeps/lwip.toml")
+    swept.add_argument("--duration", type=_positive_float, help="seconds per workload (default: the scenario's)")
+    swept.add_argument("--repeat", type=_positive_int, default=1, help="runs of every workload per point (default 1)")
+    swept.add_argument("--seed", type=int, help="first workload seed of every point (default: the scenario's)")
+    swept.add_argument("--out", type=Path, help="output directory (default: build/lab/<sweep>-<time>)")
+    swept.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
     commands.add_parser("clean", help="remove namespaces, processes and sockets left by runs that did not finish")
     return top
 
@@ -63,9 +73,7 @@ def run_command(args: argparse.Namespace) -> int:
         binaries=runner.Binaries.locate(args.bin_dir),
     )
     results = runner.run(options)
-    plots = plot_all(results, out_dir)
-    write_json(results, out_dir / "results.json")
-    summary = write_summary(results, plots, out_dir / "summary.md")
+    _, summary, plots = write_run(results, out_dir)
     if args.json:
         print(json.dumps(to_json(results), indent=2))
     else:
@@ -80,6 +88,27 @@ def run_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def sweep_command(args: argparse.Namespace) -> int:
+    loaded = sweep.load(args.sweep)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = (args.out or runner.REPO / "build" / "lab" / f"{loaded.name}-{stamp}").resolve()
+    options = sweep_run.SweepOptions(
+        sweep=loaded,
+        out_dir=out_dir,
+        duration_s=args.duration,
+        repeat=args.repeat,
+        seed=args.seed,
+        binaries=runner.Binaries.locate(args.bin_dir),
+    )
+    outputs = sweep_run.run(options)
+    print(outputs.markdown.read_text())
+    print(f"sweep: {outputs.json_file}\ntables: {outputs.markdown}")
+    print("plots: " + ", ".join(str(plot) for plot in outputs.plots))
+    if outputs.failed():
+        print("tng-lab sweep: some points or workloads failed (sweep.md says which and why)", file=sys.stderr)
+    return 1 if outputs.failed() else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job starts with it ignored
@@ -88,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "clean":
             print(cleanup.clean().line())
             return 0
+        if args.command == "sweep":
+            return sweep_command(args)
         return run_command(args)
     except scenario.ScenarioError as err:
         print(f"tng-lab: scenario error: {err}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,33 @@ def parse_report(text: str) -> PerfReport:
         raise LabError(f"tng perf client printed no JSON report ({err})") from err
     except (KeyError, TypeError, ValueError) as err:
         raise LabError(f"tng perf client report lacks or mangles field {err}") from err
+
+
+def combined(reports: list[PerfReport]) -> PerfReport:
+    """One report for clients that ran at once (one per UE): goodput, bytes, packets and CPU add up, every FCT sample
+    is kept, and each path entry says which client (`ue`, from 1) it came from. FCT mean, p50 and p99 of several
+    clients are their means weighted by flow count: exact for the mean, an approximation for the percentiles (the
+    pooled samples, when the clients report them, give the exact distribution)."""
+    if len(reports) == 1:
+        return reports[0]
+    flows = sum(report.fct_ms.count for report in reports)
+
+    def weighted(value: Callable[[Fct], float]) -> float:
+        return sum(value(r.fct_ms) * r.fct_ms.count for r in reports) / flows if flows else 0.0
+
+    return PerfReport(
+        transport=reports[0].transport,
+        mode=reports[0].mode,
+        goodput_mbps=sum(report.goodput_mbps for report in reports),
+        bytes_received=sum(report.bytes_received for report in reports),
+        bytes_corrupted=sum(report.bytes_corrupted for report in reports),
+        fct_ms=Fct(weighted(lambda f: f.mean), weighted(lambda f: f.p50), weighted(lambda f: f.p99), flows),
+        retransmitted_packets=sum(report.retransmitted_packets for report in reports),
+        sent_packets=sum(report.sent_packets for report in reports),
+        cpu_percent=sum(report.cpu_percent for report in reports),
+        paths=[{**path, "ue": ue} for ue, report in enumerate(reports, start=1) for path in report.paths],
+        fct_samples_ms=[sample for report in reports for sample in report.fct_samples_ms],
+    )
 
 
 def supported_transports(binary: Path) -> set[str]:

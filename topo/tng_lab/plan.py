@@ -16,6 +16,21 @@ With BMv2 the switch namespace's interfaces carry no addresses and the kernel do
 ports 1 (`srv`), 2, 3, ... (the links in scenario order). A scenario with an LWIP pair of links also gives the UE
 one address on its loopback, reachable over both links (the switch steers each packet to one of them) and
 answering over the Wi-Fi link.
+
+With `ues = N` > 1 the namespace at the links' far end is the UEs' gateway (`gw`): it keeps everything above
+(link interfaces and addresses, per-source tables, 10.2.0.2) and forwards. UE k (1..N) hangs off it on a veth
+(`ue-k` at the gateway, `gw` at the UE, 10.3.k.1 and 10.3.k.2) and owns, on that veth, one source address per
+link, 10.1.i.(10+k) in link i's subnet, and with an LWIP pair the LWIP address 10.2.0.(10+k). The gateway routes
+each of these /32s to the UE and sends what the UE sends from it into that link's table (from the LWIP address:
+Wi-Fi's), so a UE socket bound to a link's address uses that link both ways; the switch's routes for 10.1.i.0/24
+and 10.2.0.0/24 already lead to the gateway's link interfaces (Linux forwarding gets static ARP entries for the
+UEs' link addresses).
+```
+ link ns       gateway ns (forwards)                        UE k ns (k = 1..N)
+ [ue] ==veth== [lte 10.1.0.2]     [ue-1 10.3.1.1] ==veth== [gw 10.3.1.2  10.1.0.11  10.1.1.11  10.2.0.11]
+ [ue] ==veth== [wifi 10.1.1.2]    [ue-2 10.3.2.1] ==veth== [gw 10.3.2.2  10.1.0.12  10.1.1.12  10.2.0.12]
+               [lo 10.2.0.2] (LWIP)  ...
+```
 """
 
 from __future__ import annotations
@@ -30,6 +45,8 @@ SWITCH_SERVER_ADDRESS = "10.0.0.254"
 UE_NETWORK = "10.1.0.0/16"
 LWIP_NETWORK = "10.2.0.0/24"
 LWIP_ADDRESS = "10.2.0.2"
+UE_HOST_OFFSET = 10  # with several UEs, UE k is host 10 + k in every link's subnet and in the LWIP network
+GATEWAY_UE_IF = "gw"  # a UE's interface toward the gateway (link names cannot clash: they have no '-')
 SERVER_PORT = 1  # BMv2 port of `srv`; link i is port FIRST_LINK_PORT + i
 FIRST_LINK_PORT = 2
 PERF_PORT = 5201
@@ -83,15 +100,51 @@ class LwipPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class UeSource:
+    """An address of a UE that makes its traffic take one link, and the UE interface it leaves by."""
+
+    link: str
+    address: str
+    interface: str
+
+
+@dataclass(frozen=True, slots=True)
+class UePlan:
+    """One UE: where its perf client runs and which addresses it binds to use each link (or be steered)."""
+
+    number: int  # 1..N
+    namespace: str
+    sources: tuple[UeSource, ...]  # one per link, in scenario order
+    lwip_address: str | None  # its address behind the LWIP switch, with an LWIP pair of links
+
+    def source(self, link: str) -> UeSource:
+        return next(source for source in self.sources if source.link == link)
+
+
+@dataclass(frozen=True, slots=True)
+class UeLink:
+    """The veth between the gateway and one of several UEs, with its transit addresses."""
+
+    ue: UePlan
+    gateway_if: str
+    gateway_address: str
+    gateway_mac: str
+    ue_address: str
+    ue_mac: str
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     prefix: str
     server_ns: str
     switch_ns: str
-    ue_ns: str
+    ue_ns: str  # the links' far end: the UE itself, or with several UEs their gateway
     paths: tuple[PathPlan, ...]
     run_dir: Path
     bmv2: bool = False  # BMv2 owns the switch namespace's interfaces; the kernel there neither forwards nor answers
     lwip: LwipPlan | None = None
+    ues: tuple[UePlan, ...] = ()
+    ue_links: tuple[UeLink, ...] = ()  # empty with one UE (it is the links' far end)
 
     @property
     def server_address(self) -> str:
@@ -114,7 +167,15 @@ class Plan:
         return FIRST_LINK_PORT + next(index for index, path in enumerate(self.paths) if path.name == link)
 
     def namespaces(self) -> list[str]:
-        return [self.server_ns, self.switch_ns, *(path.namespace for path in self.paths), self.ue_ns]
+        return [self.server_ns, self.switch_ns, *(path.namespace for path in self.paths), *self._far_end()]
+
+    def ue_namespaces(self) -> list[str]:
+        """Where the perf clients run: one namespace per UE."""
+        return [ue.namespace for ue in self.ues]
+
+    def _far_end(self) -> list[str]:
+        """The namespaces behind the links: the UE, or the gateway and every UE."""
+        return [self.ue_ns, *(link.ue.namespace for link in self.ue_links)]
 
     def path(self, name: str) -> PathPlan:
         return next(path for path in self.paths if path.name == name)
@@ -124,6 +185,9 @@ class Plan:
         for index, path in enumerate(self.paths, start=1):
             veths.append(Veth(self.switch_ns, path.switch_if, path.switch_mac, path.namespace, "sw", _mac(index, 3)))
             veths.append(Veth(path.namespace, "ue", _mac(index, 4), self.ue_ns, path.ue_if, path.ue_mac))
+        for link in self.ue_links:
+            ue = link.ue
+            veths.append(Veth(self.ue_ns, link.gateway_if, link.gateway_mac, ue.namespace, GATEWAY_UE_IF, link.ue_mac))
         return veths
 
     def commands(self) -> list[list[str]]:
@@ -162,8 +226,10 @@ class Plan:
         commands.append(_ip(self.ue_ns, "route", "add", "default", "via", self.paths[0].switch_address))
         if self.lwip is not None:
             commands += self._lwip_commands(self.lwip)
+        if self.ue_links:
+            commands += self._gateway_commands()
         subflows = str(len(self.paths))
-        for ns in (self.server_ns, self.ue_ns):
+        for ns in (self.server_ns, *self.ue_namespaces()):
             commands.append(_exec(ns, "sysctl", "-qw", "net.mptcp.enabled=1"))
             commands.append(_ip(ns, "mptcp", "limits", "set", "subflow", subflows, "add_addr_accepted", subflows))
         return commands
@@ -178,17 +244,65 @@ class Plan:
             _ip(self.server_ns, "route", "add", lwip.network, "via", SWITCH_SERVER_ADDRESS),
         ]
 
-    def mptcp_endpoints(self, paths: tuple[str, ...]) -> list[list[str]]:
-        """Commands giving the UE one `subflow` endpoint per path after the first (the initial subflow's)."""
-        commands = [_ip(self.ue_ns, "mptcp", "endpoint", "flush")]
-        for name in paths[1:]:
-            path = self.path(name)
-            commands.append(_ip(self.ue_ns, "mptcp", "endpoint", "add", path.ue_address, "dev", path.ue_if, "subflow"))
+    def _gateway_commands(self) -> list[list[str]]:
+        """The gateway forwards between the links and the UEs: each UE's addresses are routed to it, and what it
+        sends from a link's address goes into that link's table (from its LWIP address, Wi-Fi's)."""
+        gateway = self.ue_ns
+        commands = [_exec(gateway, "sysctl", "-qw", "net.ipv4.ip_forward=1")]
+        wifi_table = str(self.path(self.lwip.wifi).table) if self.lwip is not None else None
+        for link in self.ue_links:
+            ue = link.ue
+            commands += [
+                _ip(gateway, "addr", "add", f"{link.gateway_address}/24", "dev", link.gateway_if),
+                _ip(ue.namespace, "addr", "add", f"{link.ue_address}/24", "dev", GATEWAY_UE_IF),
+                _static_arp(gateway, link.gateway_if, link.ue_address, link.ue_mac),
+                _static_arp(ue.namespace, GATEWAY_UE_IF, link.gateway_address, link.gateway_mac),
+            ]
+            owned = [(source.address, str(self.path(source.link).table)) for source in ue.sources]
+            if ue.lwip_address is not None and wifi_table is not None:
+                owned.append((ue.lwip_address, wifi_table))
+            for address, table in owned:
+                commands += [
+                    _ip(ue.namespace, "addr", "add", f"{address}/32", "dev", GATEWAY_UE_IF),
+                    _ip(gateway, "route", "add", f"{address}/32", "via", link.ue_address, "dev", link.gateway_if),
+                    _ip(gateway, "rule", "add", "from", address, "table", table),
+                ]
+            if not self.bmv2:  # Linux forwarding resolves the UEs' link addresses to the gateway's link interfaces
+                for source in ue.sources:
+                    path = self.path(source.link)
+                    commands.append(_static_arp(self.switch_ns, path.switch_if, source.address, path.ue_mac))
+            first = ue.sources[0].address  # like the single UE's main table: unbound traffic takes the first link
+            commands.append(
+                _ip(
+                    ue.namespace,
+                    "route",
+                    "add",
+                    "default",
+                    "via",
+                    link.gateway_address,
+                    "dev",
+                    GATEWAY_UE_IF,
+                    "src",
+                    first,
+                )
+            )
         return commands
 
-    def ue_tcp_sack(self, enabled: bool) -> list[str]:
-        """The command that makes the UE offer SACK on its next TCP connections, or not."""
-        return _exec(self.ue_ns, "sysctl", "-qw", f"net.ipv4.tcp_sack={int(enabled)}")
+    def mptcp_endpoints(self, paths: tuple[str, ...]) -> list[list[str]]:
+        """Commands giving every UE one `subflow` endpoint per path after the first (the initial subflow's)."""
+        commands = []
+        for ue in self.ues:
+            commands.append(_ip(ue.namespace, "mptcp", "endpoint", "flush"))
+            for name in paths[1:]:
+                source = ue.source(name)
+                commands.append(
+                    _ip(ue.namespace, "mptcp", "endpoint", "add", source.address, "dev", source.interface, "subflow")
+                )
+        return commands
+
+    def ue_tcp_sack(self, enabled: bool) -> list[list[str]]:
+        """The commands that make every UE offer SACK on its next TCP connections, or not."""
+        return [_exec(ns, "sysctl", "-qw", f"net.ipv4.tcp_sack={int(enabled)}") for ns in self.ue_namespaces()]
 
 
 def _ip(ns: str, *args: str) -> list[str]:
@@ -209,7 +323,8 @@ def _static_arp(ns: str, interface: str, address: str, mac: str) -> list[str]:
 
 def make_plan(scenario: Scenario, prefix: str, run_dir: Path, *, bmv2: bool = False) -> Plan:
     """Names every namespace `<prefix><role>`; link i gets 10.1.i.0/24 (switch .1, UE .2); an LWIP pair of links
-    gives the UE the address 10.2.0.2 behind both."""
+    gives the UE the address 10.2.0.2 behind both. With several UEs the links end at the gateway `<prefix>gw`
+    (which keeps those addresses) and UE k is `<prefix>ue<k>` with host number 10 + k."""
     paths = tuple(
         PathPlan(
             name=link.name,
@@ -227,4 +342,20 @@ def make_plan(scenario: Scenario, prefix: str, run_dir: Path, *, bmv2: bool = Fa
     )
     switch = scenario.switch
     lwip = LwipPlan(switch.lte, switch.wifi) if switch.lte is not None and switch.wifi is not None else None
-    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir, bmv2, lwip)
+    if scenario.ues == 1:
+        sources = tuple(UeSource(path.name, path.ue_address, path.ue_if) for path in paths)
+        ue = UePlan(1, f"{prefix}ue", sources, lwip.address if lwip else None)
+        return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir, bmv2, lwip, (ue,))
+    ue_links = tuple(_ue_link(prefix, number, paths, lwip) for number in range(1, scenario.ues + 1))
+    ues = tuple(link.ue for link in ue_links)
+    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}gw", paths, run_dir, bmv2, lwip, ues, ue_links)
+
+
+def _ue_link(prefix: str, number: int, paths: tuple[PathPlan, ...], lwip: LwipPlan | None) -> UeLink:
+    host = UE_HOST_OFFSET + number
+    sources = tuple(UeSource(path.name, f"10.1.{index}.{host}", GATEWAY_UE_IF) for index, path in enumerate(paths))
+    lwip_address = f"10.2.0.{host}" if lwip else None  # in LWIP_NETWORK
+    ue = UePlan(number, f"{prefix}ue{number}", sources, lwip_address)
+    return UeLink(
+        ue, f"ue-{number}", f"10.3.{number}.1", _mac(0x20 + number, 1), f"10.3.{number}.2", _mac(0x20 + number, 2)
+    )

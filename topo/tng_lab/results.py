@@ -64,6 +64,23 @@ class Delay:
 
 
 @dataclass(frozen=True, slots=True)
+class UeRun:
+    """One UE's perf client in a run (with several UEs every one runs the workload at the same time)."""
+
+    ue: int  # 1..N
+    seed: int  # its tng perf seed
+    goodput_mbps: float
+    bytes_received: int
+    retransmitted_packets: int
+
+
+def jain_fairness(values: list[float]) -> float | None:
+    """Jain's index (sum x)^2 / (n sum x^2): 1 when every UE got the same, 1/n when one got everything."""
+    squares = sum(value * value for value in values)
+    return sum(values) ** 2 / (len(values) * squares) if squares > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     repetition: int
     seed: int  # tng perf's seed
@@ -85,6 +102,8 @@ class RunResult:
     tcp: TcpStats | None = None  # kernel transports: reordering at the UE and what it cost the server
     switch: SwitchCounts | None = None  # with BMv2: steered, sent and queue-dropped per link; VISIBLE's decisions
     error: str | None = None
+    ues: tuple[UeRun, ...] = ()  # per UE; goodput_mbps and the byte and packet counts above are their sums
+    fairness: float | None = None  # Jain's index of the UEs' goodputs
 
 
 @dataclass(slots=True)
@@ -93,6 +112,7 @@ class WorkloadResult:
     cc: str | None  # the congestion control in force (for kernel transports, the server's default if unset)
     runs: list[RunResult] = field(default_factory=list)
     skipped: str | None = None
+    error: str | None = None  # why it could not be set up (e.g. the controller refused its policy); it did not run
 
     def ok_runs(self) -> list[RunResult]:
         return [run for run in self.runs if run.error is None]
@@ -100,7 +120,11 @@ class WorkloadResult:
     def status(self) -> str:
         if self.skipped:
             return "skipped"
-        return "failed" if any(run.error for run in self.runs) else "ok"
+        return "failed" if self.error or any(run.error for run in self.runs) else "ok"
+
+    def reason(self) -> str | None:
+        """Why it was skipped or failed (its first failed run's error), None when it ran well."""
+        return self.skipped or self.error or next((run.error for run in self.runs if run.error), None)
 
     def summary(self) -> dict[str, Any]:
         """Means (and sample standard deviations over repetitions) of the headline numbers of the good runs."""
@@ -122,9 +146,20 @@ class WorkloadResult:
                 for name in self.workload.paths
                 if runs
             },
+            "ue_goodput_mbps": _per_ue_means(runs),
+            "fairness": _stats([run.fairness for run in runs if run.fairness is not None]),
             "tcp": _mean_counts([run.tcp.to_json() for run in runs if run.tcp is not None]),
             "switch": _mean_counts([run.switch.to_json() for run in runs if run.switch is not None]),
         }
+
+
+def _per_ue_means(runs: list[RunResult]) -> list[float]:
+    """Each UE's goodput, the mean over runs (UE 1 first)."""
+    by_ue: dict[int, list[float]] = {}
+    for run in runs:
+        for ue in run.ues:
+            by_ue.setdefault(ue.ue, []).append(ue.goodput_mbps)
+    return [round(statistics.fmean(by_ue[ue]), 3) for ue in sorted(by_ue)]
 
 
 def _mean_counts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -158,6 +193,7 @@ class LabResults:
     links: dict[str, dict[str, str]]  # name -> {"down": description, "up": description, "down_spec": ...}
     host: dict[str, Any]
     workloads: list[WorkloadResult] = field(default_factory=list)
+    ues: int = 1  # UEs sharing the links; every workload ran one client per UE
     delay_method: str = DELAY_METHOD
     capacity_method: str = CAPACITY_METHOD
 
@@ -217,7 +253,7 @@ def summary_table(results: LabResults) -> str:
             paths += f" (switch: {workload.steering}{', VISIBLE' if workload.visible else ''})"
         first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
-            reason = result.skipped or next(run.error for run in result.runs if run.error)
+            reason = result.reason()
             rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 9]) + " |")
             continue
         summary = result.summary()
@@ -259,6 +295,20 @@ def _cpu_column(runs: list[RunResult]) -> str:
     server = mean_of(lambda name: name == "server")
     linkem = mean_of(lambda name: name.startswith("linkem"))
     return f"{client:.0f}, {server:.0f}, {linkem:.0f}"
+
+
+def ue_table(results: LabResults) -> str:
+    """summary.md's table of several UEs: each one's goodput per workload and Jain's index over them."""
+    header = "| workload | " + " | ".join(f"UE {ue}" for ue in range(1, results.ues + 1)) + " | Jain's index |"
+    rows = [header, "|" + "---|" * (results.ues + 2)]
+    for result in results.workloads:
+        if result.status() != "ok":
+            continue
+        summary = result.summary()
+        cells = [f"{mbps:.2f}" for mbps in summary["ue_goodput_mbps"]]
+        cells += ["-"] * (results.ues - len(cells))
+        rows.append("| " + " | ".join([result.workload.name, *cells, _fmt(summary["fairness"], 3)]) + " |")
+    return "\n".join(rows) + "\n"
 
 
 def where_packets_went_table(results: LabResults) -> str:
@@ -309,6 +359,8 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     ]
     for name, link in results.links.items():
         lines.append(f"- link `{name}`: down {link['down']}; up {link['up']}")
+    if results.ues > 1:
+        lines.append(f"- {results.ues} UEs behind the links, one client each at once: goodput is their sum")
     lines += [
         "",
         summary_table(results),
@@ -317,6 +369,8 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
         "CPU %: 100 = one core, averaged over the workload. Load avg: highest 1-minute load average seen.",
         "",
     ]
+    if results.ues > 1:
+        lines += ["Goodput per UE (Mbit/s, mean over runs) and Jain's fairness index:", "", ue_table(results)]
     packets = where_packets_went_table(results)
     if packets:
         lines += [

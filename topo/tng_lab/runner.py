@@ -29,11 +29,11 @@ from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
 from tng_lab.load import LoadMeter
 from tng_lab.netns import LabError, namespaces, run_directory, run_prefix, sh
-from tng_lab.perf import Fct
-from tng_lab.plan import PERF_PORT, Plan, make_plan
+from tng_lab.perf import Fct, PerfReport
+from tng_lab.plan import PERF_PORT, Plan, UePlan, make_plan
 from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
-from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
+from tng_lab.results import Delay, LabResults, PathResult, RunResult, UeRun, WorkloadResult, jain_fairness
 from tng_lab.scenario import KERNEL_TRANSPORTS, Scenario, ScenarioError, Workload
 from tng_lab.switch_counters import SwitchCounts
 from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
@@ -47,6 +47,7 @@ DRAIN_TIMEOUT_S = 5.0
 # the duration again, at least this.
 MIN_CLIENT_GRACE_S = 10.0
 LINKEM_EXIT_GRACE_S = 1.0
+UE_SEED_STRIDE = 1000  # UE k's tng perf seed: the run's seed + (k - 1) * this, so UE 1 keeps the single UE's seeds
 
 T = TypeVar("T")
 
@@ -75,6 +76,10 @@ class RunOptions:
     repeat: int
     seed: int
     binaries: Binaries
+
+
+class WorkloadError(LabError):
+    """A workload cannot run on this lab (e.g. the controller refuses its policy); the lab itself is fine."""
 
 
 class ShieldedExitStack(ExitStack):
@@ -113,12 +118,14 @@ class _Lab:
     queue_depths: bmv2.QueueDepths | None  # with BMv2: its egress queues, part of every packet's delay
     switch_pps: dict[str, int]  # link name -> BMv2 egress queue rate toward it (links it shapes)
     switch_p4info: Path | None  # with BMv2: its pipeline's P4Info, to read its counters
+    switch_pids: dict[str, int]  # with BMv2: its process and the controller's, for their CPU shares
 
     def snapshot_counters(self, workload: Workload) -> _Counters:
-        """The kernel TCP counters of both ends (kernel transports) and the switch's counters (BMv2)."""
+        """The kernel TCP counters of both ends (kernel transports; the UEs' added up) and the switch's (BMv2)."""
         tcp = None
         if workload.transport in KERNEL_TRANSPORTS:
-            tcp = (tcpstats.snapshot(self.plan.ue_ns), tcpstats.snapshot(self.plan.server_ns))
+            ues = [tcpstats.snapshot(ns) for ns in self.plan.ue_namespaces()]
+            tcp = (_added(ues), tcpstats.snapshot(self.plan.server_ns))
         switch = None
         if self.switch_p4info is not None:
             address, device = bmv2.GRPC_ADDRESS, bmv2.DEVICE_ID
@@ -172,6 +179,15 @@ class _Lab:
             self.server.child.check()
 
 
+def _added(snapshots: list[tcpstats.Snapshot]) -> tcpstats.Snapshot:
+    """Counters of several namespaces as one: each counter summed."""
+    total: tcpstats.Snapshot = {}
+    for snapshot in snapshots:
+        for name, value in snapshot.items():
+            total[name] = total.get(name, 0) + value
+    return total
+
+
 def notice(text: str) -> None:
     """One line for the person running the lab, on stderr (stdout may carry the JSON results)."""
     print(f"tng-lab: {text}", file=sys.stderr, flush=True)
@@ -218,6 +234,7 @@ def run(options: RunOptions) -> LabResults:
         switch=choice.notice,
         links={},
         host={"cores": os.cpu_count(), "kernel": platform.release(), "loadavg_at_start": os.getloadavg()[0]},
+        ues=scenario.ues,
     )
     notice(f"in-path switch: {results.switch}")
     for name, reason in skipped.items():
@@ -234,7 +251,14 @@ def run(options: RunOptions) -> LabResults:
         for repetition in range(options.repeat):
             for workload in runnable:
                 result = by_name[workload.name]
-                result.cc = _prepare(lab, workload)
+                if result.error is not None:
+                    continue  # it could not be set up in an earlier repetition
+                try:
+                    result.cc = _prepare(lab, workload)
+                except WorkloadError as err:
+                    result.error = str(err)
+                    notice(f"workload {workload.name} failed: {err}")
+                    continue
                 label = f"{workload.name} ({repetition + 1}/{options.repeat})"
                 progress.start(label, options.duration_s)
                 result.runs.append(_run_workload(lab, workload, repetition, progress))
@@ -268,9 +292,9 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     stack.enter_context(namespaces(plan.namespaces()))
     for command in plan.commands():
         sh(command)
-    lab_controller, queue_depths, switch_pps = None, None, {}
+    lab_controller, queue_depths, switch_pps, switch_pids = None, None, {}, {}
     if choice.bmv2:
-        lab_controller = _start_bmv2(scenario, choice, plan, stack, logs)
+        lab_controller, switch_pids = _start_bmv2(scenario, choice, plan, stack, logs)
         queue_depths = bmv2.QueueDepths(plan, logs / "queue-depths.log")
         stack.callback(queue_depths.close)
         switch_pps = {
@@ -305,16 +329,18 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
         queue_depths,
         switch_pps,
         p4info,
+        switch_pids,
     )
 
 
 def _start_bmv2(
     scenario: Scenario, choice: switch.SwitchChoice, plan: Plan, stack: ExitStack, logs: Path
-) -> controller.Controller:
-    """BMv2 on the switch namespace's veths, then the controller that pushes the pipeline and programs it."""
+) -> tuple[controller.Controller, dict[str, int]]:
+    """BMv2 on the switch namespace's veths, then the controller that pushes the pipeline and programs it; returns
+    the controller and the two processes' ids."""
     assert choice.simple_switch_grpc and choice.p4info and choice.bmv2_json
     try:
-        stack.enter_context(Bmv2(bmv2.config(choice.simple_switch_grpc, plan, logs / "bmv2.log")))
+        switch_process = stack.enter_context(Bmv2(bmv2.config(choice.simple_switch_grpc, plan, logs / "bmv2.log")))
     except Bmv2Error as err:
         raise LabError(str(err)) from err
     config = plan.run_dir / "controller.toml"
@@ -324,7 +350,10 @@ def _start_bmv2(
     child = stack.enter_context(
         running("tng controller", controller.serve_command(plan, config), logs / "controller.log")
     )
-    return controller.wait_ready(child, plan)
+    pids = {"controller": child.pid}
+    if switch_process.pid is not None:
+        pids["bmv2"] = switch_process.pid
+    return controller.wait_ready(child, plan), pids
 
 
 def _trace_file(options: RunOptions, link: str, direction: str, spec: Direction) -> Path | None:
@@ -353,10 +382,15 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
         policy = plan.run_dir / f"policy-{workload.name}.toml"
         policy.write_text(controller.policy_toml(lab.options.scenario, plan, workload))
         shutil.copyfile(policy, lab.logs / policy.name)
-        lab.controller.set_policy(policy)
+        try:
+            lab.controller.set_policy(policy)
+        except LabError as err:  # the other workloads can still run
+            said = str(err).partition("): ")[2] or str(err)  # tngctl's answer, without the command line (run-specific)
+            raise WorkloadError(f"the controller refused its steering policy: {said}") from err
     if workload.transport not in KERNEL_TRANSPORTS:
         return workload.cc or "agent default"
-    sh(plan.ue_tcp_sack(workload.sack))  # every kernel workload sets it: one without SACK must not leak into the next
+    for command in plan.ue_tcp_sack(workload.sack):  # every kernel workload sets it: no leak into the next one
+        sh(command)
     cc = workload.cc or lab.default_cc
     kernelcc.set_default(plan.server_ns, cc)  # the server sends the data with its namespace's default
     return cc
@@ -375,32 +409,48 @@ def _drain(lab: _Lab) -> None:
         time.sleep(0.05)
 
 
+def _client_argv(lab: _Lab, workload: Workload, ue: UePlan, seed: int) -> list[str]:
+    """UE `ue`'s perf client: bound to its LWIP address when steered, else to its address of every path."""
+    plan = lab.plan
+    if workload.steering is not None:
+        assert ue.lwip_address is not None
+        locals_ = [ue.lwip_address]  # one address behind both links: the switch picks the link of every packet
+    else:
+        locals_ = [ue.source(name).address for name in workload.paths]
+    server = f"{plan.server_address}:{PERF_PORT}"
+    options = lab.options
+    return perf.client_command(options.binaries.tng, ue.namespace, workload, server, locals_, options.duration_s, seed)
+
+
 def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Progress) -> RunResult:
+    """Runs one client per UE at the same time and measures the links and the load meanwhile."""
     options, plan = lab.options, lab.plan
     seed = options.seed + repetition
     link_seed = options.scenario.seed + repetition  # every workload of a repetition meets the same losses
     _drain(lab)
     origin = lab.reset_links(link_seed)  # every workload meets every trace from its time 0
-    if workload.steering is not None:
-        assert plan.lwip is not None
-        locals_ = [plan.lwip.address]  # one address behind both links: the switch picks the link of every packet
-    else:
-        locals_ = [plan.path(name).ue_address for name in workload.paths]
-    server = f"{plan.server_address}:{PERF_PORT}"
-    argv = perf.client_command(options.binaries.tng, plan.ue_ns, workload, server, locals_, options.duration_s, seed)
     stem = f"{workload.name}-r{repetition}"
+    several = len(plan.ues) > 1
+    clients: list[_Client] = []
     pids = {f"linkem-{name}": child.pid for name, child in lab.linkems.items()}
     pids["server"] = lab.server.current().pid
+    pids.update(lab.switch_pids)
     meter = LoadMeter(pids)
     counters = lab.snapshot_counters(workload)
     samples = [lab.sample(grid_ms=0)]
-    report_file = lab.logs / f"{stem}.json"
-    client = spawn(f"tng perf client ({workload.name})", argv, lab.logs / f"{stem}.log", stdout=report_file)
-    error = None
     try:
-        error = _follow(lab, client, samples, meter, progress, workload, origin)
+        for ue in plan.ues:
+            ue_seed = seed + (ue.number - 1) * UE_SEED_STRIDE
+            file_stem = f"{stem}-ue{ue.number}" if several else stem
+            name = f"tng perf client ({workload.name}{f', UE {ue.number}' if several else ''})"
+            report = lab.logs / f"{file_stem}.json"
+            argv = _client_argv(lab, workload, ue, ue_seed)
+            child = spawn(name, argv, lab.logs / f"{file_stem}.log", stdout=report)
+            clients.append(_Client(ue.number if several else None, ue_seed, child, report))
+        error = _follow(lab, clients, samples, meter, progress, workload, origin)
     finally:
-        client.stop()
+        for client in clients:
+            client.child.stop()
     tcp, switch_counts = lab.counted_since(counters, workload)
     duration_ms = options.duration_s * 1e3
     paths = {
@@ -412,12 +462,19 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     delay = pooled_delay([paths[name] for name in workload.paths])
     capacity, utilization = capacity_and_utilization([paths[name] for name in workload.paths])
     measured = _Measured(samples, paths, delay, capacity, utilization, tcp, switch_counts)
-    try:
-        report = perf.parse_report(report_file.read_text())
-    except LabError as err:
-        return _failed_run(repetition, seed, link_seed, measured, meter, error or str(err))
+    reports: list[PerfReport] = []
+    for client in clients:
+        try:
+            reports.append(perf.parse_report(client.report.read_text()))
+        except LabError as err:
+            return _failed_run(repetition, seed, link_seed, measured, meter, error or client.say(str(err)))
+    report = perf.combined(reports)
     if error is None and report.bytes_corrupted:
         error = f"{report.bytes_corrupted} bytes arrived corrupted"
+    ues = tuple(
+        UeRun(ue, client.seed, one.goodput_mbps, one.bytes_received, one.retransmitted_packets)
+        for ue, (client, one) in enumerate(zip(clients, reports, strict=True), start=1)
+    )
     return RunResult(
         repetition=repetition,
         seed=seed,
@@ -439,20 +496,35 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         tcp=tcp,
         switch=switch_counts,
         error=error,
+        ues=ues,
+        fairness=jain_fairness([ue.goodput_mbps for ue in ues]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    """One UE's perf client of a run."""
+
+    ue: int | None  # its UE's number when there are several (for messages)
+    seed: int
+    child: Child
+    report: Path  # its stdout: the JSON report
+
+    def say(self, problem: str) -> str:
+        return problem if self.ue is None else f"UE {self.ue}: {problem}"
 
 
 def _follow(
     lab: _Lab,
-    client: Child,
+    clients: list[_Client],
     samples: list[Sample],
     meter: LoadMeter,
     progress: Progress,
     workload: Workload,
     origin: float,
 ) -> str | None:
-    """Samples on the sample_ms grid from `origin` (the run's reset) until the client exits; returns why the run
-    failed, or None."""
+    """Samples on the sample_ms grid from `origin` (the run's reset) until every client has exited; returns why the
+    run failed, or None."""
     interval_ms = lab.options.scenario.sample_ms
     started = samples[0].t
     grace = max(MIN_CLIENT_GRACE_S, lab.options.duration_s)
@@ -465,7 +537,7 @@ def _follow(
         pause = origin + grid_ms / 1e3 - now
         if pause > 0:
             time.sleep(pause)
-        exited = not client.running()  # checked before sampling: the last sample then covers all its traffic
+        exited = not any(c.child.running() for c in clients)  # before sampling: the last sample covers it all
         samples.append(lab.sample(grid_ms))
         meter.tick()
         lab.check_alive()
@@ -475,9 +547,13 @@ def _follow(
         if exited:
             break
         if after.t > deadline:
-            return f"client still running {grace:.0f} s after its duration; stopped it"
-    status = client.popen.returncode
-    return None if status == 0 else f"client exited with status {status}: {log_tail(client.log)}"
+            late = next(c for c in clients if c.child.running())
+            return late.say(f"client still running {grace:.0f} s after its duration; stopped it")
+    for client in clients:
+        status = client.child.popen.returncode
+        if status != 0:
+            return client.say(f"client exited with status {status}: {log_tail(client.child.log)}")
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
 TRACE_OPTIONS = ("sigma", "mean_reversion", "outages_per_minute", "outage_mean_seconds")
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "reorder", "loss", "ge", "queue", "ecn")
 MAX_LINKS = 8
+MAX_UES = 8
 
 T = TypeVar("T")
 
@@ -98,6 +99,7 @@ class Scenario:
     links: tuple[Link, ...]
     workloads: tuple[Workload, ...]
     switch: SwitchSpec = SwitchSpec()
+    ues: int = 1  # UEs behind the links; each workload runs one client per UE at once
 
     def link(self, name: str) -> Link:
         return next(link for link in self.links if link.name == name)
@@ -192,6 +194,9 @@ def parse(data: dict[str, Any], file: Path) -> Scenario:
     duration_s = root.positive("duration_s", float, 10.0)
     seed = root.take("seed", int, 1)
     sample_ms = root.positive("sample_ms", int, 200)
+    ues = root.take("ues", int, 1)
+    if not 1 <= ues <= MAX_UES:
+        raise root.error("ues", f"must be 1 to {MAX_UES} (UEs sharing the links, one client each), got {ues}")
     links = tuple(_link(table, file.parent) for table in root.tables("links"))
     if len(links) > MAX_LINKS:
         raise root.error("links", f"at most {MAX_LINKS} links, got {len(links)}")
@@ -201,7 +206,7 @@ def parse(data: dict[str, Any], file: Path) -> Scenario:
     workloads = tuple(_workload(table, {link.name for link in links}, switch) for table in root.tables("workloads"))
     _unique(root, "workloads", [workload.name for workload in workloads])
     root.finish()
-    return Scenario(file, name, description, duration_s, seed, sample_ms, links, workloads, switch)
+    return Scenario(file, name, description, duration_s, seed, sample_ms, links, workloads, switch, ues)
 
 
 def _switch(table: _Table, links: tuple[Link, ...]) -> SwitchSpec:
