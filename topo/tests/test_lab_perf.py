@@ -119,3 +119,13 @@ def test_reports_of_clients_that_ran_at_once_add_up() -> None:
     assert (both.retransmitted_packets, both.sent_packets, both.cpu_percent) == (6, 10800, 9.0)
     assert both.fct_ms == perf.Fct(65.0, 47.5, 325.0, 160)  # weighted by each client's flows
     assert [(path["name"], path["ue"]) for path in both.paths] == [("subflow0", 1), ("subflow0", 2)]
+
+
+def test_clients_at_once_last_as_long_as_the_longest_and_queue_like_the_worst() -> None:
+    first = perf.parse_report(json.dumps(REPORT | {"run_s": 20.1, "sender_queueing_ms": {"p50": 90.0, "p95": 200.0}}))
+    second = perf.parse_report(json.dumps(REPORT | {"run_s": 20.4, "sender_queueing_ms": {"p50": 120.0, "p95": 180.0}}))
+    both = perf.combined([first, second])
+    assert both.run_s == 20.4
+    assert both.sender_queueing_ms == {"p50": 120.0, "p95": 200.0}
+    kernel = perf.combined([perf.parse_report(json.dumps(REPORT))] * 2)
+    assert kernel.run_s is None and kernel.sender_queueing_ms is None

@@ -83,7 +83,8 @@ def combined(reports: list[PerfReport]) -> PerfReport:
     """One report for clients that ran at once (one per UE): goodput, bytes, packets and CPU add up, every FCT sample
     is kept, and each path entry says which client (`ue`, from 1) it came from. FCT mean, p50 and p99 of several
     clients are their means weighted by flow count: exact for the mean, an approximation for the percentiles (the
-    pooled samples, when the clients report them, give the exact distribution)."""
+    pooled samples, when the clients report them, give the exact distribution). The run lasted as long as the longest
+    client's, and its sender queueing is the worst client's (the highest p50 and p95)."""
     if len(reports) == 1:
         return reports[0]
     flows = sum(report.fct_ms.count for report in reports)
@@ -103,7 +104,15 @@ def combined(reports: list[PerfReport]) -> PerfReport:
         cpu_percent=sum(report.cpu_percent for report in reports),
         paths=[{**path, "ue": ue} for ue, report in enumerate(reports, start=1) for path in report.paths],
         fct_samples_ms=[sample for report in reports for sample in report.fct_samples_ms],
+        run_s=max((r.run_s for r in reports if r.run_s is not None), default=None),
+        sender_queueing_ms=_worst_queueing([r.sender_queueing_ms for r in reports if r.sender_queueing_ms]),
     )
+
+
+def _worst_queueing(reports: list[dict[str, float]]) -> dict[str, float] | None:
+    if not reports:
+        return None
+    return {key: max(report[key] for report in reports) for key in reports[0]}
 
 
 def supported_transports(binary: Path) -> set[str]:

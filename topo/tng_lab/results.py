@@ -104,6 +104,8 @@ class RunResult:
     error: str | None = None
     ues: tuple[UeRun, ...] = ()  # per UE; goodput_mbps and the byte and packet counts above are their sums
     fairness: float | None = None  # Jain's index of the UEs' goodputs
+    run_s: float | None = None  # from the client's start until its streams ended (tng perf's own clock)
+    sender_queueing_ms: dict[str, float] | None = None  # tng: write to first transmission, {"p50", "p95"}
 
 
 @dataclass(slots=True)
@@ -148,6 +150,10 @@ class WorkloadResult:
             },
             "ue_goodput_mbps": _per_ue_means(runs),
             "fairness": _stats([run.fairness for run in runs if run.fairness is not None]),
+            "run_s": _stats([run.run_s for run in runs if run.run_s is not None]),
+            "sender_queueing_p95_ms": _stats(
+                [run.sender_queueing_ms["p95"] for run in runs if run.sender_queueing_ms is not None]
+            ),
             "tcp": _mean_counts([run.tcp.to_json() for run in runs if run.tcp is not None]),
             "switch": _mean_counts([run.switch.to_json() for run in runs if run.switch is not None]),
         }

@@ -498,6 +498,8 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         error=error,
         ues=ues,
         fairness=jain_fairness([ue.goodput_mbps for ue in ues]),
+        run_s=report.run_s,
+        sender_queueing_ms=report.sender_queueing_ms,
     )
 
 
