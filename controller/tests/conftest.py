@@ -45,10 +45,30 @@ class FakeFleet:
         self.installed[switch] = [(p.name, p.revision, p.policy_id) for p in policies]
 
     def statuses(self) -> list[pb.SwitchStatus]:
-        return [
+        statuses = [
             pb.SwitchStatus(name=name, address=f"127.0.0.1:{9559 + i}", device_id=i + 1, state="CONNECTED")
             for i, name in enumerate(self.names)
         ]
+        statuses[0].link_states.add(
+            prefix="10.2.0.0/24",
+            probe_target="10.2.0.2",
+            rtts=[
+                pb.ProbeRtt(sent_on="lte", answered_on="wifi", min_rtt_us=45_200, answers=150),
+                pb.ProbeRtt(sent_on="wifi", answered_on="wifi", min_rtt_us=15_100, answers=150),
+            ],
+            delay_difference_us=30_100,
+            delay_measured=True,
+            delay_state="both links' probes answered on wifi",
+            probes_sent=300,
+            probes_unanswered=2,
+            lte_delay_us=30_000,
+            lte_packet_us=1200,
+            wifi_packet_us=400,
+            preferred_link="wifi",
+            spill_depth_packets=76,
+            hold_budget_us=34_800,
+        )
+        return statuses
 
     async def stats(self, policies: Sequence[StoredPolicy]) -> pb.GetStatsResponse:
         return pb.GetStatsResponse(
