@@ -17,10 +17,10 @@ from tng_controller.monitor import LinkRates
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import parse_prefix
 from tng_controller.prober import LinkProber
+from tng_controller.queue_rates import PACKET_BITS
 
 LINK_STATE = "ingress.steering.link_state"
 SET_LINK_STATE = "ingress.steering.set_link_state"
-PACKET_BITS = 1500 * 8
 # VISIBLE holds a dup-ACK for |d| (the later link's head start) plus this many packet times of the slower link: a
 # segment sent on the slower link also waits for the one ahead of it there.
 HOLD_PACKET_TIMES = 4
@@ -45,7 +45,7 @@ class LinkState:
 
     @property
     def known(self) -> bool:
-        return any(value is not None for value in (self.difference_us, self.lte_packet_us, self.wifi_packet_us))
+        return any(value is not None for value in _values(self))
 
     def action(self) -> fy.Action:
         """set_link_state: only the difference of the delays matters, so the earlier link's is 0; unknown values
