@@ -59,7 +59,7 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
 	@$(PY) tools/testsuites.py
 
-bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem, controller)
+bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem, controller, lwip)
 	@mkdir -p build/bench
 	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
@@ -67,6 +67,7 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, 
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
 	$(PY) -m tng_controller.bench | tee build/bench/controller.json
+	$(PY) -m tng_lab.bench_lwip | tee build/bench/lwip.json
 
 # BMv2 is the LWIP switch when the P4 toolchain is installed (then switch-steered TCP with and without VISIBLE runs
 # too); otherwise, or with TNG_LAB_SWITCH=linux, Linux forwarding, and the run says so in one line.

@@ -69,3 +69,18 @@ def test_tng_wire_p4info_has_the_public_names() -> None:
     assert [param.name for param in schema.actions[pipeline.FORWARD].params] == [pipeline.FORWARD_PORT]
     assert schema.counters[pipeline.WIRE_DROPS].size > max(pipeline.DropReason)
     assert schema.counters[pipeline.WIRE_PACKETS].size > max(PacketType)
+
+
+def test_visible_decisions_match_pipeline_define_p4() -> None:
+    text = (ROOT / "p4src" / "shared" / "pipeline_define.p4").read_text()
+    declared = {name: int(value) for name, value in re.findall(r"#define VISIBLE_(\w+) (\d+)\n", text)}
+    declared.pop("EWMA_FRACTION_BITS")  # a VISIBLE constant, not a decision
+    count = declared.pop("DECISION_COUNT")
+    assert declared == {decision.name: decision.value for decision in pipeline.VisibleDecision}
+    assert count > max(pipeline.VisibleDecision)
+
+
+def test_tng_p4info_has_the_counters_experiments_read() -> None:
+    schema = fy.P4Schema(pipeline.artifacts("tng", ROOT / pipeline.BUILD_DIR).p4info)
+    for name in (pipeline.STEERED, pipeline.PORT_TX, pipeline.DROPS, pipeline.VISIBLE_DECISIONS):
+        assert schema.counters[name].size > 0

@@ -59,6 +59,7 @@ def fakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "SIMPLE_SWITCH_GRPC", str(executable(tmp_path / "switch", FAKE_SWITCH.format(python=sys.executable)))
     )
     monkeypatch.setenv("PTF", str(executable(tmp_path / "ptf", FAKE_PTF)))
+    monkeypatch.delenv(toolchain.HIDE_ENV, raising=False)  # these fakes are the toolchain under test
     monkeypatch.setenv("FAKE_PTF_ARGS", str(tmp_path / "ptf-args.json"))
     (tmp_path / "build" / "tng_wire").mkdir(parents=True)
     (tmp_path / "build" / "tng_wire" / "p4info.txtpb").write_text("pkg_info {}\n")
@@ -137,6 +138,7 @@ def test_missing_toolchain_skips_with_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("SIMPLE_SWITCH_GRPC", str(tmp_path / "absent"))
+    monkeypatch.delenv(toolchain.HIDE_ENV, raising=False)
     assert run(tmp_path) == toolchain.SKIP_EXIT_CODE
     reason = capsys.readouterr().out.strip()
     assert reason.startswith("skipped: P4 toolchain not found (simple_switch_grpc missing")

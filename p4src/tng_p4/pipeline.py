@@ -42,6 +42,29 @@ class DropReason(IntEnum):
     BAD_LENGTH = 15
 
 
+# P4Info names of tng (p4src/README.md, "tng: the main pipeline") that experiments read.
+STEERED = "ingress.steering.steered"
+PORT_TX = "egress.port_tx"
+DROPS = "ingress.drops"
+VISIBLE_DECISIONS = "ingress.visible.decisions"
+
+
+class VisibleDecision(IntEnum):
+    """Index of tng's ingress.visible.decisions counter."""
+
+    DATA_TRACKED = 0
+    DATA_COPIED = 1
+    UNTRACKED = 2
+    NEW_ACK = 3
+    DUP_ACK = 4
+    HELD = 5
+    BOOSTED = 6
+    RETRANSMIT_REQUESTED = 7
+    ACK_REPORTED = 8
+    DUP_ACK_FORWARDED = 9
+    COPIES_CONFIRMED = 10
+
+
 def drop_reason(error: str) -> DropReason:
     """The counter index a switch uses for a receiver-rule error name (e.g. 'bad_version')."""
     return DropReason[WireError(error).name]

@@ -20,12 +20,18 @@ register<bit<32>>(PORT_COUNT) port_queue_depth;
 register<bit<32>>(PORT_COUNT) port_service_time;
 register<bit<48>>(PORT_COUNT) port_last_dequeue;  // us
 
+/* Packets steered to the port since it last sent one: with port_queue_depth, the queue a packet steered now would
+ * join (deq_qdepth alone is as old as the port's last dequeue, a whole packet time on a slow link). Ingress adds,
+ * egress clears at every dequeue. */
+register<bit<32>>(PORT_COUNT) port_steered_since_dequeue;
+
 /* Egress: record the queue state a packet leaves behind. */
 control RecordPortState(in standard_metadata_t std_md) {
     apply {
         bit<32> port = (bit<32>)std_md.egress_port;
         bit<48> now = std_md.egress_global_timestamp;
         port_queue_depth.write(port, (bit<32>)std_md.deq_qdepth);
+        port_steered_since_dequeue.write(port, 0);
         bit<48> last;
         port_last_dequeue.read(last, port);
         port_last_dequeue.write(port, now);

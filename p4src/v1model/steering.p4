@@ -9,6 +9,11 @@
  *   qdepl-measured    the same with the rates measured in egress (port_service_time: time per packet while
  *                     backlogged); an even split until both links have been measured
  *   lowest-rtt-first  the preferred (lower-delay) link until its queue holds more than spill_depth packets
+ *   earliest-arrival  per packet, the link that would deliver it first: (queue ahead + 1) x time per packet + the
+ *                     link's delay. The queue ahead is what egress last left (port_queue_depth) plus what was steered
+ *                     there since; the delays and nominal times per packet come from link_state (the controller's
+ *                     measurements), the time per packet from egress's own measurement once it has one. Predicted
+ *                     arrival times of successive packets never decrease, so a flow arrives nearly in order.
  *   lte-only, wifi-only
  * The chosen link's port and destination MAC become the next hop; steered packets are counted per port.
  */
@@ -29,6 +34,10 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
     bit<32> wifi_share = 0;
     link_t preferred = LINK_LTE;
     bit<32> spill = 0;
+    bit<32> lte_delay = 0;
+    bit<32> wifi_delay = 0;
+    bit<32> lte_packet_time = 1;
+    bit<32> wifi_packet_time = 1;
 
     action steer_flow_hash() {}
 
@@ -49,6 +58,8 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
         spill = spill_depth;
     }
 
+    action steer_earliest_arrival() {}
+
     action steer_lte_only() {}
 
     action steer_wifi_only() {}
@@ -63,11 +74,33 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
             steer_qdepl;
             steer_qdepl_measured;
             steer_lowest_rtt;
+            steer_earliest_arrival;
             steer_lte_only;
             steer_wifi_only;
         }
         default_action = steer_flow_hash();
         size = POLICY_COUNT;
+    }
+
+    /* The state of an LWIP pair's links (keyed by its LTE port): one-way delays in us (relative ones do: only their
+     * difference matters), and the time per packet (us) their rates give. */
+    action set_link_state(bit<32> lte_delay_us, bit<32> wifi_delay_us, bit<32> lte_packet_us, bit<32> wifi_packet_us) {
+        lte_delay = lte_delay_us;
+        wifi_delay = wifi_delay_us;
+        lte_packet_time = lte_packet_us;
+        wifi_packet_time = wifi_packet_us;
+    }
+
+    table link_state {
+        key = {
+            md.lte_port: exact @name("lte_port");
+        }
+        actions = {
+            set_link_state;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
     }
 
     /* LTE with probability lte_share / (lte_share + wifi_share); LTE when both are 0. */
@@ -138,6 +171,28 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
                     link = preferred == LINK_LTE ? LINK_WIFI : LINK_LTE;
                 }
             }
+            steer_earliest_arrival: {
+                link_state.apply();
+                bit<32> lte_measured;
+                bit<32> wifi_measured;
+                port_service_time.read(lte_measured, (bit<32>)md.lte_port);
+                port_service_time.read(wifi_measured, (bit<32>)md.wifi_port);
+                if (lte_measured != 0) {
+                    lte_packet_time = lte_measured;
+                }
+                if (wifi_measured != 0) {
+                    wifi_packet_time = wifi_measured;
+                }
+                bit<32> lte_since;
+                bit<32> wifi_since;
+                port_steered_since_dequeue.read(lte_since, (bit<32>)md.lte_port);
+                port_steered_since_dequeue.read(wifi_since, (bit<32>)md.wifi_port);
+                bit<64> lte_arrival = (bit<64>)(lte_depth + lte_since + 1) * (bit<64>)lte_packet_time
+                                      + (bit<64>)lte_delay;
+                bit<64> wifi_arrival = (bit<64>)(wifi_depth + wifi_since + 1) * (bit<64>)wifi_packet_time
+                                       + (bit<64>)wifi_delay;
+                link = lte_arrival < wifi_arrival ? LINK_LTE : LINK_WIFI;
+            }
             steer_wifi_only: {
                 link = LINK_WIFI;
             }
@@ -154,6 +209,9 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
             hdr.wire.ethernet.dst_addr = md.wifi_dst_mac;
         }
         steered.count((bit<32>)std_md.egress_spec);
+        bit<32> since;
+        port_steered_since_dequeue.read(since, (bit<32>)std_md.egress_spec);
+        port_steered_since_dequeue.write((bit<32>)std_md.egress_spec, since + 1);
     }
 }
 

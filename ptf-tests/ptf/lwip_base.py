@@ -29,6 +29,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 from scapy.utils import checksum
 from tng_p4.p4rt import CounterValue
+from tng_p4.pipeline import VisibleDecision as Decision
 
 # P4Info names of the tng program (p4src/README.md, "tng: the main pipeline").
 PORT_ROLE = "ingress.port_role"
@@ -50,6 +51,9 @@ STEER_WEIGHTED = "ingress.steering.steer_weighted"
 STEER_QDEPL = "ingress.steering.steer_qdepl"
 STEER_QDEPL_MEASURED = "ingress.steering.steer_qdepl_measured"
 STEER_LOWEST_RTT = "ingress.steering.steer_lowest_rtt"
+STEER_EARLIEST_ARRIVAL = "ingress.steering.steer_earliest_arrival"
+LINK_STATE = "ingress.steering.link_state"
+SET_LINK_STATE = "ingress.steering.set_link_state"
 STEER_LTE_ONLY = "ingress.steering.steer_lte_only"
 STEER_WIFI_ONLY = "ingress.steering.steer_wifi_only"
 STEERED = "ingress.steering.steered"
@@ -70,6 +74,7 @@ FEEDBACK_WRITTEN = "egress.backpressure.feedback_written"
 ECN_MARKED = "egress.backpressure.ecn_marked"
 PORT_QUEUE_DEPTH = "port_queue_depth"
 PORT_SERVICE_TIME = "port_service_time"
+PORT_STEERED_SINCE_DEQUEUE = "port_steered_since_dequeue"
 VISIBLE_REGISTERS = (
     "flow_key",
     "flow_policy",
@@ -96,6 +101,7 @@ VISIBLE_REGISTERS = (
 REGISTERS = (
     PORT_QUEUE_DEPTH,
     PORT_SERVICE_TIME,
+    PORT_STEERED_SINCE_DEQUEUE,
     "port_last_dequeue",
     "ingress.classify.seen_flows_a",
     "ingress.classify.seen_flows_b",
@@ -121,22 +127,6 @@ class Link(IntEnum):
 
     LTE = 0
     WIFI = 1
-
-
-class Decision(IntEnum):
-    """Index of ingress.visible.decisions."""
-
-    DATA_TRACKED = 0
-    DATA_COPIED = 1
-    UNTRACKED = 2
-    NEW_ACK = 3
-    DUP_ACK = 4
-    HELD = 5
-    BOOSTED = 6
-    RETRANSMIT_REQUESTED = 7
-    ACK_REPORTED = 8
-    DUP_ACK_FORWARDED = 9
-    COPIES_CONFIRMED = 10
 
 
 # Documentation addresses (RFC 5737, RFC 7042).
@@ -226,6 +216,17 @@ class LwipTest(P4RuntimeTest):
 
     def steer(self, policy: int, action: str, **params: int) -> None:
         self.insert(STEERING_MODES, fy.Action(action, **params), policy=policy)
+
+    def link_state(self, *, lte_delay_us: int, wifi_delay_us: int, lte_packet_us: int, wifi_packet_us: int) -> None:
+        """What the controller measured of this LWIP pair's links (earliest-arrival steering)."""
+        action = fy.Action(
+            SET_LINK_STATE,
+            lte_delay_us=lte_delay_us,
+            wifi_delay_us=wifi_delay_us,
+            lte_packet_us=lte_packet_us,
+            wifi_packet_us=wifi_packet_us,
+        )
+        self.insert(LINK_STATE, action, lte_port=self.lte)
 
     def visible(
         self,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from lwip_base import (
     PORT_SERVICE_TIME,
+    STEER_EARLIEST_ARRIVAL,
     STEER_FLOW_HASH,
     STEER_LOWEST_RTT,
     STEER_LTE_ONLY,
@@ -19,10 +21,22 @@ from lwip_base import (
     LwipTest,
     binomial_interval,
 )
+from ptf import testutils
 from ptf.testutils import group
+from scapy.layers.inet import UDP
+from scapy.layers.l2 import Ether
 
 POLICY = 20
 SPLIT_PACKETS = 400
+# The paced stream of the in-order tests: LTE drains 100 packets/s and is 30 ms "further away" (the delay term of
+# link_state: BMv2 cannot delay), Wi-Fi drains 300 packets/s; the stream (350 packets/s) needs both.
+STREAM_PACKETS = 240
+STREAM_PPS = 350
+LTE_PPS, WIFI_PPS = 100, 300
+LTE_DELAY_US = 30_000
+# Arrivals closer than this are not told apart: PTF stamps packets when its thread reads them off the socket.
+ORDER_TOLERANCE_S = 0.002
+RECEIVE_DRAIN_S = 3.0
 
 
 class SteeringTest(LwipTest):
@@ -164,3 +178,117 @@ class LteOnlyAndWifiOnly(SteeringTest):
         self.classify(POLICY + 1, priority=20, dst_addr=UE_IP, dst_port=40000)
         self.assertEqual({self.sendToUe(sport) for sport in range(43000, 43010)}, {self.wifi})
         self.assertCounted(STEERED, before, {self.lte: 10, self.wifi: 10}, "steered")
+
+
+@group("tng")
+class EarliestArrivalSendsWhereThePacketArrivesFirst(SteeringTest):
+    """earliest-arrival with LTE 20 ms further away, 1.2 ms per packet on LTE and 0.4 ms on Wi-Fi: Wi-Fi while
+    (queue + 1) x 0.4 ms <= 21.2 ms (52 packets queued, a tie, still Wi-Fi), LTE from 53 packets on."""
+
+    def runTest(self) -> None:
+        self.steer(POLICY, STEER_EARLIEST_ARRIVAL)
+        self.link_state(lte_delay_us=20_000, wifi_delay_us=0, lte_packet_us=1_200, wifi_packet_us=400)
+        self.runSinglePacketTest(self.wifi)
+        for depth, expected in ((48, self.wifi), (52, self.wifi), (53, self.lte)):
+            self.write_queue_depth(self.wifi, depth)
+            self.runSinglePacketTest(expected)
+
+
+@group("tng")
+class EarliestArrivalPrefersThePacketTimeEgressMeasured(SteeringTest):
+    """Equal delays and 1 ms per packet from the controller: LTE (1 queued) beats Wi-Fi (3 queued) until egress
+    measures 5 ms per packet on LTE."""
+
+    def runTest(self) -> None:
+        self.steer(POLICY, STEER_EARLIEST_ARRIVAL)
+        self.link_state(lte_delay_us=0, wifi_delay_us=0, lte_packet_us=1_000, wifi_packet_us=1_000)
+        for measured, expected in ((0, self.lte), (5_000, self.wifi)):
+            self.write_service_time(self.lte, measured)
+            self.write_queue_depth(self.lte, 1)
+            self.write_queue_depth(self.wifi, 3)
+            self.runSinglePacketTest(expected)
+
+
+@group("tng")
+class EarliestArrivalCountsPacketsSteeredSinceTheLastDequeue(SteeringTest):
+    """A burst into a Wi-Fi queue that drains 5 packets/s (its depth register changes once per 200 ms): Wi-Fi
+    takes packets while (waiting + 1) x 1 ms <= LTE's 6 ms, 6 or 7 of them (7 when the first left before the
+    second arrived), then LTE. Without counting what was steered since the last dequeue, all would go to Wi-Fi."""
+
+    def runTest(self) -> None:
+        self.steer(POLICY, STEER_EARLIEST_ARRIVAL)
+        self.link_state(lte_delay_us=5_000, wifi_delay_us=0, lte_packet_us=1_000, wifi_packet_us=1_000)
+        self.set_queue_rate(self.wifi, 5)
+        for sport in range(45000, 45012):
+            self.send(self.uplink, self.udp_to_ue(sport))
+        ports = Counter(self.receive(timeout_s=5.0)[0] for _ in range(12))
+        self.assertIn(ports[self.wifi], (6, 7), f"{ports[self.wifi]} of 12 on Wi-Fi")
+        self.assertEqual(ports[self.lte], 12 - ports[self.wifi])
+
+
+class PacedStreamTest(SteeringTest):
+    """A paced stream over two links of different rate and delay; reports the share of packets that reach the UE
+    behind a later one (egress time + the link's delay, RFC 4737's reordered packets, with a small tolerance)."""
+
+    def runStreamTest(self) -> tuple[float, Counter[int]]:
+        self.set_queue_rate(self.lte, LTE_PPS)
+        self.set_queue_rate(self.wifi, WIFI_PPS)
+        delay_s = {self.lte: LTE_DELAY_US / 1e6, self.wifi: 0.0}
+        arrivals: dict[int, float] = {}
+        ports: Counter[int] = Counter()
+        start = time.monotonic()
+        for index in range(STREAM_PACKETS):
+            pause = start + index / STREAM_PPS - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            self.send(self.uplink, self.udp_to_ue(46000 + index))
+            self.collect(arrivals, ports, delay_s, timeout_s=0)
+        while len(arrivals) < STREAM_PACKETS:
+            self.collect(arrivals, ports, delay_s, timeout_s=RECEIVE_DRAIN_S)
+        reordered, highest, highest_at = 0, -1, 0.0
+        for index in sorted(arrivals, key=arrivals.__getitem__):
+            if index > highest:
+                highest, highest_at = index, arrivals[index]
+            elif arrivals[index] > highest_at + ORDER_TOLERANCE_S:
+                reordered += 1  # a later packet reached the UE clearly before this one
+        return reordered / STREAM_PACKETS, ports
+
+    def collect(
+        self, arrivals: dict[int, float], ports: Counter[int], delay_s: dict[int, float], timeout_s: float
+    ) -> None:
+        """Takes every packet the switch sent so far (waits up to `timeout_s` for the first)."""
+        while True:
+            result = testutils.dp_poll(self, device_number=0, timeout=timeout_s)
+            if not isinstance(result, self.dataplane.PollSuccess):
+                if timeout_s:
+                    self.fail(f"{len(arrivals)} of {STREAM_PACKETS} packets came out")
+                return
+            index = Ether(result.packet)[UDP].sport - 46000
+            arrivals[index] = result.time + delay_s[result.port]
+            ports[result.port] += 1
+            timeout_s = 0
+
+
+@group("tng")
+class EarliestArrivalDeliversAPacedStreamInOrder(PacedStreamTest):
+    """The controller's link state and the queues' build-up keep the stream in order: under 5% reordered, both
+    links used. qdepl (rates only) on the same stream reorders LTE's packets behind 30 ms of Wi-Fi traffic."""
+
+    def runTest(self) -> None:
+        self.steer(POLICY, STEER_EARLIEST_ARRIVAL)
+        self.link_state(
+            lte_delay_us=LTE_DELAY_US, wifi_delay_us=0, lte_packet_us=10**6 // LTE_PPS, wifi_packet_us=10**6 // WIFI_PPS
+        )
+        share, ports = self.runStreamTest()
+        self.assertTrue(ports[self.lte] and ports[self.wifi], f"links used: {dict(ports)}")
+        self.assertLess(share, 0.05, f"{share:.1%} reordered, ports {dict(ports)}")
+
+
+@group("tng")
+class QdeplReordersAPacedStream(PacedStreamTest):
+    """The baseline of the test above: qdepl steers by depletion rate alone and reorders at least 10% of it."""
+
+    def runTest(self) -> None:
+        self.steer(POLICY, STEER_QDEPL, lte_rate=LTE_PPS, wifi_rate=WIFI_PPS)
+        share, ports = self.runStreamTest()
+        self.assertGreater(share, 0.10, f"{share:.1%} reordered, ports {dict(ports)}")

@@ -222,15 +222,16 @@ def test_capacities_and_queue_depths() -> None:
 
 
 def _counters(queue_packets: int = 0) -> Counters:
-    return Counters(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, queue_packets, queue_packets * 1500, 0)
+    zero = {name: 0 for name in Counters.__dataclass_fields__}
+    return Counters(**{**zero, "queue_packets": queue_packets, "queue_bytes": queue_packets * 1500})
 
 
 def test_a_packet_waits_out_the_switch_queue_before_linkem(lwip) -> None:
     idle = LinkCounters(_counters(), _counters())
-    samples = [Sample(0.0, {"lte": idle}, {"lte": 83}), Sample(0.2, {"lte": idle}, {"lte": 0})]
+    samples = [Sample(0.0, 0, {"lte": idle}, {"lte": 83}), Sample(0.2, 200, {"lte": idle}, {"lte": 0})]
     service = Service(25.0, 10e6, None)
-    with_switch = path_result(samples, "lte", service, 0.0, switch_pps=833)
-    without = path_result(samples, "lte", service, 0.0)
+    with_switch = path_result(samples, "lte", service, 0.0, 200.0, switch_pps=833)
+    without = path_result(samples, "lte", service, 0.0, 200.0)
     assert with_switch.series.delay_ms[0] - without.series.delay_ms[0] == pytest.approx(83 / 833 * 1e3)
 
 

@@ -132,6 +132,10 @@ def test_smoke_scenario_end_to_end(bin_dir: Path, tmp_path: Path) -> None:
         assert run["load"]["cpu_percent"]["linkem-lte"] > 0
         for path in workload["workload"]["paths"]:
             assert run["paths"][path]["down_bytes"] > 100_000, (name, path)
+    tcp_lte = workloads["tcp-lte"]["runs"][0]
+    assert tcp_lte["capacity_mbps"] == 8.0  # the lte link's downlink rate
+    assert 0.5 < tcp_lte["utilization"] <= 1.05, tcp_lte["utilization"]
+    assert workloads["mptcp"]["runs"][0]["capacity_mbps"] == 24.0  # both links
     lte_only = workloads["tcp-lte"]["runs"][0]["paths"]
     assert lte_only["wifi"]["down_bytes"] < 10_000  # policy routing kept it on its link
     assert workloads["mptcp"]["runs"][0]["goodput_mbps"] > workloads["tcp-lte"]["runs"][0]["goodput_mbps"]
@@ -142,6 +146,48 @@ def test_smoke_scenario_end_to_end(bin_dir: Path, tmp_path: Path) -> None:
     assert namespaces_of(runner.pid) == []
     assert not Path(f"/run/tng-lab/tlab{runner.pid}").exists()
     assert_allowed_cc_restored(allowed_before)
+
+
+TWO_IDENTICAL_ON_A_TRACE = """
+name = "same-trace"
+duration_s = 3
+seed = 3
+[[links]]
+name = "cell"
+down = { trace = { model = "sprout", mean_mbps = 8, seconds = 20, seed = 7 }, delay = "20ms", queue = "150kb" }
+up = { rate = "5mbit", delay = "20ms" }
+[[workloads]]
+name = "first"
+transport = "tcp"
+cc = "cubic"
+paths = ["cell"]
+[[workloads]]
+name = "second"
+transport = "tcp"
+cc = "cubic"
+paths = ["cell"]
+"""
+
+
+def test_identical_workloads_meet_the_same_trace_capacity(bin_dir: Path, tmp_path: Path) -> None:
+    scenario = tmp_path / "same.toml"
+    scenario.write_text(TWO_IDENTICAL_ON_A_TRACE)
+    argv = [sys.executable, "-m", "tng_lab", "run", str(scenario), "--out", str(tmp_path), "--bin-dir", str(bin_dir)]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    workloads = {w["workload"]["name"]: w for w in json.loads((tmp_path / "results.json").read_text())["workloads"]}
+    first, second = (workloads[name]["runs"][0] for name in ("first", "second"))
+    series = [run["paths"]["cell"]["series"] for run in (first, second)]
+    # The second workload starts seconds later; its capacity is still counted from the trace's time 0.
+    common = min(len(s["capacity_mbps"]) for s in series)
+    assert common >= 14, [len(s["capacity_mbps"]) for s in series]  # 3 s in 200 ms intervals
+    assert series[0]["t_s"][:common] == series[1]["t_s"][:common]
+    assert series[0]["capacity_mbps"][:common] == series[1]["capacity_mbps"][:common]
+    assert max(series[0]["capacity_mbps"]) > min(series[0]["capacity_mbps"])  # the trace varies: equal is not trivial
+    for run in (first, second):
+        assert run["link_seed"] == 3 and run["capacity_mbps"] > 1.0
+        assert 0.3 < run["utilization"] <= 1.05, run["utilization"]
+    assert "| utilization % |" in (tmp_path / "summary.md").read_text()
 
 
 def test_interrupted_run_removes_everything_it_created(bin_dir: Path, tmp_path: Path) -> None:

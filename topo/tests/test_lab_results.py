@@ -16,10 +16,14 @@ from tng_lab.results import (
     RunResult,
     WorkloadResult,
     summary_table,
+    where_packets_went_table,
     write_json,
     write_summary,
 )
 from tng_lab.scenario import Workload
+from tng_lab.switch_counters import LinkCounts, SwitchCounts
+from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
+from tng_p4.pipeline import VisibleDecision
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -30,6 +34,8 @@ def path_result(mbps: float, capacity: float | None) -> PathResult:
         down_bytes=int(mbps * 4 / 8 * 1e6),
         up_bytes=10_000,
         down_mbps=mbps,
+        capacity_mbps=capacity,
+        measured_down_mbps=mbps,
         dropped_queue=3,
         dropped_loss=0,
         dropped_other=0,
@@ -49,8 +55,11 @@ def run(goodput: float, repetition: int = 0, fct: Fct | None = None, samples: li
     return RunResult(
         repetition=repetition,
         seed=1 + repetition,
+        link_seed=1 + repetition,
         duration_s=4.0,
         goodput_mbps=goodput,
+        capacity_mbps=10.0,
+        utilization=goodput * 0.4 / 10.0,
         bytes_received=int(goodput * 4 / 8 * 1e6),
         bytes_corrupted=0,
         retransmitted_packets=5,
@@ -120,6 +129,10 @@ def test_results_json_has_summaries_statuses_and_series(lab: LabResults, tmp_pat
     tcp = data["workloads"][0]
     assert tcp["summary"]["goodput_mbps"] == {"mean": 9.2, "sd": 0.283, "min": 9.0, "max": 9.4}
     assert tcp["summary"]["delay_p95_ms"]["mean"] == 38.0
+    assert tcp["summary"]["capacity_mbps"] == {"mean": 10.0, "sd": 0.0, "min": 10.0, "max": 10.0}
+    assert tcp["summary"]["utilization"]["mean"] == pytest.approx(0.368)
+    assert tcp["runs"][0]["utilization"] == pytest.approx(0.36) and tcp["runs"][0]["link_seed"] == 1
+    assert data["capacity_method"].startswith("capacity_mbps: mean downlink capacity")
     assert tcp["summary"]["path_mbytes"] == {"lte": pytest.approx(1.84)}
     series = tcp["runs"][0]["paths"]["lte"]["series"]
     assert len(series["t_s"]) == len(series["down_mbps"]) == len(series["delay_ms"]) == 20
@@ -130,10 +143,12 @@ def test_results_json_has_summaries_statuses_and_series(lab: LabResults, tmp_pat
 def test_summary_table_has_one_row_per_workload(lab: LabResults) -> None:
     lines = summary_table(lab).strip().splitlines()
     assert len(lines) == 2 + len(lab.workloads)
-    assert lines[0].startswith("| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms")
+    assert lines[0].startswith(
+        "| workload | transport | cc | mode | paths | goodput Mbit/s | capacity Mbit/s | utilization % | p95 delay ms"
+    )
     tcp = lines[2].split(" | ")
     assert tcp[:5] == ["| tcp-lte", "tcp", "cubic", "bulk", "lte"]
-    assert tcp[5] == "9.20 ± 0.28" and tcp[6] == "38.0"
+    assert tcp[5:9] == ["9.20 ± 0.28", "10.00", "36.8 ± 1.1", "38.0"]
     assert "40.0 / 300.0" in lines[3]  # FCT p50 / p99
     assert "4, 3, 22" in lines[3]  # CPU % of client, server and both linkems
     assert "skipped: no --transport tng" in lines[5]
@@ -163,3 +178,34 @@ def test_no_fct_plot_without_flows_and_no_plots_without_measurements(lab: LabRes
     assert names == ["throughput.png", "delay_cdf.png", "comparison.png", "throughput_delay.png"]
     lab.workloads[0].runs.clear()
     assert plot_all(lab, tmp_path) == []
+
+
+def test_where_the_packets_went_for_a_steered_visible_workload(lab: LabResults, tmp_path: Path) -> None:
+    steered = Workload("steered", "tcp", "bulk", ("lte", "wifi"), "cubic", steering="qdepl", visible=True)
+    tcp = TcpStats(ReceiverStats(9000, 400, 12), SenderStats(9500, 60, 40, 1, 12, 0, 3, 2))
+    links = {"lte": LinkCounts(3000, 2990, 10), "wifi": LinkCounts(6000, 6000, 0)}
+    visible = {decision.name.lower(): 0 for decision in VisibleDecision} | {"held": 50, "boosted": 4}
+    runs = [replace(run(30.0, repetition), tcp=tcp, switch=SwitchCounts(links, visible, 0)) for repetition in (0, 1)]
+    lab.workloads = [lab.workloads[0], WorkloadResult(steered, "cubic", runs)]
+    summary = lab.workloads[1].summary()
+    assert summary["tcp"]["receiver"]["out_of_order_queued"] == 400
+    assert summary["switch"]["links"]["lte"] == {"steered": 3000, "sent": 2990, "queue_drops": 10}
+    rows = where_packets_went_table(lab).strip().splitlines()
+    assert len(rows) == 3  # the header, its rule and the steered workload; tcp-lte has no counters
+    assert rows[2] == "| steered | 400 | 12 | 60 | 3 / 2 | lte 3000, wifi 6000 | lte 10, wifi 0 | 50 / 4 / 0 |"
+    text = write_summary(lab, [], tmp_path / "summary.md").read_text()
+    assert "Where the packets went" in text
+    assert json.loads(write_json(lab, tmp_path / "r.json").read_text())["workloads"][1]["runs"][0]["switch"]["links"]
+
+
+def test_switch_counts_between_two_snapshots() -> None:
+    before = {"ingress.steering.steered": {2: 100, 3: 50}, "egress.port_tx": {2: 100, 3: 50}, "ingress.drops": {}}
+    after = {
+        "ingress.steering.steered": {2: 400, 3: 650},
+        "egress.port_tx": {2: 395, 3: 650, 1: 80},
+        "ingress.drops": {14: 2},
+        "ingress.visible.decisions": {5: 7},
+    }
+    counts = SwitchCounts.between(before, after, {"lte": 2, "wifi": 3})
+    assert counts.links == {"lte": LinkCounts(300, 295, 5), "wifi": LinkCounts(600, 600, 0)}
+    assert counts.visible["held"] == 7 and counts.dropped == 2

@@ -30,6 +30,7 @@ class Counters:
     dropped_oversize: int
     dropped_kernel: int
     ecn_marked: int
+    checksum_completed: int
     queue_packets: int
     queue_bytes: int
     delay_line_packets: int
@@ -49,7 +50,7 @@ class LinkCounters:
     up: Counters  # linkem's ba: UE -> switch
 
 
-def request(control: Path, command: dict[str, str], timeout_s: float = 2.0) -> dict:
+def request(control: Path, command: dict[str, str | int], timeout_s: float = 2.0) -> dict:
     """One JSON-line request on the control socket; raises OSError when linkem does not answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
@@ -70,6 +71,13 @@ def request(control: Path, command: dict[str, str], timeout_s: float = 2.0) -> d
 def counters(control: Path) -> LinkCounters:
     reply = request(control, {"cmd": "counters"})
     return LinkCounters(Counters.from_json(reply["ab"]), Counters.from_json(reply["ba"]))
+
+
+def reset(control: Path, seed: int) -> float:
+    """Starts both directions of the link over: a trace at its time 0, loss and jitter from `seed` (docs/linkem.md,
+    "Control protocol"). Returns that instant on time.monotonic()'s clock (both are CLOCK_MONOTONIC)."""
+    reply = request(control, {"cmd": "reset", "seed": seed})
+    return int(reply["monotonic_ns"]) / 1e9
 
 
 def command(binary: Path, ns: str, down: str, up: str, control: Path, seed: int) -> list[str]:

@@ -94,7 +94,7 @@ def throughput_over_time(results: LabResults, measured: list[WorkloadResult], pa
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
         if index + columns >= len(measured):  # nothing below it
-            ax.set_xlabel("time since the workload started (s)")
+            ax.set_xlabel("time since the run started: the links' reset (s)")
     for index in range(len(measured), rows * columns):
         axes[index // columns][index % columns].set_visible(False)
     figure.suptitle(f"{results.scenario}: downlink throughput per link (linkem counters, {results.sample_ms} ms bins)")
@@ -161,28 +161,33 @@ def fct_cdf(with_flows: list[WorkloadResult], path: Path) -> Path:
     return _save(figure, path)
 
 
-def _bars(ax: Axes, measured: list[WorkloadResult], key: str, ylabel: str) -> None:
+def _bars(ax: Axes, measured: list[WorkloadResult], key: str, ylabel: str, scale: float = 1.0) -> None:
+    """One bar per workload: the mean of summary `key` times `scale`, sd as the error bar; no bar without data."""
     names, means, errors, colors = [], [], [], []
     for result in measured:
         stats = result.summary()[key]
         names.append(result.workload.name)
-        means.append(stats["mean"] if stats else 0.0)
-        errors.append(stats["sd"] if stats else 0.0)
+        means.append(stats["mean"] * scale if stats else math.nan)
+        errors.append(stats["sd"] * scale if stats else 0.0)
         colors.append(TRANSPORT_COLORS[result.workload.transport])
     bars = ax.bar(range(len(names)), means, yerr=errors, color=colors, capsize=3)
-    ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.bar_label(bars, labels=["-" if math.isnan(m) else f"{m:.1f}" for m in means], fontsize=7)
     ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
 
 
 def comparison(measured: list[WorkloadResult], path: Path) -> Path:
-    figure = _figure(max(7.0, 1.1 * len(measured) + 3), 4.8)
-    left, right = figure.subplots(1, 2)
-    _bars(left, measured, "goodput_mbps", "goodput (Mbit/s)")
-    left.set_title("Goodput")
-    _bars(right, measured, "delay_p95_ms", "95th-percentile one-way delay (ms)")
-    right.set_title("Packet delay, 95th percentile")
+    figure = _figure(max(10.0, 1.6 * len(measured) + 4), 4.8)
+    goodput, utilization, delay = figure.subplots(1, 3)
+    _bars(goodput, measured, "goodput_mbps", "goodput (Mbit/s)")
+    goodput.set_title("Goodput")
+    _bars(utilization, measured, "utilization", "delivered downlink / link capacity (%)", scale=100.0)
+    utilization.axhline(100.0, color="gray", linestyle=":", linewidth=1)
+    utilization.set_ylim(0, max(115.0, utilization.get_ylim()[1]))  # room for the labels above a full link
+    utilization.set_title("Utilization of the links' capacity")
+    _bars(delay, measured, "delay_p95_ms", "95th-percentile one-way delay (ms)")
+    delay.set_title("Packet delay, 95th percentile")
     _transport_legend(figure, {result.workload.transport for result in measured})
     figure.suptitle("Transports compared on the same emulated network (mean ± sd over repetitions)")
     return _save(figure, path)

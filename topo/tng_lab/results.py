@@ -13,22 +13,31 @@ from typing import Any
 from tng_lab.load import Load
 from tng_lab.perf import Fct
 from tng_lab.scenario import Workload
+from tng_lab.switch_counters import SwitchCounts
+from tng_lab.tcpstats import TcpStats
 
 DELAY_METHOD = (
     "one-way downlink delay per packet, estimated from linkem's queue sampled every sample_ms: "
     "queue drain time at the link's rate (or trace opportunities) plus propagation delay, weighted by the "
     "packets accepted in the following interval, pooled over the workload's links"
 )
+CAPACITY_METHOD = (
+    "capacity_mbps: mean downlink capacity of the workload's links (their sum) over the measured interval, from the "
+    "run's reset of the links (the trace's time 0) to the last sample_ms grid instant within the duration, from the "
+    "rate or the trace's 1500-byte delivery opportunities; utilization: downlink IP bytes linkem delivered in that "
+    "interval, per second, / capacity_mbps"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class PathSeries:
-    """Per-interval values of one link during a run; interval i ends at t_s[i] (seconds since the run started)."""
+    """Per-interval values of one link during a run; interval i ends at t_s[i] (seconds since the run's reset, on
+    the sample_ms grid)."""
 
     t_s: list[float]
     down_mbps: list[float]
     up_mbps: list[float]
-    capacity_mbps: list[float | None]
+    capacity_mbps: list[float | None]  # over the grid interval: the same in every run of the link
     delay_ms: list[float]  # estimated one-way delay of a downlink packet arriving in the interval
     packets: list[int]  # downlink packets accepted into the queue in the interval (the delay sample's weight)
 
@@ -37,7 +46,9 @@ class PathSeries:
 class PathResult:
     down_bytes: int
     up_bytes: int
-    down_mbps: float
+    down_mbps: float  # over the whole run
+    capacity_mbps: float | None  # mean over the measured interval (reset to end of duration); None when unlimited
+    measured_down_mbps: float  # downlink IP rate over the measured interval
     dropped_queue: int
     dropped_loss: int
     dropped_other: int
@@ -55,9 +66,12 @@ class Delay:
 @dataclass(frozen=True, slots=True)
 class RunResult:
     repetition: int
-    seed: int
+    seed: int  # tng perf's seed
+    link_seed: int  # linkem's loss and jitter seed, set by the reset that started the run
     duration_s: float
     goodput_mbps: float
+    capacity_mbps: float | None  # of the workload's links, downlink, over the measured interval
+    utilization: float | None  # downlink IP bytes delivered in the measured interval / capacity
     bytes_received: int
     bytes_corrupted: int
     retransmitted_packets: int
@@ -68,6 +82,8 @@ class RunResult:
     paths: dict[str, PathResult]
     perf_paths: list[dict[str, Any]]
     load: Load
+    tcp: TcpStats | None = None  # kernel transports: reordering at the UE and what it cost the server
+    switch: SwitchCounts | None = None  # with BMv2: steered, sent and queue-dropped per link; VISIBLE's decisions
     error: str | None = None
 
 
@@ -93,6 +109,8 @@ class WorkloadResult:
             "status": self.status(),
             "runs": len(runs),
             "goodput_mbps": _stats([run.goodput_mbps for run in runs]),
+            "capacity_mbps": _stats([run.capacity_mbps for run in runs if run.capacity_mbps is not None]),
+            "utilization": _stats([run.utilization for run in runs if run.utilization is not None]),
             "delay_p95_ms": _stats([run.delay_ms.p95 for run in runs if run.delay_ms.p95 is not None]),
             "delay_p50_ms": _stats([run.delay_ms.p50 for run in runs if run.delay_ms.p50 is not None]),
             "fct_p50_ms": _stats([run.fct_ms.p50 for run in runs if run.fct_ms.count]),
@@ -104,7 +122,19 @@ class WorkloadResult:
                 for name in self.workload.paths
                 if runs
             },
+            "tcp": _mean_counts([run.tcp.to_json() for run in runs if run.tcp is not None]),
+            "switch": _mean_counts([run.switch.to_json() for run in runs if run.switch is not None]),
         }
+
+
+def _mean_counts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The mean over runs of every count in nested dictionaries of the same shape (None without any run)."""
+    if not reports:
+        return None
+    first = reports[0]
+    if isinstance(first, dict):
+        return {key: _mean_counts([report[key] for report in reports]) for key in first}
+    return round(statistics.fmean(reports), 1)
 
 
 def _stats(values: list[float]) -> dict[str, float] | None:
@@ -129,6 +159,7 @@ class LabResults:
     host: dict[str, Any]
     workloads: list[WorkloadResult] = field(default_factory=list)
     delay_method: str = DELAY_METHOD
+    capacity_method: str = CAPACITY_METHOD
 
     def failed(self) -> list[WorkloadResult]:
         return [w for w in self.workloads if w.status() == "failed"]
@@ -168,11 +199,15 @@ def _fmt(stats: dict[str, float] | None, digits: int = 1) -> str:
     return f"{text} ± {stats['sd']:.{digits}f}" if stats["sd"] else text
 
 
+def _percent(stats: dict[str, float] | None) -> dict[str, float] | None:
+    return {key: value * 100 for key, value in stats.items()} if stats else None
+
+
 def summary_table(results: LabResults) -> str:
     """The Markdown table of summary.md: one row per workload."""
     header = (
-        "| workload | transport | cc | mode | paths | goodput Mbit/s | p95 delay ms | FCT p50 / p99 ms | flows "
-        "| retrans | MB per path | CPU % (client, server, linkem) | load avg |"
+        "| workload | transport | cc | mode | paths | goodput Mbit/s | capacity Mbit/s | utilization % | p95 delay ms "
+        "| FCT p50 / p99 ms | flows | retrans | MB per path | CPU % (client, server, linkem) | load avg |"
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for result in results.workloads:
@@ -183,7 +218,7 @@ def summary_table(results: LabResults) -> str:
         first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
             reason = result.skipped or next(run.error for run in result.runs if run.error)
-            rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 7]) + " |")
+            rows.append("| " + " | ".join([*first, f"{result.status()}: {reason}", *["-"] * 9]) + " |")
             continue
         summary = result.summary()
         runs = result.ok_runs()
@@ -199,6 +234,8 @@ def summary_table(results: LabResults) -> str:
                 [
                     *first,
                     _fmt(summary["goodput_mbps"], 2),
+                    _fmt(summary["capacity_mbps"], 2),
+                    _fmt(_percent(summary["utilization"])),
                     _fmt(summary["delay_p95_ms"]),
                     fct,
                     str(summary["flows"]),
@@ -224,6 +261,41 @@ def _cpu_column(runs: list[RunResult]) -> str:
     return f"{client:.0f}, {server:.0f}, {linkem:.0f}"
 
 
+def where_packets_went_table(results: LabResults) -> str:
+    """The second table of summary.md: for kernel TCP workloads, reordering at the UE and what it cost the sender;
+    with BMv2, what the switch did (means over the good runs). Empty when no workload has any of it."""
+    header = (
+        "| workload | UE out-of-order segments | DSACKs (spurious retransmissions) | server retransmissions "
+        "| reordering detected / reductions undone | steered per link | queue drops per link "
+        "| VISIBLE held / boosted / retransmit requests |"
+    )
+    rows = [header, "|" + "---|" * (header.count("|") - 1)]
+    for result in results.workloads:
+        summary = result.summary() if result.status() == "ok" else None
+        if summary is None or (summary["tcp"] is None and summary["switch"] is None):
+            continue
+        tcp, switch = summary["tcp"], summary["switch"]
+        cells = ["-"] * 4
+        if tcp is not None:
+            receiver, sender = tcp["receiver"], tcp["sender"]
+            cells[:4] = [
+                f"{receiver['out_of_order_queued']:.0f}",
+                f"{sender['dsacks_received']:.0f}",
+                f"{sender['retransmitted_segments']:.0f}",
+                f"{sender['reordering_detected']:.0f} / {sender['reductions_undone']:.0f}",
+            ]
+        cells += ["-"] * 3
+        if switch is not None:
+            links = switch["links"]
+            visible = switch["visible"]
+            cells[4] = ", ".join(f"{name} {counts['steered']:.0f}" for name, counts in links.items())
+            cells[5] = ", ".join(f"{name} {counts['queue_drops']:.0f}" for name, counts in links.items())
+            if result.workload.visible:
+                cells[6] = f"{visible['held']:.0f} / {visible['boosted']:.0f} / {visible['retransmit_requested']:.0f}"
+        rows.append("| " + " | ".join([result.workload.name, *cells]) + " |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
 def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     lines = [
         f"# {results.scenario}",
@@ -240,10 +312,19 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     lines += [
         "",
         summary_table(results),
-        f"Delay: {results.delay_method}. FCT: flow completion times (rr mode: request latency) from `tng perf`. "
+        f"Delay: {results.delay_method}. Capacity and utilization: {results.capacity_method}. "
+        "FCT: flow completion times (rr mode: request latency) from `tng perf`. "
         "CPU %: 100 = one core, averaged over the workload. Load avg: highest 1-minute load average seen.",
         "",
     ]
+    packets = where_packets_went_table(results)
+    if packets:
+        lines += [
+            "Where the packets went (means per run): the kernel's TCP counters at the UE and the server (nstat), and "
+            "with BMv2 the switch's counters (steered minus sent per link = drops in that port's egress queue).",
+            "",
+            packets,
+        ]
     if plots:
         lines.append("Plots: " + ", ".join(f"[{plot.name}]({plot.name})" for plot in plots))
         lines.append("")

@@ -9,19 +9,22 @@ ignored while that happens, so a second Ctrl-C cannot cut the teardown short.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import platform
 import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from tng_p4.bmv2 import Bmv2, Bmv2Error
 
-from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch
+from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch, switch_counters, tcpstats
 from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
 from tng_lab.load import LoadMeter
@@ -32,7 +35,9 @@ from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
 from tng_lab.results import Delay, LabResults, PathResult, RunResult, WorkloadResult
 from tng_lab.scenario import KERNEL_TRANSPORTS, Scenario, ScenarioError, Workload
-from tng_lab.timeline import Sample, path_result, pooled_delay
+from tng_lab.switch_counters import SwitchCounts
+from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
+from tng_lab.timeline import Sample, capacity_and_utilization, path_result, pooled_delay
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ("ip", "ethtool", "chrt", "ss", "sysctl")
@@ -42,6 +47,8 @@ DRAIN_TIMEOUT_S = 5.0
 # the duration again, at least this.
 MIN_CLIENT_GRACE_S = 10.0
 LINKEM_EXIT_GRACE_S = 1.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,14 @@ class ShieldedExitStack(ExitStack):
                 signal.signal(sig, handler)
 
 
+@dataclass(frozen=True, slots=True)
+class _Counters:
+    """Counter snapshots taken before a run: (UE, server) kernel TCP counters, and the switch's."""
+
+    tcp: tuple[tcpstats.Snapshot, tcpstats.Snapshot] | None
+    switch: switch_counters.Snapshot | None
+
+
 @dataclass(slots=True)
 class _Lab:
     """What the workloads need from the running topology."""
@@ -89,32 +104,69 @@ class _Lab:
     options: RunOptions
     plan: Plan
     services: dict[str, Service]
-    linkems: dict[str, tuple[Child, float]]  # link name -> (process, time its clock started)
+    linkems: dict[str, Child]  # link name -> its linkem
+    trace_origins: dict[str, float]  # link name -> time.monotonic() of its trace's time 0 (its last reset)
     server: perf.PerfServer
     logs: Path
     default_cc: str  # the kernel's default congestion control, for kernel workloads that name none
     controller: controller.Controller | None  # with BMv2: programs the switch, sets the steered workloads' policies
     queue_depths: bmv2.QueueDepths | None  # with BMv2: its egress queues, part of every packet's delay
     switch_pps: dict[str, int]  # link name -> BMv2 egress queue rate toward it (links it shapes)
+    switch_p4info: Path | None  # with BMv2: its pipeline's P4Info, to read its counters
 
-    def sample(self) -> Sample:
+    def snapshot_counters(self, workload: Workload) -> _Counters:
+        """The kernel TCP counters of both ends (kernel transports) and the switch's counters (BMv2)."""
+        tcp = None
+        if workload.transport in KERNEL_TRANSPORTS:
+            tcp = (tcpstats.snapshot(self.plan.ue_ns), tcpstats.snapshot(self.plan.server_ns))
+        switch = None
+        if self.switch_p4info is not None:
+            address, device = bmv2.GRPC_ADDRESS, bmv2.DEVICE_ID
+            switch = switch_counters.snapshot_in(self.plan.switch_ns, address, self.switch_p4info, device)
+        return _Counters(tcp, switch)
+
+    def counted_since(self, before: _Counters, workload: Workload) -> tuple[TcpStats | None, SwitchCounts | None]:
+        """What the run did to the counters `before` was taken of."""
+        after = self.snapshot_counters(workload)
+        tcp = None
+        if before.tcp is not None and after.tcp is not None:
+            tcp = TcpStats(
+                ReceiverStats.between(before.tcp[0], after.tcp[0]), SenderStats.between(before.tcp[1], after.tcp[1])
+            )
+        switch = None
+        if before.switch is not None and after.switch is not None:
+            ports = {name: self.plan.port_of(name) for name in workload.paths}
+            switch = SwitchCounts.between(before.switch, after.switch, ports)
+        return tcp, switch
+
+    def sample(self, grid_ms: int) -> Sample:
+        """Every link's counters and switch queue now, for the grid instant `grid_ms` of the run."""
         now = time.monotonic()
-        links = {}
-        for path in self.plan.paths:
-            try:
-                links[path.name] = linkem.counters(path.control)
-            except OSError as err:
-                # A dying linkem closes its socket before it can be reaped: give it a moment to say why it died.
-                self.linkems[path.name][0].check(grace_s=LINKEM_EXIT_GRACE_S)
-                raise LabError(f"linkem ({path.name}) does not answer on its control socket: {err}") from err
+        links = {path.name: self._ask(path.name, linkem.counters, path.control) for path in self.plan.paths}
         if self.queue_depths is None:
-            return Sample(now, links)
+            return Sample(now, grid_ms, links)
         ports = {self.plan.port_of(name): name for name in self.switch_pps}
         depths = self.queue_depths.read(list(ports))
-        return Sample(now, links, {name: depths[port] for port, name in ports.items()})
+        return Sample(now, grid_ms, links, {name: depths[port] for port, name in ports.items()})
+
+    def reset_links(self, seed: int) -> float:
+        """Starts every link over (trace at its time 0, loss and jitter from `seed`); returns the first reset's
+        instant, the run's time 0 (the links are reset one after the other, well within a millisecond each)."""
+        for path in self.plan.paths:
+            self.trace_origins[path.name] = self._ask(path.name, linkem.reset, path.control, seed)
+        return min(self.trace_origins.values())
+
+    def _ask(self, link: str, question: Callable[..., T], *args: object) -> T:
+        """`question(*args)` on the control socket of `link`'s linkem; a linkem that does not answer fails the lab."""
+        try:
+            return question(*args)
+        except OSError as err:
+            # A dying linkem closes its socket before it can be reaped: give it a moment to say why it died.
+            self.linkems[link].check(grace_s=LINKEM_EXIT_GRACE_S)
+            raise LabError(f"linkem ({link}) does not answer on its control socket: {err}") from err
 
     def check_alive(self) -> None:
-        for child, _ in self.linkems.values():
+        for child in self.linkems.values():
             child.check()
         if self.server.child is not None:
             self.server.child.check()
@@ -224,13 +276,14 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
         switch_pps = {
             link.name: bmv2.queue_rate_pps(link.down.rate_bps) for link in scenario.links if link.down.rate_bps
         }
-    linkems = {}
+    linkems, started = {}, {}
     for path in plan.paths:
         down, up = specs[path.name]
         argv = linkem.command(options.binaries.linkem, path.namespace, down, up, path.control, scenario.seed)
         child = stack.enter_context(running(f"linkem ({path.name})", argv, logs / f"linkem-{path.name}.log"))
         try:
-            linkems[path.name] = (child, linkem.wait_ready(child, path.control))
+            started[path.name] = linkem.wait_ready(child, path.control)
+            linkems[path.name] = child
         except LabError as err:
             index = next(i for i, link in enumerate(scenario.links) if link.name == path.name)
             problem = str(err).replace("--ab:", "down:").replace("--ba:", "up:")  # linkem's ab is our downlink
@@ -238,7 +291,21 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     server = perf.PerfServer(options.binaries.tng, plan.server_ns, plan.server_address, PERF_PORT, logs)
     stack.callback(server.stop)
     default_cc = kernelcc.get_default(plan.server_ns)
-    return _Lab(options, plan, services, linkems, server, logs, default_cc, lab_controller, queue_depths, switch_pps)
+    p4info = choice.p4info if choice.bmv2 else None
+    return _Lab(
+        options,
+        plan,
+        services,
+        linkems,
+        started,
+        server,
+        logs,
+        default_cc,
+        lab_controller,
+        queue_depths,
+        switch_pps,
+        p4info,
+    )
 
 
 def _start_bmv2(
@@ -300,7 +367,7 @@ def _drain(lab: _Lab) -> None:
     last one."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     while time.monotonic() < deadline:
-        sample = lab.sample()
+        sample = lab.sample(grid_ms=0)
         busy = [c for pair in sample.links.values() for c in (pair.down, pair.up)]
         linkem_empty = all(c.queue_packets == 0 and c.delay_line_packets == 0 for c in busy)
         if linkem_empty and not any(sample.switch_queues.values()):
@@ -311,7 +378,9 @@ def _drain(lab: _Lab) -> None:
 def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Progress) -> RunResult:
     options, plan = lab.options, lab.plan
     seed = options.seed + repetition
+    link_seed = options.scenario.seed + repetition  # every workload of a repetition meets the same losses
     _drain(lab)
+    origin = lab.reset_links(link_seed)  # every workload meets every trace from its time 0
     if workload.steering is not None:
         assert plan.lwip is not None
         locals_ = [plan.lwip.address]  # one address behind both links: the switch picks the link of every packet
@@ -320,33 +389,43 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     server = f"{plan.server_address}:{PERF_PORT}"
     argv = perf.client_command(options.binaries.tng, plan.ue_ns, workload, server, locals_, options.duration_s, seed)
     stem = f"{workload.name}-r{repetition}"
-    pids = {f"linkem-{name}": child.pid for name, (child, _) in lab.linkems.items()}
+    pids = {f"linkem-{name}": child.pid for name, child in lab.linkems.items()}
     pids["server"] = lab.server.current().pid
     meter = LoadMeter(pids)
-    samples = [lab.sample()]
+    counters = lab.snapshot_counters(workload)
+    samples = [lab.sample(grid_ms=0)]
     report_file = lab.logs / f"{stem}.json"
     client = spawn(f"tng perf client ({workload.name})", argv, lab.logs / f"{stem}.log", stdout=report_file)
     error = None
     try:
-        error = _follow(lab, client, samples, meter, progress, workload)
+        error = _follow(lab, client, samples, meter, progress, workload, origin)
     finally:
         client.stop()
+    tcp, switch_counts = lab.counted_since(counters, workload)
+    duration_ms = options.duration_s * 1e3
     paths = {
-        name: path_result(samples, name, lab.services[name], lab.linkems[name][1], lab.switch_pps.get(name))
+        name: path_result(
+            samples, name, lab.services[name], lab.trace_origins[name], duration_ms, lab.switch_pps.get(name)
+        )
         for name in lab.services
     }
     delay = pooled_delay([paths[name] for name in workload.paths])
+    capacity, utilization = capacity_and_utilization([paths[name] for name in workload.paths])
+    measured = _Measured(samples, paths, delay, capacity, utilization, tcp, switch_counts)
     try:
         report = perf.parse_report(report_file.read_text())
     except LabError as err:
-        return _failed_run(repetition, seed, samples, paths, delay, meter, error or str(err))
+        return _failed_run(repetition, seed, link_seed, measured, meter, error or str(err))
     if error is None and report.bytes_corrupted:
         error = f"{report.bytes_corrupted} bytes arrived corrupted"
     return RunResult(
         repetition=repetition,
         seed=seed,
+        link_seed=link_seed,
         duration_s=round(samples[-1].t - samples[0].t, 3),
         goodput_mbps=report.goodput_mbps,
+        capacity_mbps=capacity,
+        utilization=utilization,
         bytes_received=report.bytes_received,
         bytes_corrupted=report.bytes_corrupted,
         retransmitted_packets=report.retransmitted_packets,
@@ -357,24 +436,37 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         paths=paths,
         perf_paths=report.paths,
         load=meter.finish({"client": report.cpu_percent}),
+        tcp=tcp,
+        switch=switch_counts,
         error=error,
     )
 
 
 def _follow(
-    lab: _Lab, client: Child, samples: list[Sample], meter: LoadMeter, progress: Progress, workload: Workload
+    lab: _Lab,
+    client: Child,
+    samples: list[Sample],
+    meter: LoadMeter,
+    progress: Progress,
+    workload: Workload,
+    origin: float,
 ) -> str | None:
-    """Samples every sample_ms until the client exits; returns why the run failed, or None."""
-    interval = lab.options.scenario.sample_ms / 1e3
+    """Samples on the sample_ms grid from `origin` (the run's reset) until the client exits; returns why the run
+    failed, or None."""
+    interval_ms = lab.options.scenario.sample_ms
     started = samples[0].t
     grace = max(MIN_CLIENT_GRACE_S, lab.options.duration_s)
     deadline = started + lab.options.duration_s + grace
     while True:
-        pause = samples[-1].t + interval - time.monotonic()
+        now = time.monotonic()
+        # The next grid instant; a sampler that woke up late takes the latest one that has passed, at once.
+        latest_passed_ms = math.floor((now - origin) * 1e3 / interval_ms) * interval_ms
+        grid_ms = max(samples[-1].grid_ms + interval_ms, latest_passed_ms)
+        pause = origin + grid_ms / 1e3 - now
         if pause > 0:
             time.sleep(pause)
         exited = not client.running()  # checked before sampling: the last sample then covers all its traffic
-        samples.append(lab.sample())
+        samples.append(lab.sample(grid_ms))
         meter.tick()
         lab.check_alive()
         before, after = samples[-2], samples[-1]
@@ -388,29 +480,42 @@ def _follow(
     return None if status == 0 else f"client exited with status {status}: {log_tail(client.log)}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Measured:
+    """What the lab measured of a run itself, with or without the client's report."""
+
+    samples: list[Sample]
+    paths: dict[str, PathResult]
+    delay: Delay
+    capacity_mbps: float | None
+    utilization: float | None
+    tcp: TcpStats | None
+    switch: SwitchCounts | None
+
+
 def _failed_run(
-    repetition: int,
-    seed: int,
-    samples: list[Sample],
-    paths: dict[str, PathResult],
-    delay: Delay,
-    meter: LoadMeter,
-    error: str,
+    repetition: int, seed: int, link_seed: int, measured: _Measured, meter: LoadMeter, error: str
 ) -> RunResult:
+    samples = measured.samples
     return RunResult(
         repetition=repetition,
         seed=seed,
+        link_seed=link_seed,
         duration_s=round(samples[-1].t - samples[0].t, 3),
         goodput_mbps=0.0,
+        capacity_mbps=measured.capacity_mbps,
+        utilization=measured.utilization,
         bytes_received=0,
         bytes_corrupted=0,
         retransmitted_packets=0,
         sent_packets=0,
-        delay_ms=delay,
+        delay_ms=measured.delay,
         fct_ms=Fct(0.0, 0.0, 0.0, 0),
         fct_samples_ms=[],
-        paths=paths,
+        paths=measured.paths,
         perf_paths=[],
         load=meter.finish({}),
+        tcp=measured.tcp,
+        switch=measured.switch,
         error=error,
     )

@@ -1,7 +1,7 @@
 //! The I/O driver: one thread per direction reads frames from the ingress interface, runs them through that
 //! direction's `Link` and writes them to the egress interface when they are due.
 //!
-//! Timing: timestamps come from `Instant`, which is CLOCK_MONOTONIC on Linux. The thread sleeps in `ppoll` (with a
+//! Timing: timestamps come from CLOCK_MONOTONIC (`Clock`). The thread sleeps in `ppoll` (with a
 //! 1 ns timer slack) until shortly before the next deadline, then spins the last `SPIN_WINDOW` so that frames leave
 //! within a few microseconds of their deadline instead of a scheduler wake-up later. On a machine busy with other
 //! work the wake-up itself can wait for a CPU for milliseconds: run linkem under `chrt -f 10` there (docs/linkem.md).
@@ -11,13 +11,15 @@ use std::num::NonZeroU64;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::time::{clock_gettime, ClockId};
 
+use crate::checksum::complete_transport_checksum;
 use crate::counters::{add, DirectionCounters};
-use crate::link::{ip_bytes, Link, LinkRandomness};
-use crate::packet_socket::{PacketSocket, Received};
+use crate::link::{ip_bytes, Link, RandomStreams};
+use crate::packet_socket::{PacketSocket, Received, TransportChecksum};
 use crate::spec::LinkSpec;
 
 /// How long before a deadline the thread stops sleeping and spins.
@@ -30,25 +32,49 @@ const RECEIVE_BATCH: usize = 64;
 const RECEIVE_BUFFER_BYTES: usize = 256 * 1024;
 
 /// Nanoseconds on CLOCK_MONOTONIC since the bridge started: the time base of every `Link`.
+///
+/// Read with `clock_gettime` rather than through `Instant`, so that an instant can be handed to other processes as a
+/// CLOCK_MONOTONIC reading (what Python's `time.monotonic()` returns on Linux).
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
-    origin: Instant,
+    origin_monotonic_ns: u64,
+}
+
+fn monotonic_now_ns() -> u64 {
+    let now = clock_gettime(ClockId::Monotonic);
+    // CLOCK_MONOTONIC never reads negative.
+    (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }
 
 impl Clock {
     pub fn start() -> Clock {
-        Clock { origin: Instant::now() }
+        Clock { origin_monotonic_ns: monotonic_now_ns() }
     }
 
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        monotonic_now_ns().saturating_sub(self.origin_monotonic_ns)
+    }
+
+    /// The CLOCK_MONOTONIC reading of an instant of this clock.
+    pub fn monotonic_ns(&self, clock_ns: u64) -> u64 {
+        self.origin_monotonic_ns.saturating_add(clock_ns)
     }
 }
 
-/// The control side of one direction: sends new specs to its thread and reads its counters.
+/// What the control socket asks of a forwarding thread.
+#[derive(Debug)]
+pub(crate) enum Update {
+    /// Switch to this spec now (`Link::reconfigure`).
+    Spec(LinkSpec),
+    /// Start over at `origin_ns` with the random streams of `seed` (`Link::reset`), then send the direction's name
+    /// on `applied`.
+    Reset { origin_ns: u64, seed: u64, applied: mpsc::Sender<&'static str> },
+}
+
+/// The control side of one direction: sends new specs and resets to its thread and reads its counters.
 #[derive(Debug)]
 pub struct DirectionHandle {
-    updates: mpsc::Sender<LinkSpec>,
+    updates: mpsc::Sender<Update>,
     wake: UnixStream,
     pub counters: Arc<DirectionCounters>,
 }
@@ -56,7 +82,17 @@ pub struct DirectionHandle {
 impl DirectionHandle {
     /// Hands a new spec to the forwarding thread and wakes it so the change applies at once.
     pub fn apply(&self, spec: LinkSpec) -> io::Result<()> {
-        self.updates.send(spec).map_err(|_| io::Error::other("the forwarding thread has stopped"))?;
+        self.send(Update::Spec(spec))
+    }
+
+    /// Asks the forwarding thread to start the link over at `origin_ns` with the random streams of `seed`; it sends
+    /// its direction's name on `applied` once done.
+    pub fn reset(&self, origin_ns: u64, seed: u64, applied: mpsc::Sender<&'static str>) -> io::Result<()> {
+        self.send(Update::Reset { origin_ns, seed, applied })
+    }
+
+    fn send(&self, update: Update) -> io::Result<()> {
+        self.updates.send(update).map_err(|_| io::Error::other("the forwarding thread has stopped"))?;
         match (&self.wake).write(&[1]) {
             // A full wake socket means a wake-up is already pending.
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(()),
@@ -71,19 +107,25 @@ pub struct Forwarder {
     ingress: PacketSocket,
     egress: PacketSocket,
     link: Link,
+    streams: RandomStreams,
     clock: Clock,
-    updates: mpsc::Receiver<LinkSpec>,
+    updates: mpsc::Receiver<Update>,
     wake: UnixStream,
     counters: Arc<DirectionCounters>,
+    /// Whether the one-time warnings about partial checksums were printed: completed ones, and ones that could not be.
+    warned_partial: bool,
+    warned_not_completed: bool,
 }
 
-/// Opens the sockets of one direction (frames read on `ingress`, written to `egress`).
+/// Opens the sockets of one direction (frames read on `ingress`, written to `egress`); its loss and jitter draw
+/// from `streams` seeded with `seed`.
 pub fn direction(
     name: &'static str,
     ingress: &str,
     egress: &str,
     spec: LinkSpec,
-    randomness: LinkRandomness,
+    streams: RandomStreams,
+    seed: u64,
     clock: Clock,
 ) -> io::Result<(Forwarder, DirectionHandle)> {
     let ingress = PacketSocket::receiver(ingress)?;
@@ -93,16 +135,19 @@ pub fn direction(
     wake_receiver.set_nonblocking(true)?;
     let (updates_sender, updates_receiver) = mpsc::channel();
     let counters = Arc::new(DirectionCounters::default());
-    let link = Link::new(spec, randomness, clock.now_ns(), Arc::clone(&counters));
+    let link = Link::new(spec, streams.seeded(seed), clock.now_ns(), Arc::clone(&counters));
     let forwarder = Forwarder {
         name,
         ingress,
         egress,
         link,
+        streams,
         clock,
         updates: updates_receiver,
         wake: wake_receiver,
         counters: Arc::clone(&counters),
+        warned_partial: false,
+        warned_not_completed: false,
     };
     let handle = DirectionHandle { updates: updates_sender, wake: wake_sender, counters };
     Ok((forwarder, handle))
@@ -122,8 +167,8 @@ impl Forwarder {
         loop {
             let now = self.clock.now_ns();
             self.send_due(now)?;
-            while let Ok(spec) = self.updates.try_recv() {
-                self.link.reconfigure(spec, now);
+            while let Ok(update) = self.updates.try_recv() {
+                self.apply(update, now);
             }
             if now >= next_statistics_ns {
                 add(&self.counters.dropped_kernel, self.ingress.take_kernel_drops()?);
@@ -135,6 +180,18 @@ impl Forwarder {
                 self.sleep(sleep_ns - SPIN_WINDOW_NS)?;
             }
             self.receive_batch(&mut buffer)?;
+        }
+    }
+
+    fn apply(&mut self, update: Update, now: u64) {
+        match update {
+            Update::Spec(spec) => self.link.reconfigure(spec, now),
+            Update::Reset { origin_ns, seed, applied } => {
+                // The control thread chose the instant just before sending: this thread applies it at or after it.
+                self.link.reset(origin_ns, self.streams.seeded(seed), now.max(origin_ns));
+                // The control socket may have stopped waiting; the reset holds either way.
+                let _ = applied.send(self.name);
+            }
         }
     }
 
@@ -187,9 +244,13 @@ impl Forwarder {
                 }
             };
             match received {
-                Received::Frame(length) => {
+                Received::Frame { length, checksum } => {
+                    let mut frame = buffer[..length].to_vec();
+                    if let TransportChecksum::Partial { network_offset } = checksum {
+                        self.complete_checksum(&mut frame, network_offset);
+                    }
                     let now = self.clock.now_ns();
-                    self.link.arrive(now, buffer[..length].to_vec());
+                    self.link.arrive(now, frame);
                 }
                 Received::Oversized(_) => add(&self.counters.dropped_oversize, 1),
                 Received::Outgoing => {}
@@ -197,6 +258,33 @@ impl Forwarder {
             }
         }
         Ok(())
+    }
+
+    /// Completes the TCP or UDP checksum the sender left to offload; without this the receiving host would drop the
+    /// frame (TCP would never connect). Says so once per direction, with the fix at the source.
+    fn complete_checksum(&mut self, frame: &mut [u8], network_offset: usize) {
+        let ingress = self.ingress.interface();
+        match complete_transport_checksum(frame, network_offset) {
+            Ok(_) => add(&self.counters.checksum_completed, 1),
+            Err(reason) if !self.warned_not_completed => {
+                self.warned_not_completed = true;
+                eprintln!(
+                    "linkem: {}: a frame from `{ingress}` with a partial checksum was forwarded as it came ({reason}); \
+                     its receiver will drop it",
+                    self.name
+                );
+            }
+            Err(_) => {}
+        }
+        if !self.warned_partial {
+            self.warned_partial = true;
+            eprintln!(
+                "linkem: {}: frames from `{ingress}` carry partial TCP/UDP checksums (the sender's transmit checksum \
+                 offload is on); linkem completes them (counter checksum_completed). Fix at the source: \
+                 `ethtool -K IFACE tx off` on the interface that sends into `{ingress}` (for a veth, its peer)",
+                self.name
+            );
+        }
     }
 }
 
@@ -206,7 +294,7 @@ fn interface_gone(error: &io::Error) -> bool {
 
 /// A handle whose forwarding side is the returned receiver, for testing the control protocol without sockets.
 #[cfg(test)]
-pub(crate) fn detached_handle() -> (DirectionHandle, mpsc::Receiver<LinkSpec>, UnixStream) {
+pub(crate) fn detached_handle() -> (DirectionHandle, mpsc::Receiver<Update>, UnixStream) {
     let (wake_sender, wake_receiver) = UnixStream::pair().expect("socket pair");
     wake_sender.set_nonblocking(true).expect("nonblocking");
     let (updates, receiver) = mpsc::channel();

@@ -1,19 +1,22 @@
 //! The control socket: a Unix stream socket speaking one JSON object per line in each direction.
 //!
 //! Requests: `{"cmd":"set","dir":"ab"|"ba"|"both","spec":"loss=100%"}` changes the named keys of a running
-//! direction; `{"cmd":"get"}` returns both specs in full; `{"cmd":"counters"}` returns both directions' counters.
-//! Every answer carries `"ok"`; a failed request answers `{"ok":false,"error":"..."}` and changes nothing.
+//! direction; `{"cmd":"get"}` returns both specs in full; `{"cmd":"counters"}` returns both directions' counters;
+//! `{"cmd":"reset","seed":N}` starts both directions over at one instant (trace at time 0, loss and jitter re-seeded)
+//! and answers that instant. Every answer carries `"ok"`; a failed request answers `{"ok":false,"error":"..."}` and
+//! changes nothing.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::bridge::DirectionHandle;
+use crate::bridge::{Clock, DirectionHandle};
 use crate::spec::{LinkSpec, SpecUpdate};
 
 #[derive(Debug, Deserialize)]
@@ -22,7 +25,12 @@ enum Request {
     Set { dir: DirectionSelector, spec: String },
     Get,
     Counters,
+    Reset { seed: u64 },
 }
+
+/// How long a reset waits for both forwarding threads to apply it. They are woken at once and apply it before their
+/// next frame, so only a thread that has stopped takes this long.
+const RESET_CONFIRMATION_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +63,7 @@ impl ControlledDirection {
 pub struct Control {
     ab: ControlledDirection,
     ba: ControlledDirection,
+    clock: Clock,
 }
 
 fn failure(message: impl std::fmt::Display) -> Value {
@@ -62,8 +71,9 @@ fn failure(message: impl std::fmt::Display) -> Value {
 }
 
 impl Control {
-    pub fn new(ab: ControlledDirection, ba: ControlledDirection) -> Control {
-        Control { ab, ba }
+    /// `clock` is the forwarding threads' clock: resets are timed on it.
+    pub fn new(ab: ControlledDirection, ba: ControlledDirection, clock: Clock) -> Control {
+        Control { ab, ba, clock }
     }
 
     fn selected(&self, selector: DirectionSelector) -> Vec<&ControlledDirection> {
@@ -81,7 +91,7 @@ impl Control {
             Err(error) => {
                 return failure(format!(
                     "bad request ({error}); expected {{\"cmd\":\"set\",\"dir\":\"ab|ba|both\",\"spec\":\"...\"}}, \
-                     {{\"cmd\":\"get\"}} or {{\"cmd\":\"counters\"}}"
+                     {{\"cmd\":\"get\"}}, {{\"cmd\":\"counters\"}} or {{\"cmd\":\"reset\",\"seed\":N}}"
                 ))
             }
         };
@@ -97,7 +107,40 @@ impl Control {
                 "ab": self.ab.handle.counters.snapshot(),
                 "ba": self.ba.handle.counters.snapshot(),
             }),
+            Request::Reset { seed } => self.reset(seed),
         }
+    }
+
+    /// Starts both directions over at one instant, chosen here and applied by each forwarding thread, and answers
+    /// once both have applied it.
+    fn reset(&self, seed: u64) -> Value {
+        // Holding both spec locks keeps a concurrent `set` from landing between the two directions' resets.
+        let _specs = [&self.ab, &self.ba].map(|d| d.spec.lock().unwrap_or_else(|e| e.into_inner()));
+        let origin_ns = self.clock.now_ns();
+        let (applied, confirmations) = mpsc::channel();
+        for direction in [&self.ab, &self.ba] {
+            if let Err(error) = direction.handle.reset(origin_ns, seed, applied.clone()) {
+                return failure(format!("{}: {error}", direction.name));
+            }
+        }
+        drop(applied);
+        let mut confirmed = Vec::new();
+        while confirmed.len() < 2 {
+            match confirmations.recv_timeout(RESET_CONFIRMATION_TIMEOUT) {
+                Ok(name) => confirmed.push(name),
+                Err(_) => {
+                    let missing: Vec<&str> =
+                        [self.ab.name, self.ba.name].into_iter().filter(|name| !confirmed.contains(name)).collect();
+                    return failure(format!("{}: the forwarding thread did not apply the reset", missing.join(", ")));
+                }
+            }
+        }
+        json!({
+            "ok": true,
+            "seed": seed,
+            "at_ns": origin_ns,
+            "monotonic_ns": self.clock.monotonic_ns(origin_ns),
+        })
     }
 
     /// Validates the update against every selected direction first, so a bad spec changes nothing.
@@ -175,16 +218,22 @@ fn serve_connection(stream: UnixStream, control: &Control) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge::detached_handle;
+    use crate::bridge::{detached_handle, Update};
     use crate::counters::add;
     use crate::spec::LossSpec;
-    use std::sync::mpsc;
 
     struct Fixture {
         control: Control,
-        ab_updates: mpsc::Receiver<LinkSpec>,
-        ba_updates: mpsc::Receiver<LinkSpec>,
+        ab_updates: mpsc::Receiver<Update>,
+        ba_updates: mpsc::Receiver<Update>,
         _wakes: [UnixStream; 2],
+    }
+
+    fn applied_spec(updates: &mpsc::Receiver<Update>) -> LinkSpec {
+        match updates.try_recv() {
+            Ok(Update::Spec(spec)) => spec,
+            other => panic!("expected a spec update, got {other:?}"),
+        }
     }
 
     fn fixture() -> Fixture {
@@ -195,6 +244,7 @@ mod tests {
             control: Control::new(
                 ControlledDirection::new("ab", spec.clone(), ab),
                 ControlledDirection::new("ba", spec, ba),
+                Clock::start(),
             ),
             ab_updates,
             ba_updates,
@@ -207,7 +257,7 @@ mod tests {
         let f = fixture();
         let answer = f.control.handle_line(r#"{"cmd":"set","dir":"ab","spec":"loss=100%"}"#);
         assert_eq!(answer["ok"], true, "{answer}");
-        let applied = f.ab_updates.try_recv().unwrap();
+        let applied = applied_spec(&f.ab_updates);
         assert_eq!(applied.loss, LossSpec::Bernoulli(1.0));
         assert_eq!(applied.delay, std::time::Duration::from_millis(20));
         assert!(f.ba_updates.try_recv().is_err());
@@ -225,7 +275,55 @@ mod tests {
         assert!(f.ab_updates.try_recv().is_err() && f.ba_updates.try_recv().is_err());
         let both = f.control.handle_line(r#"{"cmd":"set","dir":"both","spec":"delay=5ms"}"#);
         assert_eq!(both["ok"], true);
-        assert!(f.ab_updates.try_recv().is_ok() && f.ba_updates.try_recv().is_ok());
+        applied_spec(&f.ab_updates);
+        applied_spec(&f.ba_updates);
+    }
+
+    /// Plays both forwarding threads: takes one reset from each direction and confirms it.
+    fn confirm_resets(f: &Fixture) -> [(u64, u64); 2] {
+        [&f.ab_updates, &f.ba_updates].map(|updates| {
+            match updates.recv_timeout(Duration::from_secs(5)).expect("a reset reaches the forwarding thread") {
+                Update::Reset { origin_ns, seed, applied } => {
+                    applied.send("x").unwrap();
+                    (origin_ns, seed)
+                }
+                other => panic!("expected a reset, got {other:?}"),
+            }
+        })
+    }
+
+    #[test]
+    fn reset_gives_both_directions_one_instant_and_answers_it_on_clock_monotonic() {
+        let f = fixture();
+        let before = f.control.clock.monotonic_ns(f.control.clock.now_ns());
+        let answer = thread::scope(|scope| {
+            let answering = scope.spawn(|| f.control.handle_line(r#"{"cmd":"reset","seed":42}"#));
+            let [ab, ba] = confirm_resets(&f);
+            assert_eq!(ab, ba, "one instant and one seed for both directions");
+            assert_eq!(ab.1, 42);
+            let answer = answering.join().unwrap();
+            assert_eq!(answer["at_ns"], ab.0, "{answer}");
+            answer
+        });
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(answer["seed"], 42);
+        let monotonic = answer["monotonic_ns"].as_u64().unwrap();
+        let reading = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let after = reading.tv_sec as u64 * 1_000_000_000 + reading.tv_nsec as u64;
+        assert!(before <= monotonic && monotonic <= after, "{before} <= {monotonic} <= {after}");
+    }
+
+    #[test]
+    fn reset_needs_a_seed_and_running_forwarding_threads() {
+        let f = fixture();
+        let answer = f.control.handle_line(r#"{"cmd":"reset"}"#);
+        assert_eq!(answer["ok"], false);
+        assert!(answer["error"].as_str().unwrap().contains("seed"), "{answer}");
+        assert!(f.ab_updates.try_recv().is_err() && f.ba_updates.try_recv().is_err());
+        drop(f.ba_updates);
+        let answer = f.control.handle_line(r#"{"cmd":"reset","seed":1}"#);
+        assert_eq!(answer["ok"], false);
+        assert_eq!(answer["error"], "ba: the forwarding thread has stopped", "{answer}");
     }
 
     #[test]
@@ -236,7 +334,9 @@ mod tests {
         assert_eq!(counters["ok"], true);
         assert_eq!(counters["ab"]["dropped_loss"], 3);
         assert_eq!(counters["ba"]["forwarded_packets"], 0);
-        for bad in ["not json", r#"{"cmd":"reboot"}"#, r#"{"cmd":"set","dir":"up","spec":""}"#] {
+        for bad in
+            ["not json", r#"{"cmd":"reboot"}"#, r#"{"cmd":"set","dir":"up","spec":""}"#, r#"{"cmd":"reset","seed":-1}"#]
+        {
             let answer = f.control.handle_line(bad);
             assert_eq!(answer["ok"], false, "{bad}");
             assert!(answer["error"].as_str().unwrap().starts_with("bad request"));

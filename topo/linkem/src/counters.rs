@@ -23,6 +23,8 @@ pub struct DirectionCounters {
     /// Frames the kernel dropped because linkem's receive socket was full.
     pub dropped_kernel: AtomicU64,
     pub ecn_marked: AtomicU64,
+    /// Frames whose TCP or UDP checksum linkem computed because the sender left it to checksum offload.
+    pub checksum_completed: AtomicU64,
     /// Current bottleneck queue, including the packet being served.
     pub queue_packets: AtomicU64,
     pub queue_bytes: AtomicU64,
@@ -43,6 +45,7 @@ pub struct CountersSnapshot {
     pub dropped_oversize: u64,
     pub dropped_kernel: u64,
     pub ecn_marked: u64,
+    pub checksum_completed: u64,
     pub queue_packets: u64,
     pub queue_bytes: u64,
     pub delay_line_packets: u64,
@@ -71,6 +74,7 @@ impl DirectionCounters {
             dropped_oversize: read(&self.dropped_oversize),
             dropped_kernel: read(&self.dropped_kernel),
             ecn_marked: read(&self.ecn_marked),
+            checksum_completed: read(&self.checksum_completed),
             queue_packets: read(&self.queue_packets),
             queue_bytes: read(&self.queue_bytes),
             delay_line_packets: read(&self.delay_line_packets),

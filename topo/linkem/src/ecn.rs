@@ -1,5 +1,7 @@
 //! ECN congestion-experienced marking on Ethernet frames carrying IPv4 or IPv6.
 
+use crate::checksum::ipv4_header_checksum;
+
 const ETHERNET_HEADER_LEN: usize = 14;
 const VLAN_TAG_LEN: usize = 4;
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -76,16 +78,6 @@ fn mark_ipv6(packet: &mut [u8]) -> EcnOutcome {
     }
 }
 
-/// RFC 1071 one's-complement sum over the header (with its checksum field as given).
-pub fn ipv4_header_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 =
-        header.chunks(2).map(|pair| u32::from(u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]))).sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,16 +97,6 @@ mod tests {
     fn header_verifies(frame: &[u8]) -> bool {
         // A correct header sums (checksum included) to 0xffff, so its complement is zero.
         ipv4_header_checksum(&frame[14..34]) == 0
-    }
-
-    #[test]
-    fn checksum_matches_a_known_header() {
-        // Example header from Wikipedia's "IPv4 header checksum" article: checksum 0xb861.
-        let header = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
-            0x00, 0xc7,
-        ];
-        assert_eq!(ipv4_header_checksum(&header), 0xb861);
     }
 
     #[test]

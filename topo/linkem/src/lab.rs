@@ -4,8 +4,9 @@
 //! ```text
 //!  ns <p>-a: <p>a 10.77.0.1 --veth-- <p>la [ns <p>-l: linkem] <p>lb --veth-- <p>b 10.77.0.2 :ns <p>-b
 //! ```
-//! Offloads are off on all four veths (frames are at most MTU-sized and carry full checksums), IPv6 is off (no
-//! router solicitations through the emulator) and the hosts have static ARP entries (no ARP through a lossy link).
+//! Offloads are off on all four veths (frames are at most MTU-sized and carry full checksums) unless the caller asks
+//! for transmit checksum offload, IPv6 is off (no router solicitations through the emulator) and the hosts have
+//! static ARP entries (no ARP through a lossy link).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -86,6 +87,27 @@ impl Namespace {
     }
 }
 
+/// Which offloads the veths keep. Segmentation and receive offloads are always off: they would hand linkem 64 KB
+/// frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offloads {
+    /// Every offload off, as docs/linkem.md asks: frames carry complete checksums.
+    Off,
+    /// Transmit checksum offload left on (`ethtool -K IFACE tx on`), as a user who forgets `tx off` has it: TCP and
+    /// UDP frames reach linkem with partial checksums.
+    TxChecksum,
+}
+
+impl Offloads {
+    fn ethtool_arguments(self) -> [&'static str; 10] {
+        let tx = match self {
+            Offloads::Off => "off",
+            Offloads::TxChecksum => "on",
+        };
+        ["tx", tx, "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+    }
+}
+
 /// The topology; dropping it deletes the namespaces and with them the veths.
 #[derive(Debug)]
 pub struct Lab {
@@ -102,9 +124,14 @@ pub struct Lab {
 static LABS_CREATED: AtomicU32 = AtomicU32::new(0);
 
 impl Lab {
-    /// Creates the topology. `kind` (a few letters) starts every name, followed by the process id and a counter,
-    /// so concurrent runs never collide.
+    /// Creates the topology with every offload off. `kind` (a few letters) starts every name, followed by the
+    /// process id and a counter, so concurrent runs never collide.
     pub fn create(kind: &str) -> io::Result<Lab> {
+        Lab::create_with(kind, Offloads::Off)
+    }
+
+    /// Creates the topology with the given offloads on all four veths.
+    pub fn create_with(kind: &str, offloads: Offloads) -> io::Result<Lab> {
         if !is_root() {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, "creating network namespaces needs root"));
         }
@@ -126,11 +153,11 @@ impl Lab {
             link_interface_b: format!("{prefix}lb"),
             created: Vec::new(),
         };
-        lab.build()?;
+        lab.build(offloads)?;
         Ok(lab)
     }
 
-    fn build(&mut self) -> io::Result<()> {
+    fn build(&mut self, offloads: Offloads) -> io::Result<()> {
         for name in [&self.host_a.name, &self.link.name, &self.host_b.name] {
             run(Command::new("ip").args(["netns", "add", name]))?;
             self.created.push(name.clone());
@@ -177,9 +204,7 @@ impl Lab {
             ]))?;
             for (namespace, name) in [(host, interface), (&self.link, link_interface)] {
                 // Offloads would hand linkem 64 KB GRO frames and send TCP with partial checksums.
-                run(namespace
-                    .command("ethtool")
-                    .args(["-K", name, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]))?;
+                run(namespace.command("ethtool").args(["-K", name]).args(offloads.ethtool_arguments()))?;
                 run(Command::new("ip").args(["-n", &namespace.name, "link", "set", name, "up"]))?;
             }
         }
@@ -268,6 +293,17 @@ impl LinkemProcess {
 
     pub fn counters(&self) -> io::Result<Value> {
         self.request(r#"{"cmd":"counters"}"#)
+    }
+
+    /// Stops linkem and returns what it wrote to stderr.
+    pub fn stop(mut self) -> io::Result<String> {
+        self.child.kill()?;
+        self.child.wait()?;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            pipe.read_to_string(&mut stderr)?;
+        }
+        Ok(stderr)
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod bridge;
+pub mod checksum;
 pub mod control;
 pub mod counters;
 pub mod ecn;

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::counters::{add, set, DirectionCounters};
 use crate::ecn::{mark_congestion_experienced, EcnOutcome};
 use crate::loss::LossModel;
-use crate::random::uniform;
+use crate::random::{rng, uniform, Stream};
 use crate::spec::{LinkSpec, Service};
 use crate::trace::TraceCursor;
 use crate::units::Amount;
@@ -100,6 +100,23 @@ pub struct LinkRandomness {
     pub jitter: ChaCha8Rng,
 }
 
+/// Which ChaCha streams a direction draws its loss and jitter from, so the same seed gives each direction and purpose
+/// its own sequence.
+#[derive(Clone, Copy, Debug)]
+pub struct RandomStreams {
+    loss: Stream,
+    jitter: Stream,
+}
+
+impl RandomStreams {
+    pub const AB: RandomStreams = RandomStreams { loss: Stream::LossAb, jitter: Stream::JitterAb };
+    pub const BA: RandomStreams = RandomStreams { loss: Stream::LossBa, jitter: Stream::JitterBa };
+
+    pub fn seeded(self, seed: u64) -> LinkRandomness {
+        LinkRandomness { loss: rng(seed, self.loss), jitter: rng(seed, self.jitter) }
+    }
+}
+
 pub struct Link {
     spec: LinkSpec,
     server: Server,
@@ -148,6 +165,20 @@ impl Link {
             self.loss = LossModel::new(spec.loss.clone());
         }
         self.spec = spec;
+        self.publish_gauges();
+    }
+
+    /// Starts the link over at `origin_ns` as if it had just been created there with `randomness`: a trace starts at
+    /// its timestamp 0 at `origin_ns`, the loss model starts fresh (Gilbert-Elliott in the good state) and loss and
+    /// jitter draw from the new streams. Queued and in-flight packets stay; the head-of-line packet's service
+    /// restarts at `origin_ns`. `now_ns` is when the forwarding thread applies it (at or just after `origin_ns`).
+    pub fn reset(&mut self, origin_ns: u64, randomness: LinkRandomness, now_ns: u64) {
+        self.serve_until(now_ns);
+        self.server = Server::new(&self.spec.service, origin_ns);
+        self.server_free_ns = origin_ns;
+        self.loss = LossModel::new(self.spec.loss.clone());
+        self.randomness = randomness;
+        self.schedule_head();
         self.publish_gauges();
     }
 
@@ -252,8 +283,7 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::ipv4_header_checksum;
-    use crate::random::{rng, Stream};
+    use crate::checksum::ipv4_header_checksum;
 
     const MS: u64 = 1_000_000;
 
@@ -278,10 +308,36 @@ mod tests {
     }
 
     fn new_link(spec: &str) -> (Link, Arc<DirectionCounters>) {
+        seeded_link(spec, 9, 0)
+    }
+
+    fn seeded_link(spec: &str, seed: u64, origin_ns: u64) -> (Link, Arc<DirectionCounters>) {
         let counters = Arc::new(DirectionCounters::default());
-        let randomness = LinkRandomness { loss: rng(9, Stream::LossAb), jitter: rng(9, Stream::JitterAb) };
-        let link = Link::new(LinkSpec::parse(spec).unwrap(), randomness, 0, Arc::clone(&counters));
+        let randomness = RandomStreams::AB.seeded(seed);
+        let link = Link::new(LinkSpec::parse(spec).unwrap(), randomness, origin_ns, Arc::clone(&counters));
         (link, counters)
+    }
+
+    /// A file in a fresh temporary directory, removed with it when the guard is dropped.
+    struct TempTrace(std::path::PathBuf);
+
+    impl TempTrace {
+        fn new(name: &str, text: &str) -> TempTrace {
+            let dir = std::env::temp_dir().join(format!("linkem-link-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("t.trace"), text).unwrap();
+            TempTrace(dir)
+        }
+
+        fn path(&self) -> std::path::PathBuf {
+            self.0.join("t.trace")
+        }
+    }
+
+    impl Drop for TempTrace {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     /// Runs the link to completion, returning (release time, sequence) of every frame in delivery order.
@@ -361,17 +417,46 @@ mod tests {
 
     #[test]
     fn trace_uses_one_opportunity_per_packet_whatever_its_size() {
-        let dir = std::env::temp_dir().join(format!("linkem-link-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.trace");
-        std::fs::write(&path, "1\n1\n3\n").unwrap();
-        let (mut link, _) = new_link(&format!("trace={},delay=1ms", path.display()));
+        let trace = TempTrace::new("sizes", "1\n1\n3\n");
+        let (mut link, _) = new_link(&format!("trace={},delay=1ms", trace.path().display()));
         for seq in 0..4 {
             link.arrive(0, frame(if seq % 2 == 0 { 1500 } else { 60 }, seq));
         }
         // Opportunities at 1, 1, 3, then the loop restarts shifted by 3 ms: 4.
         assert_eq!(drain(&mut link), vec![(2 * MS, 0), (2 * MS, 1), (4 * MS, 2), (5 * MS, 3)]);
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Offers 60 packets of 1000 bytes 0.7 ms apart from `start_ns` and returns (release time - start, sequence) of
+    /// every delivered one and the number the loss model dropped.
+    fn replay(link: &mut Link, counters: &DirectionCounters, start_ns: u64) -> (Vec<(u64, u16)>, u64) {
+        let dropped_before = counters.snapshot().dropped_loss;
+        for seq in 0..60 {
+            link.arrive(start_ns + u64::from(seq) * 7 * MS / 10, frame(1000, seq));
+        }
+        let delivered = drain(link).into_iter().map(|(t, seq)| (t - start_ns, seq)).collect();
+        (delivered, counters.snapshot().dropped_loss - dropped_before)
+    }
+
+    #[test]
+    fn reset_replays_the_trace_loss_and_jitter_of_a_fresh_link_from_the_reset_instant() {
+        // Uneven opportunities (period 10 ms), Gilbert-Elliott loss and jitter: every part that has a phase or a
+        // random stream.
+        let trace = TempTrace::new("reset", "1\n2\n2\n5\n9\n10\n");
+        let spec = format!("trace={},delay=3ms,jitter=1ms,reorder=1,ge=0.2,0.3,0.05,0.6", trace.path().display());
+        let (mut fresh, fresh_counters) = seeded_link(&spec, 5, 0);
+        let expected = replay(&mut fresh, &fresh_counters, 0);
+        assert!(expected.1 > 0 && expected.0.len() > 20, "the pattern should see losses and deliveries: {expected:?}");
+
+        let (mut used, used_counters) = seeded_link(&spec, 9, 0);
+        replay(&mut used, &used_counters, 0);
+        // 1234.567 ms is 3.4567 ms into the trace's 124th loop: without the reset the pattern meets another phase.
+        let origin = 1_234_567_000;
+        let mut not_reset = seeded_link(&spec, 9, 0);
+        replay(&mut not_reset.0, &not_reset.1, 0);
+        assert_ne!(replay(&mut not_reset.0, &not_reset.1, origin), expected);
+
+        used.reset(origin, RandomStreams::AB.seeded(5), origin);
+        assert_eq!(replay(&mut used, &used_counters, origin), expected);
     }
 
     /// Sends 200 packets `spacing` apart and returns (delay, sequence) in delivery order.

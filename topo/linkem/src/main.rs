@@ -11,8 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use linkem::bridge::{self, Clock};
 use linkem::control::{self, Control, ControlledDirection};
 use linkem::gentrace::{write_trace, SproutModel};
-use linkem::link::LinkRandomness;
-use linkem::random::{rng, Stream};
+use linkem::link::RandomStreams;
 use linkem::spec::LinkSpec;
 
 #[derive(Parser)]
@@ -35,10 +34,10 @@ struct Cli {
     /// Spec of the b-to-a direction
     #[arg(long, value_name = "SPEC", default_value = "")]
     ba: String,
-    /// Unix socket for JSON-line control commands (set, get, counters)
+    /// Unix socket for JSON-line control commands (set, get, counters, reset)
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
-    /// Seed of the loss and jitter random streams
+    /// Seed of the loss and jitter random streams (a control `reset` re-seeds them)
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(subcommand)]
@@ -162,19 +161,17 @@ fn run_bridge(cli: &Cli) -> Result<(), String> {
     let ab_spec = LinkSpec::parse(&cli.ab).map_err(|e| format!("--ab: {e}"))?;
     let ba_spec = LinkSpec::parse(&cli.ba).map_err(|e| format!("--ba: {e}"))?;
     let clock = Clock::start();
-    let randomness = |loss, jitter| LinkRandomness { loss: rng(cli.seed, loss), jitter: rng(cli.seed, jitter) };
-    let (ab, ab_handle) =
-        bridge::direction("ab", a, b, ab_spec.clone(), randomness(Stream::LossAb, Stream::JitterAb), clock)
-            .map_err(|e| format!("opening {a} -> {b}: {e}"))?;
-    let (ba, ba_handle) =
-        bridge::direction("ba", b, a, ba_spec.clone(), randomness(Stream::LossBa, Stream::JitterBa), clock)
-            .map_err(|e| format!("opening {b} -> {a}: {e}"))?;
+    let (ab, ab_handle) = bridge::direction("ab", a, b, ab_spec.clone(), RandomStreams::AB, cli.seed, clock)
+        .map_err(|e| format!("opening {a} -> {b}: {e}"))?;
+    let (ba, ba_handle) = bridge::direction("ba", b, a, ba_spec.clone(), RandomStreams::BA, cli.seed, clock)
+        .map_err(|e| format!("opening {b} -> {a}: {e}"))?;
     eprintln!("linkem: bridging {a} <-> {b}\n  ab: {ab_spec}\n  ba: {ba_spec}");
     // The control holds the handles for as long as forwarding runs: a dropped handle would close the wake socket,
     // which the forwarding thread then sees as permanently readable.
     let control = Arc::new(Control::new(
         ControlledDirection::new("ab", ab_spec, ab_handle),
         ControlledDirection::new("ba", ba_spec, ba_handle),
+        clock,
     ));
     if let Some(path) = &cli.control {
         control::serve(path, Arc::clone(&control)).map_err(|e| format!("--control {}: {e}", path.display()))?;

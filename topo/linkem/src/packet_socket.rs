@@ -1,23 +1,38 @@
 //! AF_PACKET raw sockets bound to one interface.
 //!
-//! Unsafe code is allowed in this module only: no maintained crate exposes a safe `sockaddr_ll` bind or the
-//! `SOL_PACKET` options (PACKET_IGNORE_OUTGOING, PACKET_ADD_MEMBERSHIP, PACKET_STATISTICS), so each is one libc call
-//! on a file descriptor this module owns, with sizes taken from the types passed.
+//! Unsafe code is allowed in this module only: no maintained crate exposes a safe `sockaddr_ll` bind, the
+//! `SOL_PACKET` options (PACKET_IGNORE_OUTGOING, PACKET_ADD_MEMBERSHIP, PACKET_STATISTICS, PACKET_AUXDATA) or the
+//! PACKET_AUXDATA control message, so each is one libc call on a file descriptor this module owns, with sizes taken
+//! from the types passed.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, size_of_val, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Socket buffer size requested for both directions: enough for a few milliseconds of a saturated 1 Gbit/s link.
 const SOCKET_BUFFER_BYTES: libc::c_int = 8 << 20;
 
+/// Room for the control messages of one receive: a PACKET_AUXDATA message (16-byte header, 20-byte
+/// `tpacket_auxdata`) with space to spare; `u64` words keep it aligned for `cmsghdr`.
+const CONTROL_WORDS: usize = 16;
+
+/// The state of a received frame's TCP or UDP checksum, from the kernel's PACKET_AUXDATA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportChecksum {
+    /// Whatever the sender put there (complete unless the frame is corrupt).
+    AsSent,
+    /// Left to checksum offload (TP_STATUS_CSUMNOTREADY): the field holds only the pseudo-header sum. The IP header
+    /// starts `network_offset` bytes into the frame.
+    Partial { network_offset: usize },
+}
+
 /// What one non-blocking receive produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
-    /// A frame of this length was copied to the buffer.
-    Frame(usize),
+    /// A frame of `length` bytes was copied to the buffer.
+    Frame { length: usize, checksum: TransportChecksum },
     /// A frame of this length did not fit into the buffer and was discarded.
     Oversized(usize),
     /// A frame this host sent out of the interface (on kernels without PACKET_IGNORE_OUTGOING); skip it.
@@ -66,6 +81,8 @@ impl PacketSocket {
             Err(error) if error.raw_os_error() == Some(libc::ENOPROTOOPT) => {}
             other => other?,
         }
+        // Tells each frame's checksum state, so frames a sender left to checksum offload can be completed.
+        socket.set_option(libc::SOL_PACKET, libc::PACKET_AUXDATA, &1)?;
         let index = interface_index(interface)?;
         // SAFETY: packet_mreq is plain old data; all-zero is a valid value.
         let mut membership: libc::packet_mreq = unsafe { zeroed() };
@@ -135,21 +152,21 @@ impl PacketSocket {
 
     /// Reads one frame without blocking.
     pub fn receive(&self, buffer: &mut [u8]) -> io::Result<Received> {
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+        // SAFETY: sockaddr_ll and msghdr are plain old data; all-zero is a valid value.
         let mut address: libc::sockaddr_ll = unsafe { zeroed() };
-        let mut address_len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        // SAFETY: buffer and address pointers/lengths describe live, writable memory; MSG_TRUNC makes the kernel
-        // return the real frame length without writing past `buffer`.
-        let result = unsafe {
-            libc::recvfrom(
-                self.fd.as_raw_fd(),
-                buffer.as_mut_ptr().cast::<libc::c_void>(),
-                buffer.len(),
-                libc::MSG_TRUNC | libc::MSG_DONTWAIT,
-                (&raw mut address).cast::<libc::sockaddr>(),
-                &mut address_len,
-            )
-        };
+        let mut control = [0u64; CONTROL_WORDS];
+        let mut data = libc::iovec { iov_base: buffer.as_mut_ptr().cast::<libc::c_void>(), iov_len: buffer.len() };
+        // SAFETY: as above.
+        let mut message: libc::msghdr = unsafe { zeroed() };
+        message.msg_name = (&raw mut address).cast::<libc::c_void>();
+        message.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        message.msg_iov = &raw mut data;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast::<libc::c_void>();
+        message.msg_controllen = size_of_val(&control) as _;
+        // SAFETY: every pointer in `message` describes live, writable memory of the given length; MSG_TRUNC makes
+        // the kernel return the real frame length without writing past `buffer`.
+        let result = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut message, libc::MSG_TRUNC | libc::MSG_DONTWAIT) };
         if result < 0 {
             let error = io::Error::last_os_error();
             return match error.kind() {
@@ -163,7 +180,7 @@ impl PacketSocket {
         } else if length > buffer.len() {
             Ok(Received::Oversized(length))
         } else {
-            Ok(Received::Frame(length))
+            Ok(Received::Frame { length, checksum: transport_checksum(&message) })
         }
     }
 
@@ -196,6 +213,30 @@ impl PacketSocket {
         })?;
         Ok(u64::from(stats.tp_drops))
     }
+}
+
+/// Reads the checksum state from the PACKET_AUXDATA control message that `recvmsg` filled into `message`.
+fn transport_checksum(message: &libc::msghdr) -> TransportChecksum {
+    // SAFETY: `message` was filled by recvmsg, so its control buffer holds msg_controllen bytes of well-formed
+    // control messages, which the CMSG macros walk without leaving it.
+    let mut header = unsafe { libc::CMSG_FIRSTHDR(message) };
+    while !header.is_null() {
+        // SAFETY: non-null headers returned by the CMSG macros point into the control buffer.
+        let (level, kind) = unsafe { ((*header).cmsg_level, (*header).cmsg_type) };
+        if level == libc::SOL_PACKET && kind == libc::PACKET_AUXDATA {
+            // SAFETY: the kernel writes a whole tpacket_auxdata after a PACKET_AUXDATA header; the data may be less
+            // aligned than the struct, hence the unaligned read.
+            let auxdata: libc::tpacket_auxdata =
+                unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<libc::tpacket_auxdata>()) };
+            if auxdata.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                return TransportChecksum::Partial { network_offset: usize::from(auxdata.tp_net) };
+            }
+            return TransportChecksum::AsSent;
+        }
+        // SAFETY: as for CMSG_FIRSTHDR; `header` came from the same message.
+        header = unsafe { libc::CMSG_NXTHDR(message, header) };
+    }
+    TransportChecksum::AsSent
 }
 
 impl AsFd for PacketSocket {

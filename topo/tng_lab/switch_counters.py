@@ -1,0 +1,105 @@
+"""BMv2's counters around a run: where the steered packets went and what VISIBLE did with their ACKs.
+
+P4Runtime reads counters without arbitration, so this never competes with the controller for mastership. BMv2's
+gRPC server listens only inside the switch namespace, so the lab runs this module there (`python -m
+tng_lab.switch_counters`), once before and once after each run of a steered workload.
+
+A packet steered to a link's port and never sent from it was dropped by the port's egress queue (BMv2's traffic
+manager drops without telling the pipeline): steered minus sent is that queue's drops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import finsy as fy
+import grpc
+from finsy.proto import p4r, p4r_grpc
+from tng_p4.pipeline import DROPS, PORT_TX, STEERED, VISIBLE_DECISIONS, VisibleDecision
+
+from tng_lab.netns import LabError, sh
+
+READ_TIMEOUT_S = 5.0
+COUNTERS = (STEERED, PORT_TX, DROPS, VISIBLE_DECISIONS)
+Snapshot = dict[str, dict[int, int]]  # counter name -> index -> packets
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCounts:
+    steered: int  # packets the switch steered to the link's port
+    sent: int  # packets the port sent (steered ones and any other)
+    queue_drops: int  # steered, never sent: the port's egress queue was full
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchCounts:
+    """What one run did on the switch."""
+
+    links: dict[str, LinkCounts]
+    visible: dict[str, int]  # VISIBLE's decisions by name (held, boosted, retransmit_requested, ...)
+    dropped: int  # packets the pipeline dropped (ingress.drops, every reason)
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def between(cls, before: Snapshot, after: Snapshot, ports: dict[str, int]) -> SwitchCounts:
+        def delta(counter: str, index: int) -> int:
+            return after.get(counter, {}).get(index, 0) - before.get(counter, {}).get(index, 0)
+
+        links = {}
+        for name, port in ports.items():
+            steered, sent = delta(STEERED, port), delta(PORT_TX, port)
+            links[name] = LinkCounts(steered, sent, max(0, steered - sent))
+        visible = {decision.name.lower(): delta(VISIBLE_DECISIONS, decision) for decision in VisibleDecision}
+        dropped = sum(delta(DROPS, index) for index in after.get(DROPS, {}))
+        return cls(links, visible, dropped)
+
+
+def read(address: str, p4info: Path, device_id: int) -> Snapshot:
+    """Packets per index of every counter in COUNTERS, read from the switch at `address`."""
+    schema = fy.P4Schema(p4info)
+    entities = [p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=schema.counters[name].id)) for name in COUNTERS]
+    names = {schema.counters[name].id: name for name in COUNTERS}
+    snapshot: Snapshot = {name: {} for name in COUNTERS}
+    with grpc.insecure_channel(address) as channel:
+        request = p4r.ReadRequest(device_id=device_id, entities=entities)
+        for response in p4r_grpc.P4RuntimeStub(channel).Read(request, timeout=READ_TIMEOUT_S):
+            for entity in response.entities:
+                cell = entity.counter_entry
+                snapshot[names[cell.counter_id]][cell.index.index] = cell.data.packet_count
+    return snapshot
+
+
+def snapshot_in(namespace: str, address: str, p4info: Path, device_id: int) -> Snapshot:
+    """`read` run inside `namespace`, where the switch's gRPC server is."""
+    argv = ["ip", "netns", "exec", namespace, sys.executable, "-m", "tng_lab.switch_counters"]
+    output = sh([*argv, "--address", address, "--p4info", str(p4info), "--device-id", str(device_id)])
+    try:
+        data = json.loads(output)
+        return {name: {int(index): int(value) for index, value in cells.items()} for name, cells in data.items()}
+    except (ValueError, AttributeError) as err:
+        raise LabError(f"switch counters: unreadable output ({err}): {output[:200]!r}") from err
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tng_lab.switch_counters", description=__doc__.splitlines()[0])
+    parser.add_argument("--address", required=True, help="the switch's P4Runtime address")
+    parser.add_argument("--p4info", type=Path, required=True)
+    parser.add_argument("--device-id", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        snapshot = read(args.address, args.p4info, args.device_id)
+    except grpc.RpcError as err:
+        print(f"switch counters: {args.address}: {err.code().name}: {err.details()}", file=sys.stderr)
+        return 1
+    print(json.dumps(snapshot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
