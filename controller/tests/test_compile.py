@@ -287,3 +287,7 @@ def test_contract_p4info_agrees_with_the_compiled_one(contract_pipeline: tuple[P
         ]
     for counter in contract.counters:
         assert real.counters[counter.name].size == counter.size
+    for metadata in contract.controller_packet_metadata:
+        assert [(m.name, m.bitwidth) for m in real.controller_packet_metadata[metadata.name].metadata] == [
+            (m.name, m.bitwidth) for m in metadata.metadata
+        ]
