@@ -244,6 +244,11 @@ def golden_policies() -> list[StoredPolicy]:
             2, match=pb.Match(src_prefix="192.168.0.0/16"), switch_policy=in_network(pb.STEERING_MODE_QDEPL_DATAPLANE)
         ),
         stored(4, switch_policy=in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST, spill_threshold_packets=30)),
+        stored(
+            5,
+            match=pb.Match(dst_prefix="10.0.3.0/24", ip_protocol=6),
+            switch_policy=in_network(pb.STEERING_MODE_EARLIEST_ARRIVAL),
+        ),
     ]
 
 
