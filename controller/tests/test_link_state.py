@@ -13,6 +13,7 @@ from tng_controller.config import ConfigError, MonitorConfig, parse
 from tng_controller.link_state import LinkState, LinkStateBand, RouteLinkStates, packet_time_us, tuning
 from tng_controller.monitor import LinkRates
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.probe import MIN_ANSWERS
 from tng_controller.prober import LinkProber
 from tng_controller.store import StoredPolicy
 from tng_controller.topology import topology_entries
@@ -133,8 +134,9 @@ def test_route_link_states_from_capacities_estimates_and_the_prober() -> None:
     probe = prober.probe_of(config.routes[1])
     assert probe is not None
     for sent_on, rtt in ((LTE, 0.045), (WIFI, 0.015)):
-        probe.sent[sent_on] += 1
-        probe.answered(sent_on, WIFI, rtt, now=1.0)
+        for _ in range(MIN_ANSWERS):
+            probe.sent[sent_on] += 1
+            probe.answered(sent_on, WIFI, rtt, now=1.0)
     assert states.update(now=1.0)
     assert [e.action.args for e in states.entries()] == [
         {"lte_delay_us": 30_000, "wifi_delay_us": 0, "lte_packet_us": 1200, "wifi_packet_us": 400}
@@ -143,11 +145,11 @@ def test_route_link_states_from_capacities_estimates_and_the_prober() -> None:
     (status,) = states.statuses(now=2.0)
     assert (status.delay_measured, status.delay_difference_us) == (True, 30_000)
     assert [(r.sent_on, r.answered_on, r.min_rtt_us, r.answers) for r in status.rtts] == [
-        ("lte", "wifi", 45_000, 1),
-        ("wifi", "wifi", 15_000, 1),
+        ("lte", "wifi", 45_000, MIN_ANSWERS),
+        ("wifi", "wifi", 15_000, MIN_ANSWERS),
     ]
     assert (status.preferred_link, status.spill_depth_packets, status.hold_budget_us) == ("wifi", 76, 34_800)
-    assert (status.probes_sent, status.probes_unanswered) == (2, 0)
+    assert (status.probes_sent, status.probes_unanswered) == (2 * MIN_ANSWERS, 0)
     assert states.describe() == "10.2.0.0/24 d 30000 us, time per packet LTE 1200 us, Wi-Fi 400 us"
     assert states.tuning(policy(pb.STEERING_MODE_LOWEST_RTT_FIRST)) == Tuning(Link.WIFI, 76, 34_800)
 

@@ -13,7 +13,7 @@ import pytest
 from scapy.layers.inet import ICMP, IP
 from scapy.layers.l2 import Ether
 from tng_controller.config import MonitorConfig, parse
-from tng_controller.probe import Outstanding, RouteProbe, RttWindow
+from tng_controller.probe import MIN_ANSWERS, DelayDifference, Outstanding, RouteProbe, RttWindow
 from tng_controller.probe_frames import echo_request, parse_echo_reply
 from tng_controller.prober import LinkProber
 
@@ -70,12 +70,18 @@ def test_the_window_keeps_the_minimum_of_its_last_seconds() -> None:
     assert window.minimum(30.0) is None
 
 
+QUEUEING_S = 0.010
+
+
 def probe_with(*answers: tuple[int, int, float, float]) -> RouteProbe:
-    """A route probe with (sent on, answered on, round trip, at) answers recorded."""
+    """A route probe with (sent on, answered on, round trip, at) answers recorded, each with MIN_ANSWERS - 1 more that
+    waited QUEUEING_S longer (a minimum counts from MIN_ANSWERS answers on)."""
     probe = RouteProbe(LTE, WIFI, window_s=10.0)
     for sent_on, answered_on, rtt, at in answers:
-        probe.sent[sent_on] += 1
+        probe.sent[sent_on] += MIN_ANSWERS
         probe.answered(sent_on, answered_on, rtt, at)
+        for _ in range(MIN_ANSWERS - 1):
+            probe.answered(sent_on, answered_on, rtt + QUEUEING_S, at)
     return probe
 
 
@@ -90,7 +96,7 @@ def test_answers_on_a_common_port_give_the_downlink_difference() -> None:
     assert difference.us == pytest.approx(20_000)
     assert difference.state == "both links' probes answered on wifi"
     rtts = [(r.sent_on, r.answered_on, round(r.min_rtt_s * 1e6), r.answers) for r in probe.rtts(2.0)]
-    assert rtts == [(LTE, WIFI, 35_000, 2), (WIFI, WIFI, 15_000, 2)]
+    assert rtts == [(LTE, WIFI, 35_000, 2 * MIN_ANSWERS), (WIFI, WIFI, 15_000, 2 * MIN_ANSWERS)]
 
 
 def test_answers_on_each_own_link_are_halved_as_symmetric_links() -> None:
@@ -137,6 +143,18 @@ def test_missing_and_crossed_answers_leave_the_difference_unknown_with_the_reaso
     )
     stale = probe_with((LTE, WIFI, 0.030, 0.0), (WIFI, WIFI, 0.010, 0.0))
     assert stale.difference(11.0).us is None  # every answer left the window
+
+    few = RouteProbe(LTE, WIFI, window_s=10.0)
+    for port in (LTE, WIFI):
+        few.sent[port] += MIN_ANSWERS
+        for _ in range(MIN_ANSWERS - 1):
+            few.answered(port, WIFI, 0.030, now=0.0)
+    assert few.difference(1.0) == DelayDifference(
+        None, f"{MIN_ANSWERS - 1} answers to lte probes within the last 10 s (the minimum needs 5 on one port)"
+    )
+    few.answered(LTE, WIFI, 0.030, now=0.5)
+    few.answered(WIFI, WIFI, 0.010, now=0.5)
+    assert few.difference(1.0).us == pytest.approx(20_000)
 
 
 def test_sequence_numbers_wrap_and_skip_probes_in_flight() -> None:

@@ -19,6 +19,7 @@ from finsy.test.p4runtime_server import P4RuntimeServer
 from tng_controller.compile import compile_policies
 from tng_controller.config import SwitchConfig, parse
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.probe import MIN_ANSWERS
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore, StoredPolicy
 
@@ -331,8 +332,9 @@ async def test_the_link_state_of_lwip_routes_is_owned_and_follows_the_prober(
         probe = member.prober.probe_of(config.switches[0].routes[0])
         assert probe is not None
         now = asyncio.get_running_loop().time()
-        probe.answered(2, 3, 0.040, now)
-        probe.answered(3, 3, 0.015, now)
+        for _ in range(MIN_ANSWERS):
+            probe.answered(2, 3, 0.040, now)
+            probe.answered(3, 3, 0.015, now)
         await until(lambda: [s["lte_delay_us"] for s in link_states()] == [25_000])
         assert fleet.statuses()[0].link_states[0].spill_depth_packets == 64  # ceil(25 ms / 0.4 ms) + 1
     store.close()

@@ -13,6 +13,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 SEQUENCES = 1 << 16  # an ICMP echo sequence number is 16 bits
+# A minimum over fewer answers is mostly noise (the controller's own scheduling): a (link, port) pair counts from
+# this many answers in the window on.
+MIN_ANSWERS = 5
 
 
 @dataclass(slots=True)
@@ -81,15 +84,19 @@ class RouteProbe:
         return found
 
     def difference(self, now: float) -> DelayDifference:
-        """d from the windowed minima: over a port both links' probes were answered on (the one answered last if
-        several), else over each link's own port (symmetric links), else unknown with the reason."""
+        """d from the windowed minima of pairs with MIN_ANSWERS answers: over a port both links' probes were answered
+        on (the one answered last if several), else over each link's own port (symmetric links), else unknown with
+        the reason."""
         minima: dict[int, dict[int, float]] = {self.lte_port: {}, self.wifi_port: {}}
+        answered = {self.lte_port: 0, self.wifi_port: 0}
         for rtt in self.rtts(now):
-            minima[rtt.sent_on][rtt.answered_on] = rtt.min_rtt_s
+            answered[rtt.sent_on] += rtt.answers
+            if rtt.answers >= MIN_ANSWERS:
+                minima[rtt.sent_on][rtt.answered_on] = rtt.min_rtt_s
         lte, wifi = minima[self.lte_port], minima[self.wifi_port]
         for port, answers in ((self.lte_port, lte), (self.wifi_port, wifi)):
             if not answers:
-                return DelayDifference(None, self._silence(port))
+                return DelayDifference(None, self._silence(port, answered[port]))
         common = lte.keys() & wifi.keys()
         if common:
             port = max(common, key=self._answered_last)
@@ -108,10 +115,13 @@ class RouteProbe:
         """When both links' probes were last answered on `answered_on`."""
         return min(self._windows[(sent_on, answered_on)].last_at for sent_on in (self.lte_port, self.wifi_port))
 
-    def _silence(self, port: int) -> str:
+    def _silence(self, port: int, answers: int) -> str:
         name = self.link_name(port)
         if not self.sent[port]:
             return f"no {name} probe sent yet"
+        if answers:
+            window = f"within the last {self.window_s:g} s"
+            return f"{answers} answers to {name} probes {window} (the minimum needs {MIN_ANSWERS} on one port)"
         return (
             f"no answer to {name} probes within the last {self.window_s:g} s "
             f"({self.sent[port]} sent, {self.unanswered[port]} unanswered)"
