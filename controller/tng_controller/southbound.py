@@ -31,6 +31,7 @@ from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands, 
 from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.stream import SharedStream
 from tng_controller.topology import TOPOLOGY_TABLES, helper_clone_session, topology_entries
 
 LOGGER = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class _Member:
     thrift: Bmv2Thrift | None
     prober: LinkProber | None
     link_states: RouteLinkStates
+    stream: SharedStream
     installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
     encoded: EncodedEntries = field(default_factory=EncodedEntries)
     last_error: str = ""
@@ -135,6 +137,7 @@ class SwitchFleet:
                 thrift=Bmv2Thrift(config.name, config.thrift) if config.thrift else None,
                 prober=prober,
                 link_states=RouteLinkStates(config, monitor, links, prober),
+                stream=SharedStream(switch),
             )
             member.share.update(*member.link_rates(), now=-math.inf)  # configured capacities, until measured
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
@@ -215,11 +218,11 @@ class SwitchFleet:
         switch.create_task(self._configure_queues(member))
         switch.create_task(self._monitor_links(member))
         if member.prober is not None:
-            switch.create_task(member.prober.receive(switch))
-            switch.create_task(member.prober.send(switch))
+            switch.create_task(member.prober.receive(member.stream))
+            switch.create_task(member.prober.send(member.stream))
         if member.helper is not None:
             if member.helper.helper is not None:
-                member.helper.serving = switch.create_task(serve_p4runtime(switch, member.helper.helper))
+                member.helper.serving = switch.create_task(serve_p4runtime(member.stream, member.helper.helper))
             switch.create_task(keep_helper_table(member.helper, lambda entry: self._write_helper(member, entry)))
 
     async def _sync(self, member: _Member) -> None:
@@ -286,7 +289,7 @@ class SwitchFleet:
     async def _consume_digests(self, member: _Member) -> None:
         """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
         async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
-            await member.switch.write([digests.ack()])
+            await member.stream.write([digests.ack()])
             changed = False
             for data in digests:
                 flow = NewFlow.from_digest(data)  # type: ignore[arg-type]
