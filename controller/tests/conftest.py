@@ -45,10 +45,30 @@ class FakeFleet:
         self.installed[switch] = [(p.name, p.revision, p.policy_id) for p in policies]
 
     def statuses(self) -> list[pb.SwitchStatus]:
-        return [
+        statuses = [
             pb.SwitchStatus(name=name, address=f"127.0.0.1:{9559 + i}", device_id=i + 1, state="CONNECTED")
             for i, name in enumerate(self.names)
         ]
+        statuses[0].link_states.add(
+            prefix="10.2.0.0/24",
+            probe_target="10.2.0.2",
+            rtts=[
+                pb.ProbeRtt(sent_on="lte", answered_on="wifi", min_rtt_us=45_200, answers=150),
+                pb.ProbeRtt(sent_on="wifi", answered_on="wifi", min_rtt_us=15_100, answers=150),
+            ],
+            delay_difference_us=30_100,
+            delay_measured=True,
+            delay_state="both links' probes answered on wifi",
+            probes_sent=300,
+            probes_unanswered=2,
+            lte_delay_us=30_000,
+            lte_packet_us=1200,
+            wifi_packet_us=400,
+            preferred_link="wifi",
+            spill_depth_packets=76,
+            hold_budget_us=34_800,
+        )
+        return statuses
 
     async def stats(self, policies: Sequence[StoredPolicy]) -> pb.GetStatsResponse:
         return pb.GetStatsResponse(
@@ -149,7 +169,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     )
 
 
-TERNARY, EXACT = p4i.MatchField.TERNARY, p4i.MatchField.EXACT
+TERNARY, EXACT, LPM = p4i.MatchField.TERNARY, p4i.MatchField.EXACT, p4i.MatchField.LPM
 TABLES = {
     "ingress.classify.connection_policy": ([("connection_id", 64, EXACT)], ["ingress.classify.set_policy"]),
     "ingress.classify.flow_policy": (
@@ -167,11 +187,24 @@ TABLES = {
             "ingress.steering.steer_lowest_rtt",
             "ingress.steering.steer_lte_only",
             "ingress.steering.steer_wifi_only",
+            "ingress.steering.steer_earliest_arrival",
         ],
     ),
+    "ingress.steering.link_state": ([("lte_port", 9, EXACT)], ["ingress.steering.set_link_state"]),
     "ingress.visible.params": ([("policy", 8, EXACT)], ["ingress.visible.visible_on"]),
     "egress.backpressure.thresholds": ([("policy", 8, EXACT)], ["egress.backpressure.set_thresholds"]),
     "ingress.port_role": ([("ingress_port", 9, EXACT)], ["ingress.set_port_role"]),
+    "ingress.forwarding.routes": (
+        [("dst_addr", 32, LPM)],
+        [
+            "ingress.forwarding.route",
+            "ingress.forwarding.route_lwip",
+            "ingress.forwarding.punt",
+            "ingress.forwarding.drop",
+        ],
+    ),
+    "egress.port_mac": ([("egress_port", 9, EXACT)], ["egress.set_source_mac"]),
+    "egress.backpressure.port_capacity": ([("egress_port", 9, EXACT)], ["egress.backpressure.set_capacity"]),
 }
 ACTIONS = {
     "ingress.classify.set_policy": [("policy", 8)],
@@ -182,6 +215,13 @@ ACTIONS = {
     "ingress.steering.steer_lowest_rtt": [("preferred_link", 8), ("spill_depth", 32)],
     "ingress.steering.steer_lte_only": [],
     "ingress.steering.steer_wifi_only": [],
+    "ingress.steering.steer_earliest_arrival": [],
+    "ingress.steering.set_link_state": [
+        ("lte_delay_us", 32),
+        ("wifi_delay_us", 32),
+        ("lte_packet_us", 32),
+        ("wifi_packet_us", 32),
+    ],
     "ingress.visible.visible_on": [
         ("segment_size", 16),
         ("hold_budget_us", 32),
@@ -196,7 +236,14 @@ ACTIONS = {
     ],
     "egress.backpressure.set_thresholds": [("feedback_min_us", 32), ("ecn_mark_us", 32)],
     "ingress.set_port_role": [("role", 8)],
+    "ingress.forwarding.route": [("port", 9), ("dst_mac", 48)],
+    "ingress.forwarding.route_lwip": [("lte_port", 9), ("lte_dst_mac", 48), ("wifi_port", 9), ("wifi_dst_mac", 48)],
+    "ingress.forwarding.punt": [],
+    "ingress.forwarding.drop": [],
+    "egress.set_source_mac": [("mac", 48)],
+    "egress.backpressure.set_capacity": [("rate_kbps", 32)],
 }
+PACKET_METADATA = {"packet_in": [("ingress_port", 9), ("_pad", 7)], "packet_out": [("egress_port", 9), ("_pad", 7)]}
 COUNTERS = {"ingress.classify.policy_packets": 256, "egress.port_tx": 512, "ingress.steering.steered": 512}
 
 
@@ -221,6 +268,11 @@ def contract_p4info() -> p4i.P4Info:
         counter = info.counters.add(size=size)
         counter.preamble.id, counter.preamble.name, counter.preamble.alias = 0x03000000 + i, name, name
         counter.spec.unit = p4i.CounterSpec.BOTH
+    for i, (name, fields) in enumerate(PACKET_METADATA.items()):
+        metadata = info.controller_packet_metadata.add()
+        metadata.preamble.id, metadata.preamble.name, metadata.preamble.alias = 0x40000000 + i, name, name
+        for j, (field_name, width) in enumerate(fields, 1):
+            metadata.metadata.add(id=j, name=field_name, bitwidth=width)
     return info
 
 

@@ -19,8 +19,8 @@ class PacketPorts:
     """Dials the switch's packet socket and attaches `ports`; frames sent go into the switch on a port, frames the
     switch sends out of an attached port are captured."""
 
-    def __init__(self, socket_address: str, ports: list[int]) -> None:
-        self._socket = pynng.Pair0(recv_timeout=100)
+    def __init__(self, socket_address: str, ports: list[int], recv_timeout_ms: int = 100) -> None:
+        self._socket = pynng.Pair0(recv_timeout=recv_timeout_ms)
         self._socket.dial(socket_address, block=True)
         for port in ports:
             self._socket.send(HEADER.pack(PORT_ADD, port, 0))
@@ -44,12 +44,17 @@ class PacketPorts:
         frames: list[tuple[int, bytes]] = []
         start = last = time.monotonic()
         while time.monotonic() - last < quiet_s and time.monotonic() - start < limit_s:
-            try:
-                message = self._socket.recv()
-            except pynng.Timeout:
-                continue
-            kind, port, length = HEADER.unpack_from(message)
-            if kind == PACKET_OUT:
-                frames.append((port, message[HEADER.size : HEADER.size + length]))
+            frame = self.receive_frame()
+            if frame is not None:
+                frames.append(frame)
                 last = time.monotonic()
         return frames
+
+    def receive_frame(self) -> tuple[int, bytes] | None:
+        """The next (port, frame) the switch sent, or None when none came within the receive timeout."""
+        try:
+            message = self._socket.recv()
+        except pynng.Timeout:
+            return None
+        kind, port, length = HEADER.unpack_from(message)
+        return (port, message[HEADER.size : HEADER.size + length]) if kind == PACKET_OUT else None

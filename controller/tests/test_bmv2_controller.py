@@ -262,7 +262,8 @@ def test_controller_restart_keeps_policies_and_writes_nothing(start_lab) -> None
     lab.tngctl("policy", "set", str(lab.policies))
     policies = lab.tngctl("--json", "policy", "ls")
     entries, cookie = lab.reader.entry_messages(), lab.reader.pipeline_cookie()
-    assert len(entries) == 9 + 5 and cookie  # the topology (roles, MACs, capacities, routes), the policies
+    # The topology (roles, MACs, capacities, routes), the LWIP route's link state, the policies.
+    assert len(entries) == 9 + 1 + 5 and cookie
 
     lab.controller.kill()
     lab.recorder.clear()

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import finsy as fy
 import pytest
-from tng_controller.compile import Link, compile_policies, policy_entries
+from tng_controller.compile import Link, Tuning, compile_policies, policy_entries
 from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.store import StoredPolicy
 
 GOLDEN = Path(__file__).parent / "golden" / "compile.txt"
+WIFI, LTE = Tuning(Link.WIFI), Tuning(Link.LTE)
 NEVER = 0xFFFFFFFF
 
 
@@ -24,10 +25,10 @@ def in_network(steering: int, **switch) -> pb.SwitchPolicy:
     return pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK, steering=steering, **switch)
 
 
-def entries(policy: StoredPolicy, link: Link = Link.WIFI) -> list[tuple[str, dict, str, dict, int]]:
+def entries(policy: StoredPolicy, tuning: Tuning | None = None) -> list[tuple[str, dict, str, dict, int]]:
     return [
         (e.table_id, dict(e.match or {}), e.action.name, e.action.args, e.priority)
-        for e in policy_entries(policy, link)
+        for e in policy_entries(policy, tuning)
     ]
 
 
@@ -85,41 +86,56 @@ def test_connection_id_match() -> None:
 
 
 @pytest.mark.parametrize(
-    ("switch", "link", "action", "args"),
+    ("switch", "tuning", "action", "args"),
     [
-        (in_network(pb.STEERING_MODE_UNSPECIFIED), Link.WIFI, "steer_flow_hash", {}),
-        (in_network(pb.STEERING_MODE_FLOW_HASH), Link.WIFI, "steer_flow_hash", {}),
+        (in_network(pb.STEERING_MODE_UNSPECIFIED), WIFI, "steer_flow_hash", {}),
+        (in_network(pb.STEERING_MODE_FLOW_HASH), WIFI, "steer_flow_hash", {}),
         (
             in_network(pb.STEERING_MODE_WEIGHTED, lte_weight=1, wifi_weight=3),
-            Link.WIFI,
+            WIFI,
             "steer_weighted",
             {"lte_weight": 1, "wifi_weight": 3},
         ),
-        (in_network(pb.STEERING_MODE_WEIGHTED), Link.WIFI, "steer_weighted", {"lte_weight": 1, "wifi_weight": 1}),
+        (in_network(pb.STEERING_MODE_WEIGHTED), WIFI, "steer_weighted", {"lte_weight": 1, "wifi_weight": 1}),
         (
             in_network(pb.STEERING_MODE_QDEPL, lte_weight=0, wifi_weight=5),
-            Link.WIFI,
+            WIFI,
             "steer_qdepl",
             {"lte_rate": 0, "wifi_rate": 5},
         ),
-        (in_network(pb.STEERING_MODE_QDEPL_DATAPLANE), Link.WIFI, "steer_qdepl_measured", {}),
+        (in_network(pb.STEERING_MODE_QDEPL_DATAPLANE), WIFI, "steer_qdepl_measured", {}),
         (
             in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST, spill_threshold_packets=20),
-            Link.WIFI,
+            WIFI,
             "steer_lowest_rtt",
             {"preferred_link": 1, "spill_depth": 20},
         ),
         (
             in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST),
-            Link.LTE,
+            LTE,
             "steer_lowest_rtt",
             {"preferred_link": 0, "spill_depth": 0},
         ),
-        (in_network(pb.STEERING_MODE_WIFI_ONLY), Link.WIFI, "steer_wifi_only", {}),
+        (
+            in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST),
+            Tuning(Link.LTE, spill_depth=51),
+            "steer_lowest_rtt",
+            {"preferred_link": 0, "spill_depth": 51},
+        ),
+        (
+            in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST, spill_threshold_packets=20),
+            Tuning(Link.LTE, spill_depth=51),
+            "steer_lowest_rtt",
+            {"preferred_link": 0, "spill_depth": 20},
+        ),
+        (in_network(pb.STEERING_MODE_WIFI_ONLY), WIFI, "steer_wifi_only", {}),
+        (in_network(pb.STEERING_MODE_EARLIEST_ARRIVAL), Tuning(spill_depth=51), "steer_earliest_arrival", {}),
     ],
 )
-def test_steering_modes(switch: pb.SwitchPolicy, link: Link, action: str, args: dict) -> None:
-    steering = [e for e in entries(stored(3, switch_policy=switch), link) if e[0] == "ingress.steering.modes"]
+def test_steering_modes(switch: pb.SwitchPolicy, tuning: Tuning, action: str, args: dict) -> None:
+    """Each mode's action; LOWEST_RTT_FIRST takes the preferred link from the tuning, and the derived spill depth
+    only when the policy leaves it 0."""
+    steering = [e for e in entries(stored(3, switch_policy=switch), tuning) if e[0] == "ingress.steering.modes"]
     assert steering == [("ingress.steering.modes", {"policy": 3}, f"ingress.steering.{action}", args, 0)]
 
 
@@ -180,6 +196,9 @@ def test_visible_defaults_and_gains_as_shifts() -> None:
             }
         ],
     }
+    derived = Tuning(hold_budget_us=24_800)
+    assert [e[3]["hold_budget_us"] for e in entries(defaults, derived) if e[0] == "ingress.visible.params"] == [24_800]
+    assert [e[3]["hold_budget_us"] for e in entries(tuned, derived) if e[0] == "ingress.visible.params"] == [30_000]
     disabled = stored(7, switch_policy=in_network(pb.STEERING_MODE_WEIGHTED, visible=pb.Visible(hold_budget_us=9)))
     assert "ingress.visible.params" not in [e[0] for e in entries(disabled)]
 
@@ -225,6 +244,11 @@ def golden_policies() -> list[StoredPolicy]:
             2, match=pb.Match(src_prefix="192.168.0.0/16"), switch_policy=in_network(pb.STEERING_MODE_QDEPL_DATAPLANE)
         ),
         stored(4, switch_policy=in_network(pb.STEERING_MODE_LOWEST_RTT_FIRST, spill_threshold_packets=30)),
+        stored(
+            5,
+            match=pb.Match(dst_prefix="10.0.3.0/24", ip_protocol=6),
+            switch_policy=in_network(pb.STEERING_MODE_EARLIEST_ARRIVAL),
+        ),
     ]
 
 
@@ -268,3 +292,7 @@ def test_contract_p4info_agrees_with_the_compiled_one(contract_pipeline: tuple[P
         ]
     for counter in contract.counters:
         assert real.counters[counter.name].size == counter.size
+    for metadata in contract.controller_packet_metadata:
+        assert [(m.name, m.bitwidth) for m in real.controller_packet_metadata[metadata.name].metadata] == [
+            (m.name, m.bitwidth) for m in metadata.metadata
+        ]

@@ -18,6 +18,7 @@ from tng_controller.pb import policy_pb2 as pb
 from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands
 from tng_controller.retransmit_helper import Health
 from tng_controller.store import StoredPolicy
+from tng_controller.stream import SharedStream
 from tng_controller.topology import helper_clone_session, topology_entries
 
 SWITCH = {
@@ -255,3 +256,28 @@ async def test_an_unreachable_external_helper_and_a_missing_cli_are_reported(mon
     with pytest.raises(ThriftError, match=r"^switch lwip: thrift 127.0.0.1:9090: no-such-cli not found on PATH"):
         await Bmv2Thrift("lwip", "127.0.0.1:9090").run(["set_queue_rate 1 1"])
     assert PortConfig(1).role == "core"
+
+
+class OneWriteAtATime:
+    """A switch stream as gRPC's: a write while another is in progress fails (INTERNAL, and finsy drops the channel)."""
+
+    def __init__(self) -> None:
+        self.writing = False
+        self.written: list[object] = []
+
+    async def write(self, entities: list[object]) -> None:
+        assert not self.writing, "two writes at once on one stream"
+        self.writing = True
+        await asyncio.sleep(0.001)
+        self.written += entities
+        self.writing = False
+
+
+async def test_writers_of_one_switch_stream_take_turns() -> None:
+    switch = OneWriteAtATime()
+    stream = SharedStream(switch)  # type: ignore[arg-type]
+    packets = [fy.P4PacketOut(bytes([i]), egress_port=2, _pad=0) for i in range(20)]
+    await asyncio.gather(*(stream.write([packet]) for packet in packets))
+    assert sorted(p.payload for p in switch.written) == [bytes([i]) for i in range(20)]  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError, match="two writes at once"):
+        await asyncio.gather(*(switch.write([packet]) for packet in packets))  # what the lock prevents

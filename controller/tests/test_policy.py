@@ -57,6 +57,8 @@ def test_valid_policies_have_no_errors() -> None:
     assert errors(at_hosts) == []
     everything = pb.Policy(name="all", switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK))
     assert errors(everything) == []
+    earliest = pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK, steering=pb.STEERING_MODE_EARLIEST_ARRIVAL)
+    assert errors(pb.Policy(name="earliest", switch_policy=earliest)) == []
     check(video())
 
 
@@ -124,11 +126,28 @@ def test_valid_policies_have_no_errors() -> None:
         ),
         (
             lambda p: setattr(p.switch_policy, "steering", pb.STEERING_MODE_LTE_ONLY),
-            "policy.switch_policy.lte_weight: is used only by STEERING_MODE_WEIGHTED and STEERING_MODE_QDEPL",
+            "policy.switch_policy.lte_weight: is used only by STEERING_MODE_WEIGHTED and STEERING_MODE_QDEPL, not by "
+            "STEERING_MODE_LTE_ONLY",
         ),
         (
             lambda p: setattr(p.switch_policy, "spill_threshold_packets", 10),
-            "policy.switch_policy.spill_threshold_packets: is used only by STEERING_MODE_LOWEST_RTT_FIRST",
+            "policy.switch_policy.spill_threshold_packets: is used only by STEERING_MODE_LOWEST_RTT_FIRST, not by "
+            "STEERING_MODE_WEIGHTED",
+        ),
+        (
+            lambda p: setattr(p.switch_policy, "steering", pb.STEERING_MODE_EARLIEST_ARRIVAL),
+            "policy.switch_policy.lte_weight: is used only by STEERING_MODE_WEIGHTED and STEERING_MODE_QDEPL, not by "
+            "STEERING_MODE_EARLIEST_ARRIVAL",
+        ),
+        (
+            lambda p: (
+                setattr(p.switch_policy, "steering", pb.STEERING_MODE_EARLIEST_ARRIVAL),
+                p.switch_policy.ClearField("lte_weight"),
+                p.switch_policy.ClearField("wifi_weight"),
+                setattr(p.switch_policy, "spill_threshold_packets", 50),
+            ),
+            "policy.switch_policy.spill_threshold_packets: is used only by STEERING_MODE_LOWEST_RTT_FIRST, not by "
+            "STEERING_MODE_EARLIEST_ARRIVAL",
         ),
         (
             lambda p: setattr(p.switch_policy.visible, "max_retransmissions", 256),

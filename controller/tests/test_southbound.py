@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
+from ipaddress import IPv4Address
 from pathlib import Path
 
 import finsy as fy
@@ -16,8 +17,9 @@ import pytest
 from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
 from tng_controller.compile import compile_policies
-from tng_controller.config import SwitchConfig
+from tng_controller.config import SwitchConfig, parse
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.probe import MIN_ANSWERS
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore, StoredPolicy
 
@@ -265,4 +267,74 @@ async def test_a_write_after_a_change_writes_exactly_what_changed(
 
         fresh = [entry.encode_entry(schema) for entry in compile_policies(store.list())]
         assert encoded(list(server.entries.values())) == encoded(fresh)
+    store.close()
+
+
+async def test_the_link_state_of_lwip_routes_is_owned_and_follows_the_prober(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path]
+) -> None:
+    """With an LWIP route the fleet owns ingress.steering.link_state: it writes the capacities' packet times at the
+    sync (deleting stale entries), punts the probe source, and rewrites the entry once the prober measured d."""
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    address = f"127.0.0.1:{free_port()}"
+    raw = {
+        "name": "s1",
+        "address": address,
+        "p4info": str(p4info),
+        "bmv2_json": str(blob),
+        "probe_source": "10.0.0.254",
+        "port": [
+            {"port": 2, "role": "lte", "mac": "02:00:00:00:00:02", "capacity": "10mbit"},
+            {"port": 3, "role": "wifi", "mac": "02:00:00:00:00:03", "capacity": "30mbit"},
+        ],
+        "route": [
+            {
+                "prefix": "10.2.0.0/24",
+                "lte": {"port": 2, "dst_mac": "02:00:00:00:02:01"},
+                "wifi": {"port": 3, "dst_mac": "02:00:00:00:03:01"},
+                "probe": "10.2.0.2",
+            }
+        ],
+    }
+    config = parse({"switch": [raw], "monitor": {"interval_s": 0.05, "probe_timeout_s": 0.2}}, tmp_path)
+    fleet = SwitchFleet(config.switches, store, asyncio.Lock(), monitor=config.monitor)
+    schema = fy.P4Schema(p4info, blob)
+    server = TableServer(address)
+    stale = fy.P4TableEntry(
+        "ingress.steering.link_state",
+        match=fy.Match(lte_port=9),
+        action=fy.Action(
+            "ingress.steering.set_link_state", lte_delay_us=1, wifi_delay_us=0, lte_packet_us=1, wifi_packet_us=1
+        ),
+    )
+    server.put(stale.encode_entry(schema))
+
+    def link_states() -> list[dict[str, int]]:
+        entries = [fy.P4TableEntry.decode_entry(e, schema) for e in server.entries.values()]
+        return [dict(e.match or {}) | e.action.args for e in entries if e.table_id == "link_state"]  # decoded: aliases
+
+    async with server.run(), fy.Controller(fleet.switches()):
+        await until(lambda: fleet.writable() == ["s1"])
+        assert link_states() == [
+            {"lte_port": 2, "lte_delay_us": 0, "wifi_delay_us": 0, "lte_packet_us": 1200, "wifi_packet_us": 400}
+        ]
+        routes = [fy.P4TableEntry.decode_entry(e, schema) for e in server.entries.values()]
+        punted = [e.match for e in routes if e.action and e.action.name == "punt"]
+        assert punted == [{"dst_addr": (int(IPv4Address("10.0.0.254")), 32)}]
+        # The fake server drops packet-outs, so no probe is answered.
+        await until(lambda: fleet.statuses()[0].link_states[0].probes_unanswered >= 2)
+        status = fleet.statuses()[0].link_states[0]
+        assert not status.delay_measured and status.delay_state.startswith("no answer to lte probes")
+
+        member = fleet._members["s1"]
+        assert member.prober is not None
+        probe = member.prober.probe_of(config.switches[0].routes[0])
+        assert probe is not None
+        now = asyncio.get_running_loop().time()
+        for _ in range(MIN_ANSWERS):
+            probe.answered(2, 3, 0.040, now)
+            probe.answered(3, 3, 0.015, now)
+        await until(lambda: [s["lte_delay_us"] for s in link_states()] == [25_000])
+        assert fleet.statuses()[0].link_states[0].spill_depth_packets == 64  # ceil(25 ms / 0.4 ms) + 1
     store.close()

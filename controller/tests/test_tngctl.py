@@ -111,9 +111,25 @@ async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
         "s1      1     lte   7           0         5        0.00",
     ]
     _, out = await tngctl(api.address, "switches")
-    assert out.splitlines()[:2] == [
+    lines = out.splitlines()
+    assert lines[:2] == [
         "NAME  ADDRESS         DEVICE  STATE      PIPELINE  HELPER  FLOWS  LTE SHARE  LAST ERROR",
         "s1    127.0.0.1:9559  1       CONNECTED  0x0       -       0      -",
+    ]
+    assert [line.split("  ")[0] for line in lines[4:7]] == ["", "SWITCH", "s1"]
+    headers, route = (lines[5].split(), lines[6].split("  "))
+    assert headers[:4] == ["SWITCH", "ROUTE", "PROBE", "MIN"]
+    assert [cell.strip() for cell in route if cell.strip()] == [
+        "s1",
+        "10.2.0.0/24",
+        "10.2.0.2",
+        "lte>wifi 45.2 ms, wifi>wifi 15.1 ms",
+        "30.1 ms",
+        "lte +30.0 ms 1200 us/pkt, wifi +0.0 ms 400 us/pkt",
+        "wifi",
+        "76",
+        "34.8 ms",
+        "300 sent, 2 unanswered: both links' probes answered on wifi",
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
 import finsy as fy
@@ -48,27 +49,40 @@ _STEERING_ACTIONS = {
     pb.STEERING_MODE_LOWEST_RTT_FIRST: "ingress.steering.steer_lowest_rtt",
     pb.STEERING_MODE_LTE_ONLY: "ingress.steering.steer_lte_only",
     pb.STEERING_MODE_WIFI_ONLY: "ingress.steering.steer_wifi_only",
+    pb.STEERING_MODE_EARLIEST_ARRIVAL: "ingress.steering.steer_earliest_arrival",
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """What a policy's zeros become on one switch: the link LOWEST_RTT_FIRST prefers, and the spill depth and VISIBLE
+    hold budget the controller derived from the measured delay difference of the policy's route (None: not derived,
+    the policy's 0 is written as it is)."""
+
+    lowest_rtt_link: Link = Link.WIFI
+    spill_depth: int | None = None
+    hold_budget_us: int | None = None
+
+
 def compile_policies(
-    policies: Sequence[StoredPolicy], lowest_rtt_link: Link = Link.WIFI, qdepl_rates: tuple[int, int] | None = None
+    policies: Sequence[StoredPolicy], tuning: Tuning | None = None, qdepl_rates: tuple[int, int] | None = None
 ) -> list[fy.P4TableEntry]:
-    """The entries of the policy tables for `policies` (validated), by policy id; `lowest_rtt_link` is the link
-    LOWEST_RTT_FIRST prefers on this switch, `qdepl_rates` the (LTE, Wi-Fi) rates the link monitor measured (None:
-    QDEPL policies use their weights)."""
+    """The entries of the policy tables for `policies` (validated), by policy id; `tuning` says what their zeros
+    become on this switch, `qdepl_rates` are the (LTE, Wi-Fi) rates the link monitor measured (None: QDEPL policies
+    use their weights)."""
     return [
         entry
         for stored in sorted(policies, key=lambda p: p.policy_id)
-        for entry in policy_entries(stored, lowest_rtt_link, qdepl_rates)
+        for entry in policy_entries(stored, tuning, qdepl_rates)
     ]
 
 
 def policy_entries(
-    stored: StoredPolicy, lowest_rtt_link: Link = Link.WIFI, qdepl_rates: tuple[int, int] | None = None
+    stored: StoredPolicy, tuning: Tuning | None = None, qdepl_rates: tuple[int, int] | None = None
 ) -> Iterator[fy.P4TableEntry]:
     """The entries of one policy: none without a switch half. A policy for a traffic class with no switch-visible
     field gets no classification entry: its flows get one each when they are digested (digests.py)."""
+    tuning = tuning or Tuning()
     policy, policy_id = stored.policy, stored.policy_id
     if not policy.HasField("switch_policy"):
         return
@@ -77,10 +91,11 @@ def policy_entries(
     switch = policy.switch_policy
     if switch.aggregation == pb.AGGREGATION_IN_NETWORK:
         yield fy.P4TableEntry(
-            STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, lowest_rtt_link, qdepl_rates)
+            STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, tuning, qdepl_rates)
         )
     if switch.visible.enabled:
-        yield fy.P4TableEntry(VISIBLE_PARAMS, match=fy.Match(policy=policy_id), action=_visible(switch.visible))
+        action = _visible(switch.visible, tuning)
+        yield fy.P4TableEntry(VISIBLE_PARAMS, match=fy.Match(policy=policy_id), action=action)
     backpressure = switch.backpressure
     if backpressure.feedback or backpressure.ecn_threshold_us:
         action = fy.Action(
@@ -114,7 +129,7 @@ def _ternary_network(network: IPv4Network) -> tuple[int, int]:
     return int(network.network_address), int(network.netmask)
 
 
-def _steering(switch: pb.SwitchPolicy, lowest_rtt_link: Link, qdepl_rates: tuple[int, int] | None) -> fy.Action:
+def _steering(switch: pb.SwitchPolicy, tuning: Tuning, qdepl_rates: tuple[int, int] | None) -> fy.Action:
     name = _STEERING_ACTIONS[switch.steering]
     lte, wifi = (switch.lte_weight, switch.wifi_weight) if switch.lte_weight or switch.wifi_weight else (1, 1)
     if switch.steering == pb.STEERING_MODE_WEIGHTED:
@@ -123,15 +138,16 @@ def _steering(switch: pb.SwitchPolicy, lowest_rtt_link: Link, qdepl_rates: tuple
         lte, wifi = qdepl_rates or (lte, wifi)
         return fy.Action(name, lte_rate=lte, wifi_rate=wifi)
     if switch.steering == pb.STEERING_MODE_LOWEST_RTT_FIRST:
-        return fy.Action(name, preferred_link=int(lowest_rtt_link), spill_depth=switch.spill_threshold_packets)
+        spill = switch.spill_threshold_packets or tuning.spill_depth or 0
+        return fy.Action(name, preferred_link=int(tuning.lowest_rtt_link), spill_depth=spill)
     return fy.Action(name)
 
 
-def _visible(visible: pb.Visible) -> fy.Action:
+def _visible(visible: pb.Visible, tuning: Tuning) -> fy.Action:
     return fy.Action(
         VISIBLE_ON,
         segment_size=visible.segment_size or DEFAULT_SEGMENT_SIZE,
-        hold_budget_us=visible.hold_budget_us,
+        hold_budget_us=visible.hold_budget_us or tuning.hold_budget_us or 0,
         hold_slack=visible.hold_slack,
         boost_max_depth=visible.boost_threshold_packets,
         boost_max=visible.max_boosts,

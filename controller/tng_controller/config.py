@@ -67,6 +67,7 @@ class RouteConfig:
     next_hop: NextHop | None = None
     lte: NextHop | None = None
     wifi: NextHop | None = None
+    probe: ipaddress.IPv4Address | None = None  # LWIP: the address behind the route the link prober pings
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,7 @@ class SwitchConfig:
     ports: tuple[PortConfig, ...] = ()
     routes: tuple[RouteConfig, ...] = ()
     helper: HelperConfig | None = None
+    probe_source: ipaddress.IPv4Address | None = None  # the switch's own address: link probes come from it
 
     @property
     def has_topology(self) -> bool:
@@ -119,7 +121,12 @@ class MonitorConfig:
     interval_s: float = 1.0
     ewma_weight: float = 0.25  # of the newest sample
     share_band: float = 0.05  # rewrite qdepl rates only when the LTE share moved by more than this
-    rewrite_interval_s: float = 5.0  # and at most this often
+    rewrite_interval_s: float = 5.0  # and at most this often (the link state too)
+    probe_interval_s: float = 0.2  # the link prober: one probe per link of each probed route this often
+    probe_window_s: float = 30.0  # minimum round trip over this long (queueing filtered out)
+    probe_timeout_s: float = 2.0  # a probe unanswered this long is counted as lost
+    delay_band_us: int = 1000  # link_state is rewritten only when the delay difference moved by more than this
+    packet_time_band: float = 0.1  # or a link's time per packet by more than this fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +221,19 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
     reader.only(
         raw,
         f"{where}.",
-        {"name", "address", "device_id", "p4info", "bmv2_json", "lowest_rtt_link", "thrift", "port", "route", "helper"},
+        {
+            "name",
+            "address",
+            "device_id",
+            "p4info",
+            "bmv2_json",
+            "lowest_rtt_link",
+            "thrift",
+            "probe_source",
+            "port",
+            "route",
+            "helper",
+        },
     )
     name = reader.string(raw, f"{where}.name", None)
     if not _SWITCH_NAME.fullmatch(name):
@@ -249,6 +268,7 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
         if route.prefix in prefixes:
             raise reader.error(f"{where}.route[{i}].prefix", f"{route.prefix} is routed twice")
         prefixes.add(route.prefix)
+    probe_source = _probe_source(reader, raw, where, ports, routes)
     helper = None
     if "helper" in raw:
         helper = _helper(reader, reader.table(raw, "helper"), f"{where}.helper")
@@ -263,6 +283,7 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
         ports=ports,
         routes=routes,
         helper=helper,
+        probe_source=probe_source,
     )
 
 
@@ -290,8 +311,39 @@ def _port(reader: _Reader, raw: dict[str, Any], where: str) -> PortConfig:
     )
 
 
+def _probe_source(
+    reader: _Reader, raw: dict[str, Any], where: str, ports: tuple[PortConfig, ...], routes: tuple[RouteConfig, ...]
+) -> ipaddress.IPv4Address | None:
+    """The switch's own address (punted to the controller); required when a route is probed, whose probes leave by
+    packet-out, which skips egress.port_mac: their ports need a configured MAC."""
+    probed = [(i, route) for i, route in enumerate(routes) if route.probe is not None]
+    if "probe_source" not in raw:
+        if probed:
+            raise reader.error(
+                f"{where}.probe_source",
+                f"is required when a route has a probe (route[{probed[0][0]}]): the address link probes come from, "
+                "whose answers the switch punts to the controller",
+            )
+        return None
+    source = _address(reader, raw, f"{where}.probe_source")
+    for i, route in enumerate(routes):
+        if route.prefix == ipaddress.IPv4Network(source):
+            raise reader.error(f"{where}.probe_source", f"{source} is routed by route[{i}]; it must be punted")
+    macs = {port.port: port.mac for port in ports}
+    for i, route in probed:
+        assert route.lte is not None and route.wifi is not None
+        for link in (route.lte, route.wifi):
+            if macs.get(link.port) is None:
+                raise reader.error(
+                    f"{where}.route[{i}].probe",
+                    f"port {link.port} has no mac ([[switch.port]] mac): probes leave by packet-out, which skips "
+                    "egress.port_mac",
+                )
+    return source
+
+
 def _route(reader: _Reader, raw: dict[str, Any], where: str, roles: dict[int, str]) -> RouteConfig:
-    reader.only(raw, f"{where}.", {"prefix", "port", "dst_mac", "lte", "wifi"})
+    reader.only(raw, f"{where}.", {"prefix", "port", "dst_mac", "lte", "wifi", "probe"})
     text = reader.string(raw, f"{where}.prefix", None)
     try:
         prefix = ipaddress.IPv4Network(text, strict=True)
@@ -311,8 +363,23 @@ def _route(reader: _Reader, raw: dict[str, Any], where: str, roles: dict[int, st
             role = roles.get(links[link].port)
             if role is not None and role != link:
                 raise reader.error(f"{where}.{link}.port", f"port {links[link].port} has role {role!r}, not {link!r}")
-        return RouteConfig(prefix, lte=links["lte"], wifi=links["wifi"])
+        probe = None
+        if "probe" in raw:
+            probe = _address(reader, raw, f"{where}.probe")
+            if probe not in prefix:
+                raise reader.error(f"{where}.probe", f"{probe} is not in the route's prefix {prefix}")
+        return RouteConfig(prefix, lte=links["lte"], wifi=links["wifi"], probe=probe)
+    if "probe" in raw:
+        raise reader.error(f"{where}.probe", "only LWIP routes (lte, wifi) are probed")
     return RouteConfig(prefix, next_hop=_next_hop(reader, raw, where))
+
+
+def _address(reader: _Reader, raw: dict[str, Any], key: str) -> ipaddress.IPv4Address:
+    text = reader.string(raw, key, None)
+    try:
+        return ipaddress.IPv4Address(text)
+    except ValueError:
+        raise reader.error(key, f"{text!r} is not an IPv4 address a.b.c.d") from None
 
 
 def _next_hop(reader: _Reader, raw: dict[str, Any], where: str) -> NextHop:
@@ -368,19 +435,44 @@ def _traffic_classes(reader: _Reader, raw: Any) -> tuple[TrafficClassRule, ...]:
 
 
 def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
-    reader.only(raw, "monitor.", {"interval_s", "ewma_weight", "share_band", "rewrite_interval_s"})
+    reader.only(
+        raw,
+        "monitor.",
+        {
+            "interval_s",
+            "ewma_weight",
+            "share_band",
+            "rewrite_interval_s",
+            "probe_interval_s",
+            "probe_window_s",
+            "probe_timeout_s",
+            "delay_band_us",
+            "packet_time_band",
+        },
+    )
     defaults = MonitorConfig()
     weight = reader.number(raw, "monitor.ewma_weight", defaults.ewma_weight)
     if not 0 < weight <= 1:
         raise reader.error("monitor.ewma_weight", f"{weight} is not in (0, 1]")
-    band = raw.get("share_band", defaults.share_band)
-    if isinstance(band, bool) or not isinstance(band, int | float) or not 0 <= band < 1:
-        raise reader.error("monitor.share_band", f"{band!r} is not a number in [0, 1)")
+    probe_interval = reader.number(raw, "monitor.probe_interval_s", defaults.probe_interval_s)
+    probe_window = reader.number(raw, "monitor.probe_window_s", defaults.probe_window_s)
+    if probe_window < probe_interval:
+        raise reader.error(
+            "monitor.probe_window_s", f"{probe_window} is shorter than probe_interval_s ({probe_interval})"
+        )
+    delay_band = defaults.delay_band_us
+    if "delay_band_us" in raw:
+        delay_band = reader.integer(raw, "monitor.delay_band_us", 0, 10**7, "number of microseconds")
     return MonitorConfig(
         interval_s=reader.number(raw, "monitor.interval_s", defaults.interval_s),
         ewma_weight=weight,
-        share_band=float(band),
+        share_band=reader.fraction(raw, "monitor.share_band", defaults.share_band),
         rewrite_interval_s=reader.number(raw, "monitor.rewrite_interval_s", defaults.rewrite_interval_s),
+        probe_interval_s=probe_interval,
+        probe_window_s=probe_window,
+        probe_timeout_s=reader.number(raw, "monitor.probe_timeout_s", defaults.probe_timeout_s),
+        delay_band_us=delay_band,
+        packet_time_band=reader.fraction(raw, "monitor.packet_time_band", defaults.packet_time_band),
     )
 
 
@@ -470,6 +562,13 @@ class _Reader:
         value = table.get(key.rsplit(".", 1)[-1], default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise self.error(key, f"{value!r} is not a positive number")
+        return float(value)
+
+    def fraction(self, table: dict[str, Any], key: str, default: float) -> float:
+        """A band: a number in [0, 1)."""
+        value = table.get(key.rsplit(".", 1)[-1], default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+            raise self.error(key, f"{value!r} is not a number in [0, 1)")
         return float(value)
 
     def string(self, table: dict[str, Any], key: str, default: str | None) -> str:

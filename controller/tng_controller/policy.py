@@ -207,16 +207,30 @@ def _switch_errors(policy: pb.Policy, field: str) -> Iterator[FieldError]:
             f"must be unset with AGGREGATION_AT_HOSTS (the agents schedule across paths), not "
             f"{pb.SteeringMode.Name(steering)}",
         )
+    mode = _steering_name(switch)
     for name in ("lte_weight", "wifi_weight"):
         weight = getattr(switch, name)
         if weight > 0xFFFF:
             yield FieldError(f"{field}.{name}", f"{weight} is above 65535")
         elif weight and steering not in _WEIGHTED_MODES:
-            yield FieldError(f"{field}.{name}", "is used only by STEERING_MODE_WEIGHTED and STEERING_MODE_QDEPL")
+            yield FieldError(
+                f"{field}.{name}", f"is used only by STEERING_MODE_WEIGHTED and STEERING_MODE_QDEPL, not by {mode}"
+            )
     if switch.spill_threshold_packets and steering != pb.STEERING_MODE_LOWEST_RTT_FIRST:
-        yield FieldError(f"{field}.spill_threshold_packets", "is used only by STEERING_MODE_LOWEST_RTT_FIRST")
+        yield FieldError(
+            f"{field}.spill_threshold_packets", f"is used only by STEERING_MODE_LOWEST_RTT_FIRST, not by {mode}"
+        )
     if switch.visible.enabled:
         yield from _visible_errors(policy, f"{field}.visible")
+
+
+def _steering_name(switch: pb.SwitchPolicy) -> str:
+    """The steering mode as a reason names it: its enum name, or what an unset mode means."""
+    if switch.steering not in pb.SteeringMode.values():
+        return f"steering {switch.steering}"
+    if switch.steering != pb.STEERING_MODE_UNSPECIFIED:
+        return pb.SteeringMode.Name(switch.steering)
+    return "AGGREGATION_AT_HOSTS" if switch.aggregation == pb.AGGREGATION_AT_HOSTS else "flow hashing (steering unset)"
 
 
 def _visible_errors(policy: pb.Policy, field: str) -> Iterator[FieldError]:

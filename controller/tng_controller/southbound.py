@@ -1,5 +1,6 @@
-"""Southbound: the configured switches over P4Runtime (finsy), their tables kept equal to the configured topology and
-the stored policies, and the control loops of each connected switch (new-flow digests, link monitor, helper health)."""
+"""Southbound: the configured switches over P4Runtime (finsy), their tables kept equal to the configured topology,
+the measured link state and the stored policies, and the control loops of each connected switch (new-flow digests,
+link monitor, link prober, helper health)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,21 @@ from typing import Any
 import finsy as fy
 import grpc
 
-from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, Link, policy_entries
+from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
 from tng_controller.fleet import SwitchWriteError
 from tng_controller.helper_health import HelperHealth, keep_helper_table
+from tng_controller.link_state import LINK_STATE, RouteLinkStates
 from tng_controller.monitor import LinkRates, QdeplShare
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.prober import LinkProber
 from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands, reset_seen_flows_commands
 from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.stream import SharedStream
 from tng_controller.topology import TOPOLOGY_TABLES, helper_clone_session, topology_entries
 
 LOGGER = logging.getLogger(__name__)
@@ -49,6 +53,9 @@ class _Member:
     share: QdeplShare
     helper: HelperHealth | None
     thrift: Bmv2Thrift | None
+    prober: LinkProber | None
+    link_states: RouteLinkStates
+    stream: SharedStream
     installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
     encoded: EncodedEntries = field(default_factory=EncodedEntries)
     last_error: str = ""
@@ -117,14 +124,20 @@ class SwitchFleet:
             )
             switch = fy.Switch(config.name, config.address, options)
             nominal = {p.port: float(p.capacity_bps) for p in config.ports if p.capacity_bps is not None}
+            links = LinkRates(monitor.ewma_weight, nominal)
+            probed = any(route.probe is not None for route in config.routes)
+            prober = LinkProber(config, monitor) if probed else None
             member = _Member(
                 config,
                 switch,
                 flows=FlowTable(digests.max_flows),
-                links=LinkRates(monitor.ewma_weight, nominal),
+                links=links,
                 share=QdeplShare(monitor.share_band, monitor.rewrite_interval_s),
                 helper=HelperHealth(config.name, config.helper) if config.helper else None,
                 thrift=Bmv2Thrift(config.name, config.thrift) if config.thrift else None,
+                prober=prober,
+                link_states=RouteLinkStates(config, monitor, links, prober),
+                stream=SharedStream(switch),
             )
             member.share.update(*member.link_rates(), now=-math.inf)  # configured capacities, until measured
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
@@ -154,6 +167,7 @@ class SwitchFleet:
                 raise SwitchWriteError(switch, _describe(exc), code) from exc
 
     def statuses(self) -> list[pb.SwitchStatus]:
+        now = asyncio.get_running_loop().time()
         return [
             pb.SwitchStatus(
                 name=name,
@@ -165,6 +179,7 @@ class SwitchFleet:
                 helper=m.helper.state if m.helper else "",
                 classified_flows=len(m.flows),
                 qdepl_lte_share=m.share.share or 0.0,
+                link_states=m.link_states.statuses(now),
             )
             for name, m in self._members.items()
         ]
@@ -202,9 +217,12 @@ class SwitchFleet:
         await self._sync(member)
         switch.create_task(self._configure_queues(member))
         switch.create_task(self._monitor_links(member))
+        if member.prober is not None:
+            switch.create_task(member.prober.receive(member.stream))
+            switch.create_task(member.prober.send(member.stream))
         if member.helper is not None:
             if member.helper.helper is not None:
-                member.helper.serving = switch.create_task(serve_p4runtime(switch, member.helper.helper))
+                member.helper.serving = switch.create_task(serve_p4runtime(member.stream, member.helper.helper))
             switch.create_task(keep_helper_table(member.helper, lambda entry: self._write_helper(member, entry)))
 
     async def _sync(self, member: _Member) -> None:
@@ -271,7 +289,7 @@ class SwitchFleet:
     async def _consume_digests(self, member: _Member) -> None:
         """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
         async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
-            await member.switch.write([digests.ack()])
+            await member.stream.write([digests.ack()])
             changed = False
             for data in digests:
                 flow = NewFlow.from_digest(data)  # type: ignore[arg-type]
@@ -286,13 +304,15 @@ class SwitchFleet:
 
     async def _monitor_links(self, member: _Member) -> None:
         """Every interval: reads the LTE and Wi-Fi ports' transmit counters, updates their rate estimates and, when
-        the LTE share moved past the band, the rates of the qdepl policies; clears the seen-flow bits when due."""
+        the LTE share moved past the band, the rates of the qdepl policies; rewrites the link state of routes whose
+        measurements moved past their bands; clears the seen-flow bits when due."""
         lte, wifi = member.link_ports
         ports = lte + wifi
         loop = asyncio.get_running_loop()
         member.links.forget_readings()
         while True:
             await asyncio.sleep(self._monitor.interval_s)
+            changes = []
             if ports:
                 try:
                     cells = await _read_all(member.switch, [fy.P4CounterEntry(PORT_TX, index=p) for p in ports])
@@ -303,7 +323,11 @@ class SwitchFleet:
                 for cell in cells:
                     member.links.observe(cell.index or 0, cell.byte_count, cell.packet_count, now)
                 if member.share.update(*member.link_rates(), now=now):
-                    await self._refresh(member, f"qdepl LTE share {member.share.share:.3f}")
+                    changes.append(f"qdepl LTE share {member.share.share:.3f}")
+            if member.link_states.update(loop.time()):
+                changes.append(f"link state {member.link_states.describe()}")
+            if changes:
+                await self._refresh(member, "; ".join(changes))
             await self._reset_seen_flows(member, loop.time())
 
     async def _reset_seen_flows(self, member: _Member, now: float) -> None:
@@ -344,17 +368,16 @@ class SwitchFleet:
 
     def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> Entries:
         """The entries the switch should have; only policies that changed since the last call are encoded again."""
-        link = Link.LTE if member.config.lowest_rtt_link == "lte" else Link.WIFI
         rates = member.share.rates
-        sources: list[Source] = [
-            (
-                ("policy", p.policy_id, p.policy.SerializeToString(deterministic=True), link, rates),
-                functools.partial(policy_entries, p, link, rates),
-            )
-            for p in sorted(policies, key=lambda p: p.policy_id)
-        ]
+        sources: list[Source] = []
+        for p in sorted(policies, key=lambda p: p.policy_id):
+            tuning = member.link_states.tuning(p.policy)
+            key = ("policy", p.policy_id, p.policy.SerializeToString(deterministic=True), tuning, rates)
+            sources.append((key, functools.partial(policy_entries, p, tuning, rates)))
         if member.config.has_topology:
             sources.append((("topology",), functools.partial(topology_entries, member.config)))
+        if _owns_link_state(member):
+            sources.append((("link_state", member.link_states.written()), member.link_states.entries))
         desired = member.encoded.collect(member.switch.p4info, sources)
         # Flow entries depend on every flow and policy: made anew each time (there are none without traffic classes).
         desired.update(index(member.switch.p4info, flow_entries(member.flows.items(), policies)))
@@ -362,6 +385,8 @@ class SwitchFleet:
 
     async def _read_installed(self, member: _Member) -> Entries:
         tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
+        if _owns_link_state(member):
+            tables += (LINK_STATE,)
         entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in tables])
         return index(member.switch.p4info, entries)
 
@@ -385,6 +410,12 @@ def _update(update: Update[bytes, Entry]) -> fy.P4TableEntry:
 
 async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:
     return [entity async for entity in switch.read(entities)]
+
+
+def _owns_link_state(member: _Member) -> bool:
+    """Whether the controller writes ingress.steering.link_state of this switch: it has LWIP routes and a pipeline
+    with the table (stand-ins in tests may lack it)."""
+    return member.config.has_topology and any(table.name == LINK_STATE for table in member.switch.p4info.tables)
 
 
 def _has_digest(switch: fy.Switch) -> bool:

@@ -242,7 +242,38 @@ def _switches(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: Te
     ]
     headers = ["NAME", "ADDRESS", "DEVICE", "STATE", "PIPELINE", "HELPER", "FLOWS", "LTE SHARE", "LAST ERROR"]
     _print_table(headers, rows, out)
+    links = [[s.name, *_link_state_row(route)] for s in switches for route in s.link_states]
+    if links:
+        print(file=out)
+        headers = ["SWITCH", "ROUTE", "PROBE", "MIN RTT (SENT>ANSWERED)", "D", "LINK STATE", "PREFERRED", "SPILL"]
+        _print_table([*headers, "HOLD", "PROBES"], links, out)
     return 0
+
+
+def _link_state_row(route: pb.RouteLinkState) -> list[str]:
+    """A route's measurements and what was derived from them; D is the measured delay difference, LINK STATE what
+    the switch holds (each link's delay and time per packet)."""
+    rtts = ", ".join(f"{r.sent_on}>{r.answered_on} {_ms(r.min_rtt_us)}" for r in route.rtts)
+    written = (
+        f"lte +{_ms(route.lte_delay_us)} {route.lte_packet_us} us/pkt, "
+        f"wifi +{_ms(route.wifi_delay_us)} {route.wifi_packet_us} us/pkt"
+    )
+    probes = f"{route.probes_sent} sent, {route.probes_unanswered} unanswered: " if route.probe_target else ""
+    return [
+        route.prefix,
+        route.probe_target or "-",
+        rtts or "-",
+        _ms(route.delay_difference_us) if route.delay_measured else "-",
+        written,
+        route.preferred_link,
+        str(route.spill_depth_packets or "-"),
+        _ms(route.hold_budget_us) if route.hold_budget_us else "-",
+        probes + route.delay_state,
+    ]
+
+
+def _ms(microseconds: int) -> str:
+    return f"{microseconds / 1000:.1f} ms"
 
 
 def load_policies(source: str) -> list[pb.Policy]:

@@ -21,7 +21,8 @@ CPU_PORT = 255
 
 
 def topology_entries(config: SwitchConfig) -> Iterator[fy.P4TableEntry]:
-    """Port roles (core is the table's default, so it has no entry), source MACs, capacities and routes."""
+    """Port roles (core is the table's default, so it has no entry), source MACs, capacities, routes and the punt
+    route of the switch's own address."""
     for port in config.ports:
         role = ROLES.index(port.role)
         if role:
@@ -56,6 +57,10 @@ def topology_entries(config: SwitchConfig) -> Iterator[fy.P4TableEntry]:
         # An LPM /0 is a wildcard: P4Runtime wants the field left out.
         match = fy.Match(dst_addr=prefix) if route.prefix.prefixlen else fy.Match()
         yield fy.P4TableEntry(ROUTES, match=match, action=action)
+    if config.probe_source is not None:
+        # Answers to the link prober's probes come back to the switch's own address: to the controller.
+        own = fy.Match(dst_addr=(int(config.probe_source), 32))
+        yield fy.P4TableEntry(ROUTES, match=own, action=fy.Action("ingress.forwarding.punt"))
 
 
 def helper_clone_session(helper: HelperConfig) -> fy.P4CloneSessionEntry:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from tng_controller import config as controller_config
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.policy import check
 from tng_controller.tngctl import load_policies
 from tng_lab import bmv2, controller, scenario, switch
 from tng_lab.delay import Service
@@ -172,6 +173,8 @@ def test_the_controller_reads_the_generated_configuration(lwip, tmp_path: Path) 
     assert steered.lte is not None and steered.wifi is not None and steered.next_hop is None
     assert (steered.lte.port, steered.wifi.port) == (2, 3)
     assert steered.wifi.dst_mac == int(wifi.ue_mac.replace(":", ""), 16)
+    # The link prober: from the server's gateway (punted to the controller) to the UE's LWIP address.
+    assert (str(lwip_switch.probe_source), str(steered.probe)) == ("10.0.0.254", "10.2.0.2")
     assert lwip_switch.helper is not None and lwip_switch.helper.attach == "cpu"
 
 
@@ -195,7 +198,22 @@ def test_steered_policies_read_back_by_tngctl(lwip, tmp_path: Path) -> None:
     assert not policy.switch_policy.visible.enabled
     (with_visible,) = load_policies(str(visible))
     assert with_visible.switch_policy.visible.enabled
-    assert with_visible.switch_policy.visible.hold_budget_us == 30_000  # mean RTT of 50 and 10 ms
+    assert with_visible.switch_policy.visible.hold_budget_us == 0  # the controller derives it from measurements
+
+
+@pytest.mark.parametrize("steering", ["lowest-rtt", "earliest-arrival", "qdepl-dataplane", "flow-hash"])
+def test_modes_without_weights_get_none_and_the_controller_accepts_them(steering: str, tmp_path: Path) -> None:
+    """Only weighted and qdepl take LTE/Wi-Fi weights; lowest-rtt's spill depth is left to the controller."""
+    text = LWIP.replace('steering = "qdepl"\nvisible = true', f'steering = "{steering}"\nvisible = true')
+    steered = load(tmp_path, text)
+    plan = make_plan(steered, "tlab42-", Path("/run/tng-lab/tlab42"), bmv2=True)
+    file = tmp_path / "policy.toml"
+    file.write_text(controller.policy_toml(steered, plan, steered.workloads[2]))
+    (policy,) = load_policies(str(file))
+    assert policy.switch_policy.steering == pb.SteeringMode.Value(controller.STEERING_ENUMS[steering])
+    assert (policy.switch_policy.lte_weight, policy.switch_policy.wifi_weight) == (0, 0)
+    assert policy.switch_policy.spill_threshold_packets == 0
+    check(policy)  # what the controller's SetPolicy validates
 
 
 def test_capacities_and_queue_depths() -> None:

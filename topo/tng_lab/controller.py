@@ -4,8 +4,10 @@ The controller runs in the switch namespace (`ip netns exec`), next to BMv2's P4
 namespace's loopback, and serves its policy API there on a free port; `tngctl` calls run there too. It pushes the
 pipeline and programs everything a run needs from the configuration: port roles and MACs, egress queue rates and
 depths (the LTE and Wi-Fi links' capacities, so BMv2's queues are the bottleneck the steering sees), routes (the
-UE's LWIP address over both links) and, when a workload turns VISIBLE on, the retransmission helper on its
-P4Runtime stream.
+UE's LWIP address over both links), the link prober (from the server's gateway address, which the switch punts to
+the controller, to the UE's LWIP address over each link: the measured delay difference of the two links gives the
+earliest-arrival link state and what steered policies leave to the controller: the lowest-rtt spill depth and the
+VISIBLE hold budget) and, when a workload turns VISIBLE on, the retransmission helper on its P4Runtime stream.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from tng_lab import bmv2
 from tng_lab.netns import LabError, sh
-from tng_lab.plan import SERVER_PORT, Plan
+from tng_lab.plan import SERVER_PORT, SWITCH_SERVER_ADDRESS, Plan
 from tng_lab.procs import Child, log_tail
 from tng_lab.scenario import Link, Scenario, Workload
 
@@ -37,12 +39,16 @@ STEERING_ENUMS = {
     "qdepl": "STEERING_MODE_QDEPL",
     "qdepl-dataplane": "STEERING_MODE_QDEPL_DATAPLANE",
     "lowest-rtt": "STEERING_MODE_LOWEST_RTT_FIRST",
+    "earliest-arrival": "STEERING_MODE_EARLIEST_ARRIVAL",
     "lte-only": "STEERING_MODE_LTE_ONLY",
     "wifi-only": "STEERING_MODE_WIFI_ONLY",
 }
+# The modes that take LTE and Wi-Fi weights (the others refuse them).
+WEIGHTED_MODES = ("weighted", "qdepl")
 WEIGHT_UNIT_BPS = 100e3  # steering weights are the links' rates in 100 kbit/s: 16 bits reach 6.5 Gbit/s
 # VISIBLE for one flow on two links (docs/visible.md): boost only while both queues are nearly empty, a few boosts
-# and local retransmissions per dup-ACK burst; holding tolerates bursts a little longer than usual.
+# and local retransmissions per dup-ACK burst; holding tolerates bursts a little longer than usual. The hold budget
+# (and lowest-rtt's spill depth) the controller derives from the links' measured delay difference.
 BOOST_THRESHOLD_PACKETS = 10
 MAX_BOOSTS = 4
 MAX_RETRANSMISSIONS = 2
@@ -80,6 +86,7 @@ def config_toml(scenario: Scenario, plan: Plan, p4info: Path, bmv2_json: Path, s
         f'address = "{bmv2.GRPC_ADDRESS}"',
         f"device_id = {bmv2.DEVICE_ID}",
         f'thrift = "{bmv2.THRIFT_ADDRESS}"',
+        f'probe_source = "{SWITCH_SERVER_ADDRESS}"',
         f"p4info = {_quote(p4info)}",
         f"bmv2_json = {_quote(bmv2_json)}",
         "[[switch.port]]",
@@ -106,6 +113,7 @@ def config_toml(scenario: Scenario, plan: Plan, p4info: Path, bmv2_json: Path, s
             plan.lwip.network,
             f'lte = {{ port = {plan.port_of(lte.name)}, dst_mac = "{lte.ue_mac}" }}',
             f'wifi = {{ port = {plan.port_of(wifi.name)}, dst_mac = "{wifi.ue_mac}" }}',
+            f'probe = "{plan.lwip.address}"',
         )
     if any(workload.visible for workload in scenario.workloads):
         lines += ["[switch.helper]", 'attach = "cpu"']
@@ -124,14 +132,9 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
     """The policy that steers `workload` (downlink TCP to the UE's LWIP address), VISIBLE on or off."""
     assert plan.lwip is not None and workload.steering is not None
     lte, wifi = scenario.link(plan.lwip.lte), scenario.link(plan.lwip.wifi)
-    fields = [
-        'aggregation = "AGGREGATION_IN_NETWORK"',
-        f'steering = "{STEERING_ENUMS[workload.steering]}"',
-        f"lte_weight = {_weight(lte)}",
-        f"wifi_weight = {_weight(wifi)}",
-    ]
-    if workload.steering == "lowest-rtt":
-        fields.append(f"spill_threshold_packets = {BOOST_THRESHOLD_PACKETS}")
+    fields = ['aggregation = "AGGREGATION_IN_NETWORK"', f'steering = "{STEERING_ENUMS[workload.steering]}"']
+    if workload.steering in WEIGHTED_MODES:
+        fields += [f"lte_weight = {_weight(lte)}", f"wifi_weight = {_weight(wifi)}"]
     lines = [
         "[[policy]]",
         f'name = "{STEERED_POLICY}"',
@@ -143,7 +146,6 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
         lines += [
             "[policy.switch_policy.visible]",
             "enabled = true",
-            f"hold_budget_us = {hold_budget_us(lte, wifi)}",
             f"boost_threshold_packets = {BOOST_THRESHOLD_PACKETS}",
             f"max_boosts = {MAX_BOOSTS}",
             f"max_retransmissions = {MAX_RETRANSMISSIONS}",
@@ -155,12 +157,6 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
 def _weight(link: Link) -> int:
     assert link.down.rate_bps is not None  # the scenario checks that LWIP links have a rate
     return max(1, min(0xFFFF, round(link.down.rate_bps / WEIGHT_UNIT_BPS)))
-
-
-def hold_budget_us(lte: Link, wifi: Link) -> int:
-    """VISIBLE's hold bound for one flow: the mean of the two links' round-trip propagation delays."""
-    rtts = [link.down.delay_s + link.up.delay_s for link in (lte, wifi)]
-    return round(sum(rtts) / len(rtts) * 1e6)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,16 @@ KERNEL_TRANSPORTS: tuple[Transport, ...] = ("tcp", "mptcp")
 MODES: tuple[Mode, ...] = ("bulk", "shortflows", "rr")
 SWITCH_USES: tuple[SwitchUse, ...] = ("auto", "bmv2", "linux")
 # The LWIP switch's steering modes (p4src/README.md, `ingress.steering.modes`), as the scenario names them.
-STEERING_MODES = ("flow-hash", "weighted", "qdepl", "qdepl-dataplane", "lowest-rtt", "lte-only", "wifi-only")
+STEERING_MODES = (
+    "flow-hash",
+    "weighted",
+    "qdepl",
+    "qdepl-dataplane",
+    "lowest-rtt",
+    "earliest-arrival",
+    "lte-only",
+    "wifi-only",
+)
 LINK_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # becomes part of interface names (15 bytes at most)
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")  # becomes part of file names
 CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")

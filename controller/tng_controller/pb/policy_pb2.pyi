@@ -23,6 +23,7 @@ class SteeringMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STEERING_MODE_LOWEST_RTT_FIRST: _ClassVar[SteeringMode]
     STEERING_MODE_LTE_ONLY: _ClassVar[SteeringMode]
     STEERING_MODE_WIFI_ONLY: _ClassVar[SteeringMode]
+    STEERING_MODE_EARLIEST_ARRIVAL: _ClassVar[SteeringMode]
 AGGREGATION_UNSPECIFIED: Aggregation
 AGGREGATION_IN_NETWORK: Aggregation
 AGGREGATION_AT_HOSTS: Aggregation
@@ -34,6 +35,7 @@ STEERING_MODE_QDEPL_DATAPLANE: SteeringMode
 STEERING_MODE_LOWEST_RTT_FIRST: SteeringMode
 STEERING_MODE_LTE_ONLY: SteeringMode
 STEERING_MODE_WIFI_ONLY: SteeringMode
+STEERING_MODE_EARLIEST_ARRIVAL: SteeringMode
 
 class Policy(_message.Message):
     __slots__ = ("name", "match", "switch_policy", "host_policy", "revision")
@@ -267,7 +269,7 @@ class ListSwitchesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SwitchStatus(_message.Message):
-    __slots__ = ("name", "address", "device_id", "state", "pipeline_cookie", "last_error", "helper", "classified_flows", "qdepl_lte_share")
+    __slots__ = ("name", "address", "device_id", "state", "pipeline_cookie", "last_error", "helper", "classified_flows", "qdepl_lte_share", "link_states")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +279,7 @@ class SwitchStatus(_message.Message):
     HELPER_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIED_FLOWS_FIELD_NUMBER: _ClassVar[int]
     QDEPL_LTE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    LINK_STATES_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     device_id: int
@@ -286,7 +289,54 @@ class SwitchStatus(_message.Message):
     helper: str
     classified_flows: int
     qdepl_lte_share: float
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., device_id: _Optional[int] = ..., state: _Optional[str] = ..., pipeline_cookie: _Optional[int] = ..., last_error: _Optional[str] = ..., helper: _Optional[str] = ..., classified_flows: _Optional[int] = ..., qdepl_lte_share: _Optional[float] = ...) -> None: ...
+    link_states: _containers.RepeatedCompositeFieldContainer[RouteLinkState]
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., device_id: _Optional[int] = ..., state: _Optional[str] = ..., pipeline_cookie: _Optional[int] = ..., last_error: _Optional[str] = ..., helper: _Optional[str] = ..., classified_flows: _Optional[int] = ..., qdepl_lte_share: _Optional[float] = ..., link_states: _Optional[_Iterable[_Union[RouteLinkState, _Mapping]]] = ...) -> None: ...
+
+class RouteLinkState(_message.Message):
+    __slots__ = ("prefix", "probe_target", "rtts", "delay_difference_us", "delay_measured", "delay_state", "probes_sent", "probes_unanswered", "lte_delay_us", "wifi_delay_us", "lte_packet_us", "wifi_packet_us", "preferred_link", "spill_depth_packets", "hold_budget_us")
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PROBE_TARGET_FIELD_NUMBER: _ClassVar[int]
+    RTTS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_DIFFERENCE_US_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MEASURED_FIELD_NUMBER: _ClassVar[int]
+    DELAY_STATE_FIELD_NUMBER: _ClassVar[int]
+    PROBES_SENT_FIELD_NUMBER: _ClassVar[int]
+    PROBES_UNANSWERED_FIELD_NUMBER: _ClassVar[int]
+    LTE_DELAY_US_FIELD_NUMBER: _ClassVar[int]
+    WIFI_DELAY_US_FIELD_NUMBER: _ClassVar[int]
+    LTE_PACKET_US_FIELD_NUMBER: _ClassVar[int]
+    WIFI_PACKET_US_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_LINK_FIELD_NUMBER: _ClassVar[int]
+    SPILL_DEPTH_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    HOLD_BUDGET_US_FIELD_NUMBER: _ClassVar[int]
+    prefix: str
+    probe_target: str
+    rtts: _containers.RepeatedCompositeFieldContainer[ProbeRtt]
+    delay_difference_us: int
+    delay_measured: bool
+    delay_state: str
+    probes_sent: int
+    probes_unanswered: int
+    lte_delay_us: int
+    wifi_delay_us: int
+    lte_packet_us: int
+    wifi_packet_us: int
+    preferred_link: str
+    spill_depth_packets: int
+    hold_budget_us: int
+    def __init__(self, prefix: _Optional[str] = ..., probe_target: _Optional[str] = ..., rtts: _Optional[_Iterable[_Union[ProbeRtt, _Mapping]]] = ..., delay_difference_us: _Optional[int] = ..., delay_measured: _Optional[bool] = ..., delay_state: _Optional[str] = ..., probes_sent: _Optional[int] = ..., probes_unanswered: _Optional[int] = ..., lte_delay_us: _Optional[int] = ..., wifi_delay_us: _Optional[int] = ..., lte_packet_us: _Optional[int] = ..., wifi_packet_us: _Optional[int] = ..., preferred_link: _Optional[str] = ..., spill_depth_packets: _Optional[int] = ..., hold_budget_us: _Optional[int] = ...) -> None: ...
+
+class ProbeRtt(_message.Message):
+    __slots__ = ("sent_on", "answered_on", "min_rtt_us", "answers")
+    SENT_ON_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_ON_FIELD_NUMBER: _ClassVar[int]
+    MIN_RTT_US_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    sent_on: str
+    answered_on: str
+    min_rtt_us: int
+    answers: int
+    def __init__(self, sent_on: _Optional[str] = ..., answered_on: _Optional[str] = ..., min_rtt_us: _Optional[int] = ..., answers: _Optional[int] = ...) -> None: ...
 
 class ListSwitchesResponse(_message.Message):
     __slots__ = ("switches",)
