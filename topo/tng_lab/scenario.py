@@ -183,15 +183,19 @@ def _type_name(kind: type) -> str:
     return names.get(kind, "an array" if kind is list else kind.__name__)
 
 
-def load(file: Path) -> Scenario:
-    """Reads and checks a scenario file; raises ScenarioError naming the file, the key and the problem."""
+def read_toml(file: Path) -> dict[str, Any]:
+    """The tables of a TOML file of the lab (scenario or sweep); raises ScenarioError when it cannot be read."""
     try:
-        data = tomllib.loads(file.read_text())
+        return tomllib.loads(file.read_text())
     except OSError as err:
         raise ScenarioError(file, None, f"cannot read: {err.strerror}") from err
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(file, None, f"invalid TOML: {err}") from err
-    return parse(data, file)
+
+
+def load(file: Path) -> Scenario:
+    """Reads and checks a scenario file; raises ScenarioError naming the file, the key and the problem."""
+    return parse(read_toml(file), file)
 
 
 def parse(data: dict[str, Any], file: Path) -> Scenario:

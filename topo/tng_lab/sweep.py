@@ -15,13 +15,12 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tng_lab import scenario
-from tng_lab.scenario import STEERING_MODES, Scenario, ScenarioError, _Table
+from tng_lab.scenario import STEERING_MODES, Scenario, ScenarioError, _Table, read_toml
 
 SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}$")  # a point's scenario is `<name>-<index>`
 AXIS_NAME = re.compile(r"^[a-z][a-z0-9_]{0,19}$")
@@ -89,13 +88,7 @@ def point_label(coordinates: tuple[tuple[str, str], ...]) -> str:
 
 def load(file: Path) -> Sweep:
     """Reads and checks a sweep file; raises ScenarioError naming the file, the key and the problem."""
-    try:
-        data = tomllib.loads(file.read_text())
-    except OSError as err:
-        raise ScenarioError(file, None, f"cannot read: {err.strerror}") from err
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(file, None, f"invalid TOML: {err}") from err
-    return parse(data, file)
+    return parse(read_toml(file), file)
 
 
 def parse(data: dict[str, Any], file: Path) -> Sweep:
@@ -187,10 +180,7 @@ def points(sweep: Sweep, out_dir: Path) -> list[Point]:
 
 
 def _base_data(sweep: Sweep) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(sweep.base.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(sweep.base, None, f"invalid TOML: {err}") from err
+    data = read_toml(sweep.base)
     _absolute_traces(data, sweep.base.parent)  # the point's scenario lives elsewhere
     return data
 
