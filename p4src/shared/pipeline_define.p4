@@ -57,7 +57,8 @@ const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 #define VISIBLE_COPIES_CONFIRMED 10
 #define VISIBLE_DECISION_COUNT 16
 
-/* TCP flags (tcp_t.flags) and the timestamps-only option layout Linux puts on ACKs (NOP, NOP, TS). */
+/* TCP flags (tcp_t.flags) and the option layouts Linux puts on ACKs: NOP, NOP, TS (data offset 8), then, when it
+ * reports SACK blocks, NOP, NOP, SACK with one to three blocks (data offset 11, 13 or 15; RFC 2018). */
 const bit<8> TCP_FLAG_FIN = 0x01;
 const bit<8> TCP_FLAG_SYN = 0x02;
 const bit<8> TCP_FLAG_RST = 0x04;
@@ -67,6 +68,14 @@ const bit<4> TCP_DATA_OFFSET_TIMESTAMPS = 8;
 const bit<8> TCP_OPTION_NOP = 1;
 const bit<8> TCP_OPTION_TIMESTAMPS = 8;
 const bit<8> TCP_OPTION_TIMESTAMPS_LENGTH = 10;
+const bit<8> TCP_OPTION_SACK = 5;
+const bit<4> TCP_DATA_OFFSET_SACK_1 = 11;
+const bit<4> TCP_DATA_OFFSET_SACK_2 = 13;
+const bit<4> TCP_DATA_OFFSET_SACK_3 = 15;
+const bit<8> TCP_OPTION_SACK_1_LENGTH = 10;
+const bit<8> TCP_OPTION_SACK_2_LENGTH = 18;
+const bit<8> TCP_OPTION_SACK_3_LENGTH = 26;
+#define TCP_SACK_BLOCKS_MAX 3
 
 /* IPv4 ECN field (RFC 3168). */
 const bit<2> ECN_NOT_ECT = 0;

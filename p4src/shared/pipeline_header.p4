@@ -26,6 +26,19 @@ header tcp_timestamps_t {
     bit<32> ts_echo_reply;
 }
 
+/* NOP, NOP, SACK kind and length after the timestamps of a Linux ACK that reports SACK blocks; the blocks follow. */
+header tcp_sack_t {
+    bit<8> nop1;
+    bit<8> nop2;
+    bit<8> kind;
+    bit<8> length;
+}
+
+header sack_block_t {
+    bit<32> left_edge;
+    bit<32> right_edge;
+}
+
 struct tng_headers_t {
     packet_out_t     packet_out;
     packet_in_t      packet_in;
@@ -33,6 +46,8 @@ struct tng_headers_t {
     helper_t         helper;
     headers_t        wire;
     tcp_timestamps_t tcp_timestamps;
+    tcp_sack_t       tcp_sack;
+    sack_block_t[TCP_SACK_BLOCKS_MAX] sack_blocks;
 }
 
 /* Sent once per new flow (one direction of a 5-tuple); digest name "new_flow_digest_t". */

@@ -2,7 +2,8 @@
  * v1model parser, checksum controls and deparser of the main pipeline. They wrap the wire pieces (parser.p4,
  * checksum.p4, deparser.p4) around the controller and helper headers: a packet-out header first on the CPU port,
  * then a helper encapsulation if the frame has one (the helper's confirmations), the TCP timestamps option after a
- * TCP header of data offset 8; packet-in and helper encapsulation on the way out.
+ * TCP header of data offset 8, 11, 13 or 15 and the SACK blocks after it in Linux's layout (VISIBLE reads them);
+ * packet-in and helper encapsulation on the way out.
  */
 #ifndef TNG_V1MODEL_PIPELINE_IO_P4
 #define TNG_V1MODEL_PIPELINE_IO_P4
@@ -60,12 +61,47 @@ parser TngPipelineParser(packet_in packet,
     state check_tcp_options {
         transition select(hdr.wire.tcp.data_offset) {
             TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
+            TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_2: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_3: parse_tcp_timestamps_and_sack;
             default: accept;
         }
     }
 
     state parse_tcp_timestamps {
         packet.extract(hdr.tcp_timestamps);
+        transition accept;
+    }
+
+    /* Blocks are extracted only when the SACK option fills the rest of the header exactly; any other layout leaves
+     * them invalid (and VISIBLE does not boost that ACK). */
+    state parse_tcp_timestamps_and_sack {
+        packet.extract(hdr.tcp_timestamps);
+        packet.extract(hdr.tcp_sack);
+        transition select(hdr.wire.tcp.data_offset, hdr.tcp_sack.nop1, hdr.tcp_sack.nop2, hdr.tcp_sack.kind,
+                          hdr.tcp_sack.length) {
+            (TCP_DATA_OFFSET_SACK_1, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH):
+                parse_sack_block_1;
+            (TCP_DATA_OFFSET_SACK_2, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH):
+                parse_sack_block_2;
+            (TCP_DATA_OFFSET_SACK_3, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH):
+                parse_sack_block_3;
+            default: accept;
+        }
+    }
+
+    state parse_sack_block_3 {
+        packet.extract(hdr.sack_blocks.next);
+        transition parse_sack_block_2;
+    }
+
+    state parse_sack_block_2 {
+        packet.extract(hdr.sack_blocks.next);
+        transition parse_sack_block_1;
+    }
+
+    state parse_sack_block_1 {
+        packet.extract(hdr.sack_blocks.next);
         transition accept;
     }
 }
@@ -96,6 +132,8 @@ control TngPipelineDeparser(packet_out packet, in tng_headers_t hdr) {
         packet.emit(hdr.helper);
         wire_deparser.apply(packet, hdr.wire);
         packet.emit(hdr.tcp_timestamps);
+        packet.emit(hdr.tcp_sack);
+        packet.emit(hdr.sack_blocks);
     }
 }
 

@@ -6,18 +6,18 @@
  * and the uplink ACKs of the same connection meet in one cell; a 32-bit key in the cell tells flows apart.
  *   downlink segment (LWIP route, policy with VISIBLE on): claims a free or idle cell, advances forwarded_end (every
  *     sequence number below it has been forwarded downlink) and forwarded_max (the highest one forwarded), and, while
- *     the helper is up, clones the segment to the retransmission helper (copy_start: from there on every forwarded
- *     byte was cloned). A clone can be lost on its way (CPU port, packet-in stream), so cloning proves nothing:
+ *     the helper is up and the policy boosts or retransmits, clones the segment to the retransmission helper
+ *     (copy_start: from there on every forwarded byte was cloned). A clone can be lost on its way (CPU port, packet-in stream), so cloning proves nothing:
  *   confirmation (HELPER_COPIES_HELD from the helper): the helper holds a copy of every byte from the inner TCP
  *     header's sequence number to its ACK number; if that range starts at or below the receiver's ACK, confirmed_end
  *     moves up to its end. Boosts never go beyond confirmed_end. The frame is dropped.
  *   uplink ACK (from an LTE or Wi-Fi port): a pure dup-ACK (RFC 5681: same ACK number, no data, no SYN/FIN/RST, same
  *     window, data outstanding) goes through the paper's phases in order:
  *       boost   both links' queues at most boost_max_depth packets, the helper up with copies of every byte from
- *               the receiver's ACK on, no SACK blocks (options empty or timestamps only), no retransmission request
- *               in this burst, at most boost_max boosts, not while bytes are owed (below) a hold budget after the
- *               burst's last boost: ACK number := sent_ack + mss * dup_acks, but never beyond forwarded_end nor
- *               confirmed_end
+ *               the receiver's ACK on, options the parser read in full (none, timestamps, timestamps + SACK
+ *               blocks), no retransmission request in this burst, at most boost_max boosts, not while bytes are
+ *               owed (below) a hold budget after the burst's last boost: ACK number := sent_ack + mss * dup_acks,
+ *               but never beyond forwarded_end, confirmed_end nor the lowest left edge of the ACK's SACK blocks
  *       hold    no retransmission request in this burst, hold time below hold_budget_us and the burst no longer
  *               than the EWMA of past bursts + hold_slack: the dup-ACK is dropped
  *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
@@ -227,7 +227,10 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         forwarded_max.write(cell, highest);
                         last_seen.write(cell, now);
                         decisions.count(VISIBLE_DATA_TRACKED);
-                        if (length > 0 && helper_ok && helper_epoch != 0) {
+                        /* A policy that neither boosts nor retransmits (hold only) needs no copies: cloning
+                         * every segment would cost the switch and the helper for nothing. */
+                        bool needs_copies = boosts_max != 0 || requests_max != 0;
+                        if (length > 0 && helper_ok && helper_epoch != 0 && needs_copies) {
                             bit<16> copies_epoch;
                             copy_epoch.read(copies_epoch, cell);
                             if (copies_epoch != helper_epoch) {
@@ -320,12 +323,16 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         port_queue_depth.read(lte_depth, links >> 16);
                         port_queue_depth.read(wifi_depth, links & 0xffff);
                         bool spare = lte_depth <= boost_depth && wifi_depth <= boost_depth;
-                        bool no_sack = hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_MIN
-                                       || (hdr.tcp_timestamps.isValid()
-                                           && hdr.tcp_timestamps.nop1 == TCP_OPTION_NOP
-                                           && hdr.tcp_timestamps.nop2 == TCP_OPTION_NOP
-                                           && hdr.tcp_timestamps.kind == TCP_OPTION_TIMESTAMPS
-                                           && hdr.tcp_timestamps.length == TCP_OPTION_TIMESTAMPS_LENGTH);
+                        bool timestamps = hdr.tcp_timestamps.isValid()
+                                          && hdr.tcp_timestamps.nop1 == TCP_OPTION_NOP
+                                          && hdr.tcp_timestamps.nop2 == TCP_OPTION_NOP
+                                          && hdr.tcp_timestamps.kind == TCP_OPTION_TIMESTAMPS
+                                          && hdr.tcp_timestamps.length == TCP_OPTION_TIMESTAMPS_LENGTH;
+                        /* Options the switch can read all of: none, timestamps only, or timestamps and SACK blocks
+                         * in Linux's layout (the parser extracts the blocks only then). */
+                        bool options_read = hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_MIN
+                                            || (timestamps && hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_TIMESTAMPS)
+                                            || (timestamps && hdr.sack_blocks[0].isValid());
                         bit<32> target = sent + (bit<32>)mss * (bit<32>)dups;
                         if (seq_before(contiguous, target)) {
                             target = contiguous;
@@ -333,12 +340,24 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         if (seq_before(confirmed, target)) {
                             target = confirmed;
                         }
+                        /* No SACK block may lie below the boosted ACK: the sender would read the first as a D-SACK
+                         * (RFC 2883) and the others as stale. Boosting up to the lowest left edge keeps every block
+                         * valid as the receiver sent it, so the blocks are never rewritten. */
+                        if (hdr.sack_blocks[0].isValid() && seq_before(hdr.sack_blocks[0].left_edge, target)) {
+                            target = hdr.sack_blocks[0].left_edge;
+                        }
+                        if (hdr.sack_blocks[1].isValid() && seq_before(hdr.sack_blocks[1].left_edge, target)) {
+                            target = hdr.sack_blocks[1].left_edge;
+                        }
+                        if (hdr.sack_blocks[2].isValid() && seq_before(hdr.sack_blocks[2].left_edge, target)) {
+                            target = hdr.sack_blocks[2].left_edge;
+                        }
                         bit<32> hold_limit = ((bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
                         /* A dup-ACK a hold budget after the burst's last boost comes from a sender that has
                          * nothing left to send but retransmission timeouts: boosting it would hide the owed hole
                          * for another timeout, so it asks the helper for the hole instead. */
                         bool stalled = owing && now - held_since >= (bit<48>)hold_budget;
-                        if (requests == 0 && spare && covered && no_sack && dups <= boosts_max && !stalled
+                        if (requests == 0 && spare && covered && options_read && dups <= boosts_max && !stalled
                                 && seq_before(sent, target)) {
                             hdr.wire.tcp.checksum = checksum_update(hdr.wire.tcp.checksum, 16w0 ++ hdr.wire.tcp.ack_no,
                                                                     16w0 ++ target);

@@ -239,13 +239,14 @@ class LwipTest(P4RuntimeTest):
         alpha_shift: int = 2,
         beta_shift: int = 3,
         report_bytes: int = 0,
+        segment_size: int = MSS,
     ) -> None:
         """VISIBLE on for `policy`; every phase is off unless its parameters open it."""
         self.insert(
             VISIBLE_PARAMS,
             fy.Action(
                 VISIBLE_ON,
-                segment_size=MSS,
+                segment_size=segment_size,
                 hold_budget_us=hold_budget_us,
                 hold_slack=hold_slack,
                 boost_max_depth=boost_max_depth,

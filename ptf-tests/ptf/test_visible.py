@@ -15,6 +15,7 @@ import zlib
 
 from lwip_base import (
     CPU_PORT,
+    MSS,
     SERVER_IP,
     SERVER_PORT,
     STEER_LTE_ONLY,
@@ -162,6 +163,23 @@ class NewAckResetsTheBurstAndTheEwmaLearnsItsLength(VisibleTest):
         self.assertDecisions(data_tracked=3, new_ack=2, dup_ack=10, held=6, dup_ack_forwarded=4)
 
 
+@group("tng")
+class HoldOnlyCopiesNothingAndHoldsSackDupAcks(VisibleTest):
+    """A policy that neither boosts nor retransmits only holds: with the helper up, no segment is cloned to it and
+    no ACK reported, and dup-ACKs carrying SACK blocks (Linux's default) are held like any other."""
+
+    def runTest(self) -> None:
+        self.helper_up(1, self.helper_port)
+        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=3)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)  # nothing on the helper port (helper_at unset: a copy would be an unexpected frame)
+        self.new_ack(2000)
+        for _ in range(3):
+            self.send(self.lte, self.uplink_ack(2000, options=SACK))
+        self.dup_ack(2000, options=SACK)  # the fourth exceeds EWMA 0 + slack 3 and goes on
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=4, held=3, dup_ack_forwarded=1)
+
+
 class BoostTest(VisibleTest):
     """Boosting on (queues up to 10 packets count as spare); holding (no slack) and retransmission off; the hold
     budget long enough that no dup-ACK of a test counts as a stalled sender's."""
@@ -294,10 +312,71 @@ class NoBoostWithoutSpareQueues(BoostTest):
         )
 
 
+class SackBoostTest(VisibleTest):
+    """Boosting on with a segment size of two MSS, so that the first dup-ACK of a burst would raise the ACK from 2000
+    to 4000 (segments up to 5000 forwarded and copied); the dup-ACK carries `blocks` after NOP, NOP, timestamps, as
+    Linux sends them. No block may end up below the boosted ACK (RFC 2883 would read it as a D-SACK): the boost
+    stops at the lowest left edge (`boosted_to`, None: not boosted), and the blocks go on untouched, TCP checksum
+    valid."""
+
+    def check_boost(self, blocks: tuple[tuple[int, int], ...], boosted_to: int | None) -> None:
+        self.visible(POLICY, boost_max_depth=10, boost_max=100, hold_budget_us=10_000_000, segment_size=2 * MSS)
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        for seq in (1000, 2000, 3000, 4000):
+            self.data(seq)
+        self.new_ack(2000)
+        options = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", tuple(e for b in blocks for e in b))]
+        self.dup_ack(2000, sent_as=boosted_to, options=options)
+        boosted = int(boosted_to is not None)
+        self.assertDecisions(
+            data_tracked=4,
+            data_copied=4,
+            new_ack=1,
+            ack_reported=1,
+            copies_confirmed=1,
+            dup_ack=1,
+            boosted=boosted,
+            dup_ack_forwarded=1 - boosted,
+        )
+
+
 @group("tng")
-class SackDupAcksAreNotBoosted(BoostTest):
-    """A boost above SACK blocks would make them read as D-SACKs: a dup-ACK with SACK goes on unchanged, one with
-    timestamps only is boosted (its TCP checksum, over the options too, stays valid)."""
+class ASackDupAckIsBoostedUpToItsBlock(SackBoostTest):
+    def runTest(self) -> None:
+        self.check_boost(((3000, 4000),), boosted_to=3000)
+
+
+@group("tng")
+class ASackDupAckIsBoostedUpToTheLowestOfTwoBlocks(SackBoostTest):
+    def runTest(self) -> None:
+        self.check_boost(((4200, 5000), (3500, 4000)), boosted_to=3500)
+
+
+@group("tng")
+class ASackDupAckIsBoostedUpToTheLowestOfThreeBlocks(SackBoostTest):
+    def runTest(self) -> None:
+        self.check_boost(((4800, 5000), (4400, 4600), (3200, 4000)), boosted_to=3200)
+
+
+@group("tng")
+class ASackBlockAboveTheBoostDoesNotLowerIt(SackBoostTest):
+    def runTest(self) -> None:
+        self.check_boost(((4500, 5000),), boosted_to=4000)
+
+
+@group("tng")
+class ADSackDupAckIsNotBoosted(SackBoostTest):
+    """A block below the ACK (a D-SACK, RFC 2883) leaves no room to boost."""
+
+    def runTest(self) -> None:
+        self.check_boost(((1000, 2000),), boosted_to=None)
+
+
+@group("tng")
+class SackWithoutTimestampsIsNotBoosted(BoostTest):
+    """Options the parser does not read in full (SACK without timestamps: NOP, NOP, SACK) are never boosted; with
+    timestamps only, the dup-ACK is (its TCP checksum, over the options too, stays valid)."""
 
     def runTest(self) -> None:
         self.helper_at = self.helper_port
@@ -305,7 +384,7 @@ class SackDupAcksAreNotBoosted(BoostTest):
         for seq in (1000, 2000, 3000):
             self.data(seq)
         self.new_ack(2000)
-        self.dup_ack(2000, options=SACK)
+        self.dup_ack(2000, options=[("NOP", None), ("NOP", None), ("SAck", (3000, 4000))])
         self.dup_ack(2000, sent_as=4000, options=TIMESTAMPS)
         self.assertDecisions(
             data_tracked=3,

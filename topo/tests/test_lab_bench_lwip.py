@@ -23,13 +23,13 @@ def test_ratios_against_mptcp_and_the_single_links() -> None:
         workload("tcp-wifi", "tcp", ("wifi",), 28.5, 45.0),
         workload("mptcp", "mptcp", both, 37.0, 130.0),
         workload("earliest-arrival", "tcp", both, 38.0, 52.0, steering="earliest-arrival"),
-        workload("qdepl-visible", "tcp", both, 20.0, 90.0, steering="qdepl", visible=True),
+        workload("qdepl-visible", "tcp", both, 20.0, 90.0, steering="qdepl", visible="full"),
     ]
     report = ratios(lab)
     assert report["peers"] == {"mptcp_goodput_mbps": 37.0, "mptcp_p95_ms": 130.0, "single_links_mbps": 38.0}
     assert report["steered"]["earliest-arrival"] == {
         "steering": "earliest-arrival",
-        "visible": False,
+        "visible": "off",
         "goodput_mbps": 38.0,
         "p95_delay_ms": 52.0,
         "goodput_over_mptcp": 1.027,

@@ -40,7 +40,7 @@ steering = "qdepl"
 name = "steered-visible"
 transport = "tcp"
 steering = "qdepl"
-visible = true
+visible = "full"
 """
 
 P4INFO = Path("/repo/p4src/build/tng/p4info.txtpb")
@@ -61,8 +61,8 @@ def lwip(tmp_path: Path) -> scenario.Scenario:
 def test_steered_workloads_use_both_lwip_links(lwip) -> None:
     assert lwip.switch == scenario.SwitchSpec("auto", "lte", "wifi")
     steered = {w.name: w for w in lwip.workloads}
-    assert (steered["steered"].steering, steered["steered"].visible) == ("qdepl", False)
-    assert steered["steered-visible"].visible and steered["steered-visible"].paths == ("lte", "wifi")
+    assert (steered["steered"].steering, steered["steered"].visible) == ("qdepl", None)
+    assert steered["steered-visible"].visible == "full" and steered["steered-visible"].paths == ("lte", "wifi")
     assert steered["tcp-lte"].steering is None
 
 
@@ -75,8 +75,10 @@ def test_steered_workloads_use_both_lwip_links(lwip) -> None:
         ('[switch]\n', '[switch]\nuse = "tofino"\n', "switch.use", "'tofino' is not one of auto, bmv2, linux"),
         ('rate = "10mbit", delay', 'trace = "t", delay', "links[0].down.trace", "no trace file"),
         ('steering = "qdepl"\nvisible', 'steering = "fast"\nvisible', "workloads[2].steering", "'fast' is not one of"),
-        ('steering = "qdepl"\nvisible = true\n', "visible = true\npaths = ['lte']\n", "workloads[2].visible",
+        ('steering = "qdepl"\nvisible = "full"\n', "visible = 'full'\npaths = ['lte']\n", "workloads[2].visible",
          "needs steering"),
+        ('visible = "full"', 'visible = true', "workloads[2].visible", "expected a string, got true or false True"),
+        ('visible = "full"', 'visible = "boost"', "workloads[2].visible", "'boost' is not one of hold, full"),
         ('name = "steered"\ntransport = "tcp"', 'name = "steered"\ntransport = "mptcp"', "workloads[1].steering",
          "needs transport = 'tcp', not 'mptcp'"),
         ('steering = "qdepl"\n[[', 'steering = "qdepl"\npaths = ["lte"]\n[[', "workloads[1].paths",
@@ -91,7 +93,9 @@ def test_switch_and_steering_errors_name_the_key(tmp_path: Path, old: str, new: 
 
 
 def test_sack_is_on_unless_a_kernel_tcp_workload_turns_it_off(tmp_path: Path) -> None:
-    without = load(tmp_path, LWIP.replace('steering = "qdepl"\nvisible = true\n', 'steering = "qdepl"\nsack = false\n'))
+    without = load(
+        tmp_path, LWIP.replace('steering = "qdepl"\nvisible = "full"\n', 'steering = "qdepl"\nsack = false\n')
+    )
     assert [w.sack for w in without.workloads] == [True, True, False]
     tng = LWIP.replace('transport = "tcp"\npaths = ["lte"]', 'transport = "tng"\npaths = ["lte"]\nsack = false')
     with pytest.raises(ScenarioError) as caught:
@@ -178,8 +182,8 @@ def test_the_controller_reads_the_generated_configuration(lwip, tmp_path: Path) 
     assert lwip_switch.helper is not None and lwip_switch.helper.attach == "cpu"
 
 
-def test_no_helper_without_a_visible_workload(tmp_path: Path) -> None:
-    plain = load(tmp_path, LWIP.replace("visible = true\n", ""))
+def test_no_helper_without_a_full_visible_workload(tmp_path: Path) -> None:
+    plain = load(tmp_path, LWIP.replace('visible = "full"\n', 'visible = "hold"\n'))
     plan = make_plan(plain, "tlab42-", Path("/run/tng-lab/tlab42"), bmv2=True)
     assert "[switch.helper]" not in controller.config_toml(plain, plan, P4INFO, BMV2_JSON, tmp_path / "c.db")
 
@@ -199,12 +203,27 @@ def test_steered_policies_read_back_by_tngctl(lwip, tmp_path: Path) -> None:
     (with_visible,) = load_policies(str(visible))
     assert with_visible.switch_policy.visible.enabled
     assert with_visible.switch_policy.visible.hold_budget_us == 0  # the controller derives it from measurements
+    assert (
+        with_visible.switch_policy.visible.max_boosts > 0 and with_visible.switch_policy.visible.max_retransmissions > 0
+    )
+
+
+def test_hold_only_policy_neither_boosts_nor_retransmits(tmp_path: Path) -> None:
+    """visible = "hold": the switch holds dup-ACKs and, with nothing to boost or retransmit, copies nothing."""
+    hold = load(tmp_path, LWIP.replace('visible = "full"', 'visible = "hold"'))
+    plan = make_plan(hold, "tlab42-", Path("/run/tng-lab/tlab42"), bmv2=True)
+    file = tmp_path / "hold.toml"
+    file.write_text(controller.policy_toml(hold, plan, hold.workloads[2]))
+    (policy,) = load_policies(str(file))
+    visible = policy.switch_policy.visible
+    assert visible.enabled and (visible.max_boosts, visible.max_retransmissions) == (0, 0)
+    assert visible.hold_slack == controller.HOLD_SLACK and visible.hold_budget_us == 0
 
 
 @pytest.mark.parametrize("steering", ["lowest-rtt", "earliest-arrival", "qdepl-dataplane", "flow-hash"])
 def test_modes_without_weights_get_none_and_the_controller_accepts_them(steering: str, tmp_path: Path) -> None:
     """Only weighted and qdepl take LTE/Wi-Fi weights; lowest-rtt's spill depth is left to the controller."""
-    text = LWIP.replace('steering = "qdepl"\nvisible = true', f'steering = "{steering}"\nvisible = true')
+    text = LWIP.replace('steering = "qdepl"\nvisible = "full"', f'steering = "{steering}"\nvisible = "full"')
     steered = load(tmp_path, text)
     plan = make_plan(steered, "tlab42-", Path("/run/tng-lab/tlab42"), bmv2=True)
     file = tmp_path / "policy.toml"

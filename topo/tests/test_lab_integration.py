@@ -19,7 +19,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "topo" / "scenarios" / "smoke.toml"
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-SMOKE_BUDGET_S = 60.0
 
 pytestmark = pytest.mark.needs_root
 
@@ -104,12 +103,9 @@ def clean() -> str:
 
 def test_smoke_scenario_end_to_end(bin_dir: Path, tmp_path: Path) -> None:
     allowed_before = ALLOWED_CC.read_text()
-    started = time.monotonic()
     runner = start(bin_dir, tmp_path)
     stdout, stderr = runner.communicate(timeout=300)
-    elapsed = time.monotonic() - started
     assert runner.returncode == 0, stderr
-    assert elapsed < SMOKE_BUDGET_S, f"smoke took {elapsed:.0f} s"
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["scenario"] == "smoke"
     bmv2 = results["switch"].startswith("BMv2")

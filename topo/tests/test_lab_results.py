@@ -181,7 +181,7 @@ def test_no_fct_plot_without_flows_and_no_plots_without_measurements(lab: LabRes
 
 
 def test_where_the_packets_went_for_a_steered_visible_workload(lab: LabResults, tmp_path: Path) -> None:
-    steered = Workload("steered", "tcp", "bulk", ("lte", "wifi"), "cubic", steering="qdepl", visible=True)
+    steered = Workload("steered", "tcp", "bulk", ("lte", "wifi"), "cubic", steering="qdepl", visible="full")
     tcp = TcpStats(ReceiverStats(9000, 400, 12), SenderStats(9500, 60, 40, 1, 12, 0, 3, 2))
     links = {"lte": LinkCounts(3000, 2990, 10), "wifi": LinkCounts(6000, 6000, 0)}
     visible = {decision.name.lower(): 0 for decision in VisibleDecision} | {"held": 50, "boosted": 4}

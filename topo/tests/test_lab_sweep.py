@@ -224,6 +224,6 @@ def test_the_issue_12_sweep(tmp_path: Path) -> None:
         steered = {w.steering for w in point.scenario.workloads if w.steering}
         assert {"qdepl", "lowest-rtt"} <= steered
     names = points[0].workloads
-    assert names[:4] == ("tcp-lte", "tcp-wifi", "mptcp", "tng") and len(names) == 10
+    assert names[:4] == ("tcp-lte", "tcp-wifi", "mptcp", "tng") and len(names) == 11
     visible = [w.name for w in points[0].scenario.workloads if w.visible]
     assert "steered-qdepl-visible" in visible and "steered-lowrtt-visible" in visible

@@ -40,7 +40,7 @@ def ratios(results: LabResults) -> dict[str, Any]:
         means = _means(result)
         report[result.workload.name] = {
             "steering": result.workload.steering,
-            "visible": result.workload.visible,
+            "visible": result.workload.visible or "off",
             "goodput_mbps": means["goodput"],
             "p95_delay_ms": means["p95"],
             "goodput_over_mptcp": round(means["goodput"] / mptcp["goodput"], 3),

@@ -115,7 +115,7 @@ def config_toml(scenario: Scenario, plan: Plan, p4info: Path, bmv2_json: Path, s
             f'wifi = {{ port = {plan.port_of(wifi.name)}, dst_mac = "{wifi.ue_mac}" }}',
             f'probe = "{plan.lwip.address}"',
         )
-    if any(workload.visible for workload in scenario.workloads):
+    if any(workload.visible == "full" for workload in scenario.workloads):
         lines += ["[switch.helper]", 'attach = "cpu"']
     return "\n".join(lines) + "\n"
 
@@ -142,7 +142,7 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
         "[policy.switch_policy]",
         *fields,
     ]
-    if workload.visible:
+    if workload.visible == "full":
         lines += [
             "[policy.switch_policy.visible]",
             "enabled = true",
@@ -151,6 +151,8 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
             f"max_retransmissions = {MAX_RETRANSMISSIONS}",
             f"hold_slack = {HOLD_SLACK}",
         ]
+    elif workload.visible == "hold":  # no boosts and no retransmissions: the switch copies nothing to the helper
+        lines += ["[policy.switch_policy.visible]", "enabled = true", f"hold_slack = {HOLD_SLACK}"]
     return "\n".join(lines) + "\n"
 
 

@@ -256,7 +256,7 @@ def summary_table(results: LabResults) -> str:
         workload = result.workload
         paths = "+".join(workload.paths)
         if workload.steering:  # one connection, the switch picks the link of every packet
-            paths += f" (switch: {workload.steering}{', VISIBLE' if workload.visible else ''})"
+            paths += f" (switch: {workload.steering}{_visible_label(workload)})"
         first = [workload.name, workload.transport, result.cc or "-", workload.mode, paths]
         if result.status() != "ok":
             reason = result.reason()
@@ -394,3 +394,7 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
 def write_summary(results: LabResults, plots: list[Path], path: Path) -> Path:
     path.write_text(summary_markdown(results, plots))
     return path
+
+
+def _visible_label(workload: Workload) -> str:
+    return {None: "", "hold": ", VISIBLE hold only", "full": ", VISIBLE"}[workload.visible]

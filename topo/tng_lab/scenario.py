@@ -29,6 +29,8 @@ KERNEL_TRANSPORTS: tuple[Transport, ...] = ("tcp", "mptcp")
 MODES: tuple[Mode, ...] = ("bulk", "shortflows", "rr")
 SWITCH_USES: tuple[SwitchUse, ...] = ("auto", "bmv2", "linux")
 # The LWIP switch's steering modes (p4src/README.md, `ingress.steering.modes`), as the scenario names them.
+VisibleUse = Literal["hold", "full"]
+VISIBLE_USES: tuple[VisibleUse, ...] = ("hold", "full")
 STEERING_MODES = (
     "flow-hash",
     "weighted",
@@ -80,7 +82,9 @@ class Workload:
     flow_size: int | None = None
     response_size: int | None = None
     steering: str | None = None  # set: one kernel TCP connection to the UE's LWIP address, steered by the switch
-    visible: bool = False  # VISIBLE on the steered connection's ACKs (with the retransmission helper)
+    # VISIBLE on the steered connection's ACKs: "hold" holds reordering dup-ACKs only (no copies, no helper work),
+    # "full" also boosts and retransmits locally through the retransmission helper; None: off.
+    visible: VisibleUse | None = None
     sack: bool = True  # the UE offers SACK (net.ipv4.tcp_sack) on this workload's kernel TCP connections
 
 
@@ -330,7 +334,8 @@ def _workload(table: _Table, links: set[str], switch: SwitchSpec) -> Workload:
     mode = cast(Mode, table.choice("mode", MODES, "bulk"))
     steering = table.choice("steering", STEERING_MODES) if "steering" in table.data else None
     table.seen.add("steering")
-    visible = table.take("visible", bool, False)
+    visible = cast(VisibleUse, table.choice("visible", VISIBLE_USES)) if "visible" in table.data else None
+    table.seen.add("visible")
     if visible and steering is None:
         raise table.error("visible", "needs steering (VISIBLE works on the ACKs of a switch-steered connection)")
     if steering is not None:
