@@ -67,6 +67,7 @@ class FakeFleet:
             preferred_link="wifi",
             spill_depth_packets=76,
             hold_budget_us=34_800,
+            hold_slack_packets=87,
         )
         return statuses
 

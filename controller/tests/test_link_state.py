@@ -57,16 +57,19 @@ def test_spill_depth_and_hold_budget_follow_the_delay_difference() -> None:
     assert state.preferred_link(Link.LTE, tie_us=1000) == Link.WIFI
     assert state.spill_depth(Link.WIFI) == 51  # 20 ms x 2500 packets/s, plus the packet in service
     assert state.hold_budget_us() == 20_000 + 4 * 1200
+    assert state.hold_slack() == 62  # ceil(24.8 ms / 0.4 ms): Wi-Fi's packets within the hold budget
     faster_lte = LinkState(difference_us=-3_000, lte_packet_us=100, wifi_packet_us=None)
     assert faster_lte.preferred_link(Link.WIFI, tie_us=1000) == Link.LTE
     assert faster_lte.spill_depth(Link.LTE) == 31
     assert faster_lte.spill_depth(Link.WIFI) is None  # Wi-Fi's rate is unknown
     assert faster_lte.hold_budget_us() == 3_000 + 4 * 100
+    assert faster_lte.hold_slack() == 34  # only LTE's time per packet is known
     equal = LinkState(difference_us=400, lte_packet_us=1200, wifi_packet_us=400)
     assert equal.preferred_link(Link.LTE, tie_us=1000) == Link.LTE  # within the band: the configured link
     unmeasured = LinkState(lte_packet_us=1200, wifi_packet_us=400)
     assert unmeasured.preferred_link(Link.WIFI, 1000) == Link.WIFI
-    assert (unmeasured.spill_depth(Link.WIFI), unmeasured.hold_budget_us()) == (None, None)
+    assert (unmeasured.spill_depth(Link.WIFI), unmeasured.hold_budget_us(), unmeasured.hold_slack()) == (None,) * 3
+    assert LinkState(difference_us=20_000).hold_slack() is None  # no time per packet known
 
 
 def test_the_band_rewrites_only_what_moved_and_at_most_once_per_interval() -> None:
@@ -93,19 +96,20 @@ def test_a_policy_gets_the_link_state_of_its_route() -> None:
     ue = (IPv4Network("10.2.0.0/24"), LinkState(20_000, 1200, 400))
     other = (IPv4Network("10.3.0.0/24"), LinkState(-5_000, 1200, 400))
     lowest = policy(pb.STEERING_MODE_LOWEST_RTT_FIRST)
-    assert tuning(lowest, [ue], Link.LTE, 1000) == Tuning(Link.WIFI, 51, 24_800)  # the only LWIP route
+    assert tuning(lowest, [ue], Link.LTE, 1000) == Tuning(Link.WIFI, 51, 24_800, 62)  # the only LWIP route
     assert tuning(lowest, [ue, other], Link.LTE, 1000) == Tuning(Link.LTE)  # which of the two: unknown
     in_other = policy(pb.STEERING_MODE_LOWEST_RTT_FIRST, "10.3.0.128/25")
-    assert tuning(in_other, [ue, other], Link.WIFI, 1000) == Tuning(Link.LTE, 6, 9_800)
+    assert tuning(in_other, [ue, other], Link.WIFI, 1000) == Tuning(Link.LTE, 6, 9_800, 25)
     assert tuning(lowest, [], Link.LTE, 1000) == Tuning(Link.LTE)
 
-    derived = Tuning(Link.WIFI, 51, 24_800)
+    derived = Tuning(Link.WIFI, 51, 24_800, 62)
     entries = {e.table_id: e.action for e in policy_entries(StoredPolicy(lowest, 1), derived)}
     assert entries["ingress.steering.modes"].args == {"preferred_link": 1, "spill_depth": 51}
     visible = policy(pb.STEERING_MODE_EARLIEST_ARRIVAL, max_boosts=4)
     entries = {e.table_id: e.action for e in policy_entries(StoredPolicy(visible, 1), derived)}
     assert entries["ingress.steering.modes"].name == "ingress.steering.steer_earliest_arrival"
     assert entries["ingress.visible.params"].args["hold_budget_us"] == 24_800
+    assert entries["ingress.visible.params"].args["hold_slack"] == 62
 
 
 def switch_config(**changes: object):
@@ -149,9 +153,10 @@ def test_route_link_states_from_capacities_estimates_and_the_prober() -> None:
         ("wifi", "wifi", 15_000, MIN_ANSWERS),
     ]
     assert (status.preferred_link, status.spill_depth_packets, status.hold_budget_us) == ("wifi", 76, 34_800)
+    assert status.hold_slack_packets == 87
     assert (status.probes_sent, status.probes_unanswered) == (2 * MIN_ANSWERS, 0)
     assert states.describe() == "10.2.0.0/24 d 30000 us, time per packet LTE 1200 us, Wi-Fi 400 us"
-    assert states.tuning(policy(pb.STEERING_MODE_LOWEST_RTT_FIRST)) == Tuning(Link.WIFI, 76, 34_800)
+    assert states.tuning(policy(pb.STEERING_MODE_LOWEST_RTT_FIRST)) == Tuning(Link.WIFI, 76, 34_800, 87)
 
     unprobed = RouteLinkStates(config, monitor, rates, prober=None)
     (status,) = unprobed.statuses(now=2.0)

@@ -129,6 +129,7 @@ async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
         "wifi",
         "76",
         "34.8 ms",
+        "87",
         "300 sent, 2 unanswered: both links' probes answered on wifi",
     ]
 

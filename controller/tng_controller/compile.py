@@ -56,12 +56,13 @@ _STEERING_ACTIONS = {
 @dataclass(frozen=True, slots=True)
 class Tuning:
     """What a policy's zeros become on one switch: the link LOWEST_RTT_FIRST prefers, and the spill depth and VISIBLE
-    hold budget the controller derived from the measured delay difference of the policy's route (None: not derived,
-    the policy's 0 is written as it is)."""
+    hold budget and slack the controller derived from the measured delay difference of the policy's route (None: not
+    derived, the policy's 0 is written as it is)."""
 
     lowest_rtt_link: Link = Link.WIFI
     spill_depth: int | None = None
     hold_budget_us: int | None = None
+    hold_slack: int | None = None
 
 
 def compile_policies(
@@ -148,7 +149,7 @@ def _visible(visible: pb.Visible, tuning: Tuning) -> fy.Action:
         VISIBLE_ON,
         segment_size=visible.segment_size or DEFAULT_SEGMENT_SIZE,
         hold_budget_us=visible.hold_budget_us or tuning.hold_budget_us or 0,
-        hold_slack=visible.hold_slack,
+        hold_slack=visible.hold_slack or tuning.hold_slack or 0,
         boost_max_depth=visible.boost_threshold_packets,
         boost_max=visible.max_boosts,
         retransmit_max=visible.max_retransmissions,

@@ -25,6 +25,7 @@ SET_LINK_STATE = "ingress.steering.set_link_state"
 # segment sent on the slower link also waits for the one ahead of it there.
 HOLD_PACKET_TIMES = 4
 MAX_US = 0xFFFFFFFF
+MAX_SLACK = 0xFFFF  # visible_on's hold_slack is 16 bits
 
 
 def packet_time_us(rate_bps: float | None) -> int | None:
@@ -79,6 +80,15 @@ class LinkState:
             return None
         slower = max(self.lte_packet_us or 0, self.wifi_packet_us or 0)
         return min(MAX_US, abs(self.difference_us) + HOLD_PACKET_TIMES * slower)
+
+    def hold_slack(self) -> int | None:
+        """VISIBLE's hold slack: the dup-ACKs the faster link can cause within the hold budget (one per packet it
+        delivers past the late one), so that the budget, not a guess at burst lengths, ends a hold."""
+        budget = self.hold_budget_us()
+        known = [t for t in (self.lte_packet_us, self.wifi_packet_us) if t]
+        if budget is None or not known:
+            return None
+        return min(MAX_SLACK, math.ceil(budget / min(known)))
 
 
 class LinkStateBand:
@@ -152,7 +162,7 @@ def tuning(
     if state is None:
         return Tuning(lowest_rtt_link=default_link)
     preferred = state.preferred_link(default_link, tie_us)
-    return Tuning(preferred, state.spill_depth(preferred), state.hold_budget_us())
+    return Tuning(preferred, state.spill_depth(preferred), state.hold_budget_us(), state.hold_slack())
 
 
 def _route_of(match: pb.Match, routes: Sequence[tuple[ipaddress.IPv4Network, LinkState]]) -> LinkState | None:
@@ -244,6 +254,7 @@ class RouteLinkStates:
             preferred_link=preferred.name.lower(),
             spill_depth_packets=written.spill_depth(preferred) or 0,
             hold_budget_us=written.hold_budget_us() or 0,
+            hold_slack_packets=written.hold_slack() or 0,
         )
         probe = self._prober.probe_of(route) if self._prober is not None else None
         if probe is None:

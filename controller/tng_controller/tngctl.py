@@ -246,7 +246,7 @@ def _switches(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: Te
     if links:
         print(file=out)
         headers = ["SWITCH", "ROUTE", "PROBE", "MIN RTT (SENT>ANSWERED)", "D", "LINK STATE", "PREFERRED", "SPILL"]
-        _print_table([*headers, "HOLD", "PROBES"], links, out)
+        _print_table([*headers, "HOLD", "HOLD SLACK", "PROBES"], links, out)
     return 0
 
 
@@ -268,6 +268,7 @@ def _link_state_row(route: pb.RouteLinkState) -> list[str]:
         route.preferred_link,
         str(route.spill_depth_packets or "-"),
         _ms(route.hold_budget_us) if route.hold_budget_us else "-",
+        str(route.hold_slack_packets or "-"),
         probes + route.delay_state,
     ]
 

@@ -12,7 +12,7 @@
  *     header's sequence number to its ACK number; if that range starts at or below the receiver's ACK, confirmed_end
  *     moves up to its end. Boosts never go beyond confirmed_end. The frame is dropped.
  *   uplink ACK (from an LTE or Wi-Fi port): a pure dup-ACK (RFC 5681: same ACK number, no data, no SYN/FIN/RST, same
- *     window, data outstanding) goes through the paper's phases in order:
+ *     window unless it carries SACK blocks, data outstanding) goes through the paper's phases in order:
  *       boost   both links' queues at most boost_max_depth packets, the helper up with copies of every byte from
  *               the receiver's ACK on, options the parser read in full (none, timestamps, timestamps + SACK
  *               blocks), no retransmission request in this burst, at most boost_max boosts, not while bytes are
@@ -303,10 +303,15 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     bool helper_copies = helper_ok && helper_epoch != 0 && epoch == helper_epoch;
                     bool pure = md.tcp_payload_bytes == 0
                                 && (hdr.wire.tcp.flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) == 0;
-                    bool dup = valid == 1 && pure && ack == acked && hdr.wire.tcp.window == window
+                    /* RFC 5681's dup-ACK keeps the window; but a receiver's SACK blocks tell a SACK sender of the
+                     * data above the hole whatever the window (Linux grows the window on out-of-order data too), so
+                     * an ACK with blocks counts as a dup-ACK even when its window changed. */
+                    bool dup = valid == 1 && pure && ack == acked
+                               && (hdr.wire.tcp.window == window || hdr.sack_blocks[0].isValid())
                                && seq_before(ack, highest);
 
                     if (dup) {
+                        window = hdr.wire.tcp.window;
                         decisions.count(VISIBLE_DUP_ACK);
                         if (dups != 0xffff) {
                             dups = dups + 1;

@@ -673,6 +673,22 @@ class DupAckDetectionFollowsRfc5681(RetransmitTest):
 
 
 @group("tng")
+class ASackDupAckIsADupAckWhateverItsWindow(VisibleTest):
+    """Linux grows its receive window on out-of-order data too, and a SACK sender reads the blocks whatever the
+    window: an ACK with SACK blocks and a new window is a dup-ACK (held here), one without blocks is a window update."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=10)
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.send(self.lte, self.uplink_ack(2000, options=SACK, window=5000))
+        self.send(self.lte, self.uplink_ack(2000, options=SACK, window=6000))
+        self.dup_ack(2000, options=TIMESTAMPS, window=7000)  # a window update: goes on
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=2, held=2)
+
+
+@group("tng")
 class CollidingFlowIsLeftAlone(VisibleTest):
     """A second connection whose hash picks the cell a live flow holds is forwarded untouched and counted
     untracked: its dup-ACKs are not held, and nothing of it enters the first flow's state."""

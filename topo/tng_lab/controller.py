@@ -47,12 +47,11 @@ STEERING_ENUMS = {
 WEIGHTED_MODES = ("weighted", "qdepl")
 WEIGHT_UNIT_BPS = 100e3  # steering weights are the links' rates in 100 kbit/s: 16 bits reach 6.5 Gbit/s
 # VISIBLE for one flow on two links (docs/visible.md): boost only while both queues are nearly empty, a few boosts
-# and local retransmissions per dup-ACK burst; holding tolerates bursts a little longer than usual. The hold budget
-# (and lowest-rtt's spill depth) the controller derives from the links' measured delay difference.
+# and local retransmissions per dup-ACK burst. The hold budget and slack (and lowest-rtt's spill depth) the
+# controller derives from the links' measured delay difference and rates.
 BOOST_THRESHOLD_PACKETS = 10
 MAX_BOOSTS = 4
 MAX_RETRANSMISSIONS = 2
-HOLD_SLACK = 3
 
 
 def capacity(rate_bps: float) -> str:
@@ -149,10 +148,9 @@ def policy_toml(scenario: Scenario, plan: Plan, workload: Workload) -> str:
             f"boost_threshold_packets = {BOOST_THRESHOLD_PACKETS}",
             f"max_boosts = {MAX_BOOSTS}",
             f"max_retransmissions = {MAX_RETRANSMISSIONS}",
-            f"hold_slack = {HOLD_SLACK}",
         ]
     elif workload.visible == "hold":  # no boosts and no retransmissions: the switch copies nothing to the helper
-        lines += ["[policy.switch_policy.visible]", "enabled = true", f"hold_slack = {HOLD_SLACK}"]
+        lines += ["[policy.switch_policy.visible]", "enabled = true"]
     return "\n".join(lines) + "\n"
 
 
