@@ -77,6 +77,16 @@ def test_one_ue_unless_the_scenario_says_how_many(tmp_path: Path) -> None:
     assert scenario.load(write(tmp_path, VALID.replace("duration_s = 5", "duration_s = 5\nues = 8"))).ues == 8
 
 
+def test_only_the_workloads_named_run_in_the_scenarios_order(tmp_path: Path) -> None:
+    loaded = scenario.load(write(tmp_path, VALID))
+    names = [w.name for w in loaded.workloads]
+    assert [w.name for w in scenario.only_workloads(loaded, names[::-1]).workloads] == names
+    assert [w.name for w in scenario.only_workloads(loaded, names[1:]).workloads] == names[1:]
+    with pytest.raises(ScenarioError) as caught:
+        scenario.only_workloads(loaded, ["nope"])
+    assert caught.value.key == "workloads" and caught.value.problem.startswith("no workload named 'nope' (")
+
+
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.name)
 def test_shipped_scenarios_load(path: Path) -> None:
     loaded = scenario.load(path)

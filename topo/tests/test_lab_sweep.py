@@ -96,6 +96,34 @@ def test_a_point_with_nothing_left_to_run_has_no_scenario(tmp_path: Path) -> Non
     assert point.scenario is None and point.workloads == ("steered-new",)
 
 
+def test_a_cut_keeps_the_values_and_workloads_named(tmp_path: Path) -> None:
+    loaded = sweep.load(write_sweep(tmp_path))
+    cut = sweep.restrict(loaded, {"ues": ["3"]}, ["steered-new"])
+    points = sweep.points(cut, tmp_path / "out")
+    assert [point.label for point in points] == ["rate=slow, ues=3", "rate=fast, ues=3"]
+    assert all(point.workloads == ("steered-new",) for point in points)
+    from_base = sweep.restrict(write_base_only(tmp_path, loaded), {}, ["tcp-lte"])
+    assert sweep.points(from_base, tmp_path / "b")[0].workloads == ("tcp-lte",)  # the base's workloads
+
+
+def write_base_only(tmp_path: Path, loaded: sweep.Sweep) -> sweep.Sweep:
+    return sweep.Sweep(loaded.file, loaded.name, "", loaded.base, loaded.axes, None)
+
+
+@pytest.mark.parametrize(
+    ("only", "workloads", "problem"),
+    [
+        ({"rate": ["slow", "medium"]}, None, "axis 'rate' has no value 'medium' (slow, fast)"),
+        ({"ratio": ["1:1"]}, None, "no axis named 'ratio' (rate, ues)"),
+        ({}, ["tcp-wifi", "mptcp"], "no workload named 'mptcp' (tcp-wifi, steered-new)"),
+    ],
+)
+def test_a_cut_names_what_the_sweep_does_not_have(tmp_path: Path, only, workloads, problem: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        sweep.restrict(sweep.load(write_sweep(tmp_path)), only, workloads)
+    assert caught.value.problem == problem
+
+
 def test_generated_scenarios_are_written_as_toml_that_loads_the_same(tmp_path: Path) -> None:
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "wifi.trace").write_text("1\n2\n")

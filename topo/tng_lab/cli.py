@@ -43,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="output directory (default: build/lab/<scenario>-<time>)")
     run.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
     run.add_argument("--json", action="store_true", help="print results.json to stdout instead of the summary table")
+    run.add_argument("--workloads", type=_names, help="run only these workloads (comma-separated names)")
     swept = commands.add_parser(
         "sweep", help="run every point of a sweep file; write each point's results, sweep.json, sweep.md and plots"
     )
@@ -52,6 +53,15 @@ def parser() -> argparse.ArgumentParser:
     swept.add_argument("--seed", type=int, help="first workload seed of every point (default: the scenario's)")
     swept.add_argument("--out", type=Path, help="output directory (default: build/lab/<sweep>-<time>)")
     swept.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
+    swept.add_argument(
+        "--only",
+        type=_axis_cut,
+        action="append",
+        default=[],
+        metavar="AXIS=LABEL[,LABEL...]",
+        help="run only these values of an axis (repeatable), e.g. --only ues=1 --only ratio=3:1,10:1",
+    )
+    swept.add_argument("--workloads", type=_names, help="run only these workloads (comma-separated names)")
     commands.add_parser("clean", help="remove namespaces, processes and sockets left by runs that did not finish")
     return top
 
@@ -60,8 +70,24 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected comma-separated names")
+    return names
+
+
+def _axis_cut(text: str) -> tuple[str, list[str]]:
+    axis, _, labels = text.partition("=")
+    if not axis.strip() or not labels.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not AXIS=LABEL[,LABEL...]")
+    return axis.strip(), _names(labels)
+
+
 def run_command(args: argparse.Namespace) -> int:
     loaded = scenario.load(args.scenario)
+    if args.workloads:
+        loaded = scenario.only_workloads(loaded, args.workloads)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = (args.out or runner.REPO / "build" / "lab" / f"{loaded.name}-{stamp}").resolve()
     options = runner.RunOptions(
@@ -90,6 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 def sweep_command(args: argparse.Namespace) -> int:
     loaded = sweep.load(args.sweep)
+    if args.only or args.workloads:
+        loaded = sweep.restrict(loaded, dict(args.only), args.workloads)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = (args.out or runner.REPO / "build" / "lab" / f"{loaded.name}-{stamp}").resolve()
     options = sweep_run.SweepOptions(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -116,6 +117,17 @@ class Scenario:
 
     def link(self, name: str) -> Link:
         return next(link for link in self.links if link.name == name)
+
+
+def only_workloads(loaded: Scenario, names: Sequence[str]) -> Scenario:
+    """`loaded` with only the workloads named, in the scenario's order; raises ScenarioError naming an unknown one."""
+    known = [workload.name for workload in loaded.workloads]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ScenarioError(
+            loaded.file, "workloads", f"no workload named {', '.join(map(repr, unknown))} ({', '.join(known)})"
+        )
+    return dataclasses.replace(loaded, workloads=tuple(w for w in loaded.workloads if w.name in names))
 
 
 _MISSING: Any = object()

@@ -13,8 +13,10 @@ point's scenario and reported skipped with the reason, not as an error.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,6 +161,37 @@ def _unique_axes(root: _Table, axes: tuple[Axis, ...]) -> None:
             if key in owner:
                 raise root.error(f"axes[{index}]", f"changes {key!r}, which axis {owner[key]!r} changes too")
             owner[key] = axis.name
+
+
+def restrict(sweep: Sweep, only: dict[str, Sequence[str]], workloads: Sequence[str] | None = None) -> Sweep:
+    """A cut of `sweep`: each axis named in `only` keeps the values with the labels given (in the file's order),
+    and with `workloads` only the workloads named run; raises ScenarioError naming an unknown axis, label or
+    workload."""
+    axes = []
+    for axis in sweep.axes:
+        labels = only.get(axis.name)
+        if labels is None:
+            axes.append(axis)
+            continue
+        known = [value.label for value in axis.values]
+        unknown = [label for label in labels if label not in known]
+        if unknown:
+            problem = f"axis {axis.name!r} has no value {', '.join(map(repr, unknown))} ({', '.join(known)})"
+            raise ScenarioError(sweep.file, "axes", problem)
+        axes.append(dataclasses.replace(axis, values=tuple(v for v in axis.values if v.label in labels)))
+    unknown_axes = sorted(set(only) - {axis.name for axis in sweep.axes})
+    if unknown_axes:
+        names = ", ".join(axis.name for axis in sweep.axes)
+        raise ScenarioError(sweep.file, "axes", f"no axis named {', '.join(map(repr, unknown_axes))} ({names})")
+    tables = sweep.workloads if sweep.workloads is not None else tuple(_base_data(sweep).get("workloads", []))
+    if workloads is not None:
+        known = [str(table.get("name")) for table in tables]
+        unknown = [name for name in workloads if name not in known]
+        if unknown:
+            problem = f"no workload named {', '.join(map(repr, unknown))} ({', '.join(known)})"
+            raise ScenarioError(sweep.file, "workloads", problem)
+        tables = tuple(table for table in tables if table.get("name") in workloads)
+    return dataclasses.replace(sweep, axes=tuple(axes), workloads=tables if workloads is not None else sweep.workloads)
 
 
 def points(sweep: Sweep, out_dir: Path) -> list[Point]:
