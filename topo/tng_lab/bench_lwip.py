@@ -1,5 +1,6 @@
 """Benchmark in-network aggregation: lwip.toml on BMv2, every switch-steered workload against its peers of the same
-run (MPTCP over both links, TCP on each link alone).
+run (MPTCP over both links, TCP on each link alone). The run's results.json, summary.md and plots are written as
+`tng-lab run` writes them, so one run gives both the ratios and the tables behind them.
 
 For each steered workload (a steering mode, with or without VISIBLE) it reports goodput / MPTCP's, goodput /
 (TCP over LTE + TCP over Wi-Fi) and p95 delay / MPTCP's, from the means over `--repeat` runs, with the load the
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tng_lab import runner, scenario, switch
-from tng_lab.results import LabResults, WorkloadResult, write_json
+from tng_lab.outputs import write_run
+from tng_lab.results import LabResults, WorkloadResult
 
 SCENARIO = runner.REPO / "topo" / "scenarios" / "lwip.toml"
 PEERS = {"mptcp": "mptcp", "lte": "tcp-lte", "wifi": "tcp-wifi"}
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         binaries=runner.Binaries.locate(None),
     )
     results = runner.run(options)
-    write_json(results, options.out_dir / "results.json")
+    results_file, summary, _ = write_run(results, options.out_dir)
     report = {
         "benchmark": "lwip",
         "scenario": str(SCENARIO.relative_to(runner.REPO)),
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": args.duration,
         "repeat": args.repeat,
         **ratios(results),
-        "results": str(options.out_dir / "results.json"),
+        "results": str(results_file),
+        "summary": str(summary),
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
         "cpus": os.cpu_count(),
     }
