@@ -7,7 +7,8 @@
  *   downlink segment (LWIP route, policy with VISIBLE on): claims a free or idle cell, advances forwarded_end (every
  *     sequence number below it has been forwarded downlink) and forwarded_max (the highest one forwarded), and, while
  *     the helper is up and the policy boosts or retransmits, clones the segment to the retransmission helper
- *     (copy_start: from there on every forwarded byte was cloned). A clone can be lost on its way (CPU port, packet-in stream), so cloning proves nothing:
+ *     (copy_start: from there on every forwarded byte was cloned). A clone can be lost on its way (CPU port,
+ *     packet-in stream), so cloning proves nothing:
  *   confirmation (HELPER_COPIES_HELD from the helper): the helper holds a copy of every byte from the inner TCP
  *     header's sequence number to its ACK number; if that range starts at or below the receiver's ACK, confirmed_end
  *     moves up to its end. Boosts never go beyond confirmed_end. The frame is dropped.
