@@ -55,6 +55,7 @@ const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 #define VISIBLE_ACK_REPORTED 8
 #define VISIBLE_DUP_ACK_FORWARDED 9
 #define VISIBLE_COPIES_CONFIRMED 10
+#define VISIBLE_SACK_HIDDEN 11
 #define VISIBLE_DECISION_COUNT 16
 
 /* TCP flags (tcp_t.flags) and the option layouts Linux puts on ACKs: NOP, NOP, TS (data offset 8), then, when it
@@ -66,6 +67,7 @@ const bit<8> TCP_FLAG_ACK = 0x10;
 const bit<4> TCP_DATA_OFFSET_MIN = 5;
 const bit<4> TCP_DATA_OFFSET_TIMESTAMPS = 8;
 const bit<8> TCP_OPTION_NOP = 1;
+const bit<32> TCP_OPTION_NOP_X4 = 0x01010101;
 const bit<8> TCP_OPTION_TIMESTAMPS = 8;
 const bit<8> TCP_OPTION_TIMESTAMPS_LENGTH = 10;
 const bit<8> TCP_OPTION_SACK = 5;

@@ -63,6 +63,7 @@ class VisibleDecision(IntEnum):
     ACK_REPORTED = 8
     DUP_ACK_FORWARDED = 9
     COPIES_CONFIRMED = 10
+    SACK_HIDDEN = 11
 
 
 def drop_reason(error: str) -> DropReason:

@@ -28,7 +28,10 @@
  *               again after every hold_budget_us (re-injected copies can be lost too): only the helper can fill
  *               that hole
  *       otherwise   the dup-ACK goes on unchanged
- *     A new ACK ends the burst: the EWMA of burst lengths moves up by 2^-alpha_shift or down by 2^-beta_shift,
+ *     A new ACK ends the burst: if the burst stayed within the hold budget and nothing is owed, its SACK blocks
+ *     (above its ACK number: not a D-SACK) become NOPs, so that the sender does not learn of the next hole's
+ *     reordering from them, and the next hole's hold clock starts; the EWMA of burst lengths moves up by
+ *     2^-alpha_shift or down by 2^-beta_shift,
  *     hold time and request count reset, and the helper gets the receiver's ACK every report_bytes of progress so
  *     it can free its copies; if bytes are still owed, the ACK goes to the helper as a request for the next ones
  *     instead, which also keeps the new burst from boosting (so a flow owes at most one burst's boosts). What the
@@ -44,6 +47,34 @@
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 #include "v1model/port_state.p4"
+
+/* Turns the SACK option (kind, length and every block) into NOPs, the TCP checksum updated word by word; the option
+ * area keeps its length, so nothing else changes. */
+void sack_to_nops(inout tng_headers_t hdr) {
+    bit<16> checksum = checksum_update(hdr.wire.tcp.checksum, 32w0 ++ hdr.tcp_sack.kind ++ hdr.tcp_sack.length,
+                                       32w0 ++ TCP_OPTION_NOP ++ TCP_OPTION_NOP);
+    hdr.tcp_sack.kind = TCP_OPTION_NOP;
+    hdr.tcp_sack.length = TCP_OPTION_NOP;
+    if (hdr.sack_blocks[0].isValid()) {
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[0].left_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[0].right_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        hdr.sack_blocks[0].left_edge = TCP_OPTION_NOP_X4;
+        hdr.sack_blocks[0].right_edge = TCP_OPTION_NOP_X4;
+    }
+    if (hdr.sack_blocks[1].isValid()) {
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[1].left_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[1].right_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        hdr.sack_blocks[1].left_edge = TCP_OPTION_NOP_X4;
+        hdr.sack_blocks[1].right_edge = TCP_OPTION_NOP_X4;
+    }
+    if (hdr.sack_blocks[2].isValid()) {
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[2].left_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        checksum = checksum_update(checksum, 16w0 ++ hdr.sack_blocks[2].right_edge, 16w0 ++ TCP_OPTION_NOP_X4);
+        hdr.sack_blocks[2].left_edge = TCP_OPTION_NOP_X4;
+        hdr.sack_blocks[2].right_edge = TCP_OPTION_NOP_X4;
+    }
+    hdr.wire.tcp.checksum = checksum;
+}
 
 control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
     counter(VISIBLE_DECISION_COUNT, CounterType.packets) decisions;
@@ -405,8 +436,21 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             ewma = average > 0xffff ? 16w0xffff : average[15:0];
                             dups = 0;
                         }
+                        /* Holding hides reordering only if the sender never hears of it: a new ACK that still
+                         * reports blocks above its hole (more segments in flight on the slower link) would tell it
+                         * as a dup-ACK would, and the sender would count the hole's later arrival as reordering.
+                         * So while the burst it ends stayed within the hold budget and nothing is owed, its blocks
+                         * become NOPs (not a D-SACK: that one reports a spurious retransmission the sender may
+                         * undo), and the next hole's hold clock starts now. SACK is advisory (RFC 2018): a real
+                         * loss still shows, in the dup-ACKs released once the budget is spent. */
+                        bool hide = valid == 1 && hold_budget != 0 && held < hold_budget && !seq_before(ack, sent)
+                                    && hdr.sack_blocks[0].isValid() && seq_before(ack, hdr.sack_blocks[0].left_edge);
+                        if (hide) {
+                            sack_to_nops(hdr);
+                            decisions.count(VISIBLE_SACK_HIDDEN);
+                        }
                         held = 0;
-                        held_since = 0;
+                        held_since = hide ? now : 0;
                         requests = 0;
                         if (valid == 0 || seq_before(sent, ack)) {
                             sent = ack;

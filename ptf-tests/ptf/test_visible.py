@@ -115,8 +115,8 @@ class VisibleTest(LwipTest):
         )
         return self.retransmissions
 
-    def held_dup_ack(self, ack: int) -> None:
-        self.send(self.lte, self.uplink_ack(ack))
+    def held_dup_ack(self, ack: int, options: list[object] | None = None) -> None:
+        self.send(self.lte, self.uplink_ack(ack, options=options or []))
 
     def assertDecisions(self, **expected: int) -> None:
         """ingress.visible.decisions grew by exactly `expected` (Decision names, lower case) since setUp."""
@@ -670,6 +670,59 @@ class DupAckDetectionFollowsRfc5681(RetransmitTest):
         self.new_ack(3000)
         self.dup_ack(3000)  # nothing outstanding beyond 3000: not a dup-ACK
         self.assertDecisions(data_tracked=2, new_ack=2, dup_ack=1, dup_ack_forwarded=1)
+
+
+class SackHidingTest(VisibleTest):
+    """Holding with SACK (hold only, budget `budget_us`): segments up to 6000 forwarded, the receiver's ACK at 2000."""
+
+    def start(self, budget_us: int) -> None:
+        self.visible(POLICY, hold_budget_us=budget_us, hold_slack=10)
+        for seq in range(1000, 6000, 1000):
+            self.data(seq)
+        self.new_ack(2000)
+
+    def new_ack_without_blocks(self, ack: int, blocks: tuple[int, ...]) -> None:
+        """A new ACK reporting `blocks` goes on with its SACK option (kind, length, blocks) turned into NOPs: the
+        same length, a valid TCP checksum."""
+        sack = [("NOP", None), ("NOP", None), ("SAck", blocks)]
+        pkt = self.uplink_ack(ack, options=[*TIMESTAMPS, *sack])
+        nops = [("NOP", None)] * (4 + 4 * len(blocks))
+        want = self.to_server(self.uplink_ack(ack, options=[*TIMESTAMPS, *nops]))
+        self.exchange(self.lte, pkt, (self.uplink, want))
+
+
+@group("tng")
+class ANewAckWithinTheHoldBudgetGoesOnWithoutItsSackBlocks(SackHidingTest):
+    """The hole at 2000 fills while the hole at 3000 is still open (both segments in flight on the slower link): the
+    receiver's new ACK at 3000 reports [4000, 6000) and would tell the sender of the reordering the held dup-ACKs
+    hid. It goes on as a plain cumulative ACK; the next burst is held too, and a new ACK without holes is untouched."""
+
+    def runTest(self) -> None:
+        self.start(budget_us=10_000_000)
+        self.held_dup_ack(2000, options=SACK)
+        self.new_ack_without_blocks(3000, (4000, 5000, 5000, 6000))
+        self.held_dup_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 6000))])
+        self.new_ack(6000)
+        self.assertDecisions(data_tracked=5, new_ack=3, dup_ack=2, held=2, sack_hidden=1)
+
+
+@group("tng")
+class ANewAckAfterTheHoldBudgetOrWithADSackKeepsItsBlocks(SackHidingTest):
+    """A burst that outlived the hold budget was a loss the sender has heard of (its last dup-ACK went on): the next
+    new ACK keeps its blocks. So does one whose first block is a D-SACK (below the ACK: a spurious retransmission
+    the sender may undo)."""
+
+    def runTest(self) -> None:
+        self.start(budget_us=300_000)
+        self.held_dup_ack(2000, options=SACK)
+        time.sleep(0.4)
+        self.held_dup_ack(2000, options=SACK)  # held: 0.4 s were not yet counted when it arrived
+        self.dup_ack(2000, options=SACK)  # past the budget: goes on
+        late = self.uplink_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 5000))])
+        self.exchange(self.lte, late, (self.uplink, self.to_server(late)))
+        dsack = self.uplink_ack(4000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000))])
+        self.exchange(self.lte, dsack, (self.uplink, self.to_server(dsack)))
+        self.assertDecisions(data_tracked=5, new_ack=3, dup_ack=3, held=2, dup_ack_forwarded=1)
 
 
 @group("tng")

@@ -184,7 +184,7 @@ def test_where_the_packets_went_for_a_steered_visible_workload(lab: LabResults, 
     steered = Workload("steered", "tcp", "bulk", ("lte", "wifi"), "cubic", steering="qdepl", visible="full")
     tcp = TcpStats(ReceiverStats(9000, 400, 12), SenderStats(9500, 60, 40, 1, 12, 0, 3, 2))
     links = {"lte": LinkCounts(3000, 2990, 10), "wifi": LinkCounts(6000, 6000, 0)}
-    visible = {decision.name.lower(): 0 for decision in VisibleDecision} | {"held": 50, "boosted": 4}
+    visible = {decision.name.lower(): 0 for decision in VisibleDecision} | {"held": 50, "sack_hidden": 7, "boosted": 4}
     runs = [replace(run(30.0, repetition), tcp=tcp, switch=SwitchCounts(links, visible, 0)) for repetition in (0, 1)]
     lab.workloads = [lab.workloads[0], WorkloadResult(steered, "cubic", runs)]
     summary = lab.workloads[1].summary()
@@ -192,7 +192,7 @@ def test_where_the_packets_went_for_a_steered_visible_workload(lab: LabResults, 
     assert summary["switch"]["links"]["lte"] == {"steered": 3000, "sent": 2990, "queue_drops": 10}
     rows = where_packets_went_table(lab).strip().splitlines()
     assert len(rows) == 3  # the header, its rule and the steered workload; tcp-lte has no counters
-    assert rows[2] == "| steered | 400 | 12 | 60 | 3 / 2 | lte 3000, wifi 6000 | lte 10, wifi 0 | 50 / 4 / 0 |"
+    assert rows[2] == "| steered | 400 | 12 | 60 | 3 / 2 | lte 3000, wifi 6000 | lte 10, wifi 0 | 50 / 7 / 4 / 0 |"
     text = write_summary(lab, [], tmp_path / "summary.md").read_text()
     assert "Where the packets went" in text
     assert json.loads(write_json(lab, tmp_path / "r.json").read_text())["workloads"][1]["runs"][0]["switch"]["links"]

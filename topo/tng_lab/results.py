@@ -323,7 +323,7 @@ def where_packets_went_table(results: LabResults) -> str:
     header = (
         "| workload | UE out-of-order segments | DSACKs (spurious retransmissions) | server retransmissions "
         "| reordering detected / reductions undone | steered per link | queue drops per link "
-        "| VISIBLE held / boosted / retransmit requests |"
+        "| VISIBLE held / SACK hidden / boosted / retransmit requests |"
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for result in results.workloads:
@@ -347,7 +347,8 @@ def where_packets_went_table(results: LabResults) -> str:
             cells[4] = ", ".join(f"{name} {counts['steered']:.0f}" for name, counts in links.items())
             cells[5] = ", ".join(f"{name} {counts['queue_drops']:.0f}" for name, counts in links.items())
             if result.workload.visible:
-                cells[6] = f"{visible['held']:.0f} / {visible['boosted']:.0f} / {visible['retransmit_requested']:.0f}"
+                decisions = ("held", "sack_hidden", "boosted", "retransmit_requested")
+                cells[6] = " / ".join(f"{visible[name]:.0f}" for name in decisions)
         rows.append("| " + " | ".join([result.workload.name, *cells]) + " |")
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 
