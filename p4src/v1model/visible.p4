@@ -19,8 +19,8 @@
  *               blocks), no retransmission request in this burst, at most boost_max boosts, not while bytes are
  *               owed (below) a hold budget after the burst's last boost: ACK number := sent_ack + mss * dup_acks,
  *               but never beyond forwarded_end, confirmed_end nor the lowest left edge of the ACK's SACK blocks
- *       hold    no retransmission request in this burst, hold time below hold_budget_us and the burst no longer
- *               than the EWMA of past bursts + hold_slack: the dup-ACK is dropped
+ *       hold    no retransmission request in this burst, hold time below hold_budget_us, the burst no longer
+ *               than the EWMA of past bursts + hold_slack, and no D-SACK (RFC 2883): the dup-ACK is dropped
  *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
  *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on.
  *               While the switch owes the sender bytes (sent_ack past the receiver's ACK; the sender will never
@@ -332,6 +332,15 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     requested_at.read(last_request, cell);
 
                     bit<32> ack = hdr.wire.tcp.ack_no;
+                    /* RFC 2883: a first block below the ACK number, or inside the second block, reports a
+                     * duplicate (a spurious retransmission) that lets the sender undo its window reduction. */
+                    bool sack = hdr.sack_blocks[0].isValid();
+                    bool dsack = sack && (seq_before(hdr.sack_blocks[0].left_edge, ack)
+                                          || (hdr.sack_blocks[1].isValid()
+                                              && !seq_before(hdr.sack_blocks[0].left_edge,
+                                                             hdr.sack_blocks[1].left_edge)
+                                              && !seq_before(hdr.sack_blocks[1].right_edge,
+                                                             hdr.sack_blocks[0].right_edge)));
                     bool helper_copies = helper_ok && helper_epoch != 0 && epoch == helper_epoch;
                     bool pure = md.tcp_payload_bytes == 0
                                 && (hdr.wire.tcp.flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)) == 0;
@@ -403,10 +412,11 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             held = 0;
                             held_since = now;
                             decisions.count(VISIBLE_BOOSTED);
-                        } else if (!request_owed && requests == 0 && held < hold_budget
+                        } else if (!request_owed && requests == 0 && held < hold_budget && !dsack
                                    && ((bit<32>)dups << VISIBLE_EWMA_FRACTION_BITS) <= hold_limit) {
                             /* Not while owing: the sender ignores these dup-ACKs anyway (they are below its ACK),
-                             * and its next one may be a retransmission timeout away. */
+                             * and its next one may be a retransmission timeout away. Never a D-SACK: held, the
+                             * sender could not undo the reduction of a spurious retransmission. */
                             if (held_since == 0) {
                                 held_since = now;
                             }
@@ -444,7 +454,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                          * undo), and the next hole's hold clock starts now. SACK is advisory (RFC 2018): a real
                          * loss still shows, in the dup-ACKs released once the budget is spent. */
                         bool hide = valid == 1 && hold_budget != 0 && held < hold_budget && !seq_before(ack, sent)
-                                    && hdr.sack_blocks[0].isValid() && seq_before(ack, hdr.sack_blocks[0].left_edge);
+                                    && sack && !dsack;
                         if (hide) {
                             sack_to_nops(hdr);
                             decisions.count(VISIBLE_SACK_HIDDEN);

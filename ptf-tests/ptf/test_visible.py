@@ -726,6 +726,25 @@ class ANewAckAfterTheHoldBudgetOrWithADSackKeepsItsBlocks(SackHidingTest):
 
 
 @group("tng")
+class ADSackIsNeverHeld(VisibleTest):
+    """A dup-ACK reporting a duplicate (RFC 2883: first block below the ACK, or inside the second) goes on: held, the
+    sender could not undo the window reduction of its spurious retransmission."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=10)
+        for seq in (1000, 2000, 3000, 4000):
+            self.data(seq)
+        self.new_ack(2000)
+        self.held_dup_ack(2000, options=SACK)
+        below = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (1000, 2000, 3000, 4000))]
+        inside = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000, 3000, 5000))]
+        self.dup_ack(2000, options=below)
+        self.dup_ack(2000, options=inside)
+        self.held_dup_ack(2000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 5000))])
+        self.assertDecisions(data_tracked=4, new_ack=1, dup_ack=4, held=2, dup_ack_forwarded=2)
+
+
+@group("tng")
 class ASackDupAckIsADupAckWhateverItsWindow(VisibleTest):
     """Linux grows its receive window on out-of-order data too, and a SACK sender reads the blocks whatever the
     window: an ACK with SACK blocks and a new window is a dup-ACK (held here), one without blocks is a window update."""
