@@ -12,10 +12,12 @@ PY := $(VENV)/bin/python
 STAMPS := build/stamps
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
+# Interleaved rounds of the loopback benchmark (tng, quinn, iperf3); the medians count.
+BENCH_ROUNDS ?= 3
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
 APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
-	iproute2 iputils-ping iperf3 ethtool
+	iproute2 iputils-ping iperf3 ethtool valgrind
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
@@ -59,9 +61,11 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
 	@$(PY) tools/testsuites.py
 
-bench: deps ## Run the benchmarks and write JSON under build/bench/ (simulator, protocol, agent, linkem, controller, lwip)
+bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs quinn, simulator, protocol, agent, ...)
 	@mkdir -p build/bench
-	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem
+	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem -p tng-bench-quinn
+	$(CARGO) build --release -q -p tng-proto --example codec_bench
+	$(PY) -m tng_lab.bench_loopback --rounds $(BENCH_ROUNDS) | tee build/bench/loopback.json
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
 	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json

@@ -4,6 +4,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::{self, Poll};
 
 use anyhow::{Context, Result};
 use quinn_udp::{EcnCodepoint as UdpEcn, RecvMeta, Transmit, UdpSocketState};
@@ -27,17 +28,17 @@ pub struct Socket {
     per_destination: bool,
 }
 
-/// What one receive returned: a datagram, or several of `stride` bytes (the last may be shorter) that GRO coalesced.
-/// They stay in one buffer so that a burst costs one allocation, not one per datagram.
-pub struct Datagram {
+/// What one receive returned: a datagram, or several of `stride` bytes (the last may be shorter) that GRO coalesced,
+/// borrowed from the caller's buffer so that receiving allocates and copies nothing.
+pub struct Datagrams<'a> {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub ecn: Option<EcnCodepoint>,
     stride: usize,
-    contents: Vec<u8>,
+    contents: &'a [u8],
 }
 
-impl Datagram {
+impl Datagrams<'_> {
     /// The UDP payloads, one per datagram.
     pub fn payloads(&self) -> impl Iterator<Item = &[u8]> {
         self.contents.chunks(self.stride.max(1))
@@ -104,40 +105,41 @@ impl Socket {
         }
     }
 
-    /// Waits for datagrams and appends them to `out`.
-    pub async fn recv(&self, buffer: &mut [u8], out: &mut Vec<Datagram>) -> io::Result<()> {
+    /// Ready when datagrams may be waiting (then [`Socket::try_recv`] says whether they are).
+    pub fn poll_recv_ready(&self, cx: &mut task::Context<'_>) -> Poll<io::Result<()>> {
+        self.io.poll_recv_ready(cx)
+    }
+
+    /// Receives what is waiting without blocking: `None` when nothing is.
+    pub fn try_recv<'a>(&self, buffer: &'a mut [u8]) -> io::Result<Option<Datagrams<'a>>> {
         let mut meta = [RecvMeta::default()];
-        loop {
-            self.io.readable().await?;
+        let received = {
             let mut slices = [IoSliceMut::new(buffer)];
-            let received =
-                self.io.try_io(Interest::READABLE, || self.state.recv((&self.io).into(), &mut slices, &mut meta));
-            match received {
-                Ok(count) => {
-                    for m in &meta[..count] {
-                        let data = &buffer[..m.len];
-                        let local = match m.dst_ip {
-                            Some(ip) if self.per_destination => SocketAddr::new(ip, self.local.port()),
-                            _ => self.local,
-                        };
-                        out.push(Datagram {
-                            local,
-                            remote: m.addr,
-                            ecn: m.ecn.map(from_udp_ecn),
-                            stride: m.stride,
-                            contents: data.to_vec(),
-                        });
-                    }
-                    return Ok(());
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Err(err),
+            self.io.try_io(Interest::READABLE, || self.state.recv((&self.io).into(), &mut slices, &mut meta))
+        };
+        match received {
+            Ok(0) => Ok(None),
+            Ok(_) => {
+                let m = &meta[0];
+                let local = match m.dst_ip {
+                    Some(ip) if self.per_destination => SocketAddr::new(ip, self.local.port()),
+                    _ => self.local,
+                };
+                Ok(Some(Datagrams {
+                    local,
+                    remote: m.addr,
+                    ecn: m.ecn.map(from_udp_ecn),
+                    stride: m.stride,
+                    contents: &buffer[..m.len],
+                }))
             }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(err) => Err(err),
         }
     }
 }
 
-/// Receive buffer for [`Socket::recv`].
+/// Receive buffer for [`Socket::try_recv`].
 pub fn recv_buffer() -> Vec<u8> {
     vec![0u8; RECV_BUFFER]
 }
@@ -169,11 +171,13 @@ mod tests {
         let contents: Vec<u8> = (0..3 * 100 + 40).map(|i| (i / 100) as u8).collect();
         let segments = if sender.max_segments() > 1 { 100 } else { contents.len() };
         sender.send(sender.local, receiver.local, None, &contents, segments).await.expect("send");
-        let (mut buffer, mut received) = (recv_buffer(), Vec::new());
+        let mut buffer = recv_buffer();
         let mut payloads: Vec<Vec<u8>> = Vec::new();
         while payloads.concat().len() < contents.len() {
-            receiver.recv(&mut buffer, &mut received).await.expect("receive");
-            payloads.extend(received.drain(..).flat_map(|d| d.payloads().map(<[u8]>::to_vec).collect::<Vec<_>>()));
+            std::future::poll_fn(|cx| receiver.poll_recv_ready(cx)).await.expect("readable");
+            if let Some(received) = receiver.try_recv(&mut buffer).expect("receive") {
+                payloads.extend(received.payloads().map(<[u8]>::to_vec));
+            }
         }
         assert_eq!(payloads.concat(), contents);
         if segments == 100 {

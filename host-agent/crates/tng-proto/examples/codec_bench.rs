@@ -2,6 +2,9 @@
 //!
 //! Two endpoints run in memory on virtual time with a lossless, instant network; the wall-clock cost is therefore
 //! all protocol work: framing, sealing, opening, parsing, acknowledging. `--json` prints one object.
+//!
+//! `--bytes N` instead transfers exactly N bytes of stream data and reports the packets it took, with no clock in
+//! the loop: the same run every time, for counting instructions per packet under callgrind.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -12,8 +15,8 @@ const CHUNK: usize = 64 * 1024;
 
 fn main() {
     let json = std::env::args().any(|a| a == "--json");
-    let seconds: f64 =
-        std::env::args().skip_while(|a| a != "--seconds").nth(1).and_then(|s| s.parse().ok()).unwrap_or(3.0);
+    let seconds: f64 = flag_value("--seconds").unwrap_or(3.0);
+    let fixed_bytes: Option<u64> = flag_value("--bytes");
     let client_addr: SocketAddr = "10.0.0.1:4477".parse().expect("address");
     let server_addr: SocketAddr = "10.0.0.2:4477".parse().expect("address");
     let mut client = Endpoint::new(EndpointConfig::client(), StaticKeypair::from_seed(1), 1);
@@ -62,7 +65,11 @@ fn main() {
                 }
             }
         }
-        if stream.is_some() && measuring_since.is_none() && delivered > 0 {
+        if let Some(target) = fixed_bytes.filter(|&target| delivered >= target) {
+            report_fixed(json, target, packets, delivered);
+            return;
+        }
+        if fixed_bytes.is_none() && stream.is_some() && measuring_since.is_none() && delivered > 0 {
             measuring_since = Some((Instant::now(), packets, delivered));
         }
         if let Some((since, p0, _)) = measuring_since {
@@ -75,7 +82,12 @@ fn main() {
                 return;
             }
         }
-        if wall.elapsed() > Duration::from_secs(60) {
+        // A fixed transfer may run slowly under callgrind, so its bound is virtual time, never the wall clock.
+        let stuck = match fixed_bytes {
+            Some(_) => now > Time::ZERO + Duration::from_secs(60),
+            None => wall.elapsed() > Duration::from_secs(60),
+        };
+        if stuck {
             eprintln!("codec_bench: no steady transfer within 60 s");
             std::process::exit(1);
         }
@@ -86,6 +98,28 @@ fn main() {
             client.handle_timeout(now);
             server.handle_timeout(now);
         }
+    }
+}
+
+fn flag_value<T: std::str::FromStr>(flag: &str) -> Option<T> {
+    let value = std::env::args().skip_while(|a| a != flag).nth(1)?;
+    match value.parse() {
+        Ok(parsed) => Some(parsed),
+        Err(_) => {
+            eprintln!("codec_bench: {flag} needs a number, got {value:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn report_fixed(json: bool, target: u64, packets: u64, delivered: u64) {
+    if json {
+        println!(
+            "{{\"benchmark\":\"protocol_fixed_transfer\",\"bytes_asked\":{target},\"bytes_delivered\":{delivered},\
+             \"data_packets\":{packets}}}"
+        );
+    } else {
+        println!("protocol: {delivered} bytes of stream data delivered in {packets} client packets");
     }
 }
 

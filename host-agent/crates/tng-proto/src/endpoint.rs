@@ -335,13 +335,22 @@ impl Endpoint {
             self.count_sent(&transmit);
             return Some(transmit);
         }
-        let handles: Vec<ConnectionHandle> = self
-            .connections
-            .range(self.cursor..)
-            .chain(self.connections.range(..self.cursor))
-            .map(|(&handle, _)| handle)
-            .collect();
-        for handle in handles {
+        // Each connection once, from the cursor round to it; looked up step by step rather than collected, since
+        // this runs once per datagram.
+        let start = self.cursor;
+        let mut next = start;
+        let mut wrapped = false;
+        loop {
+            let handle = match self.connections.range(next..).next() {
+                Some((&handle, _)) if !(wrapped && handle >= start) => handle,
+                None if !wrapped => {
+                    wrapped = true;
+                    next = ConnectionHandle(0);
+                    continue;
+                }
+                _ => return None,
+            };
+            next = ConnectionHandle(handle.0 + 1);
             let Some(entry) = self.connections.get_mut(&handle) else { continue };
             entry.connection.advance(now);
             let transmit = entry.connection.poll_transmit(now);
@@ -352,7 +361,6 @@ impl Endpoint {
                 return Some(transmit);
             }
         }
-        None
     }
 
     fn count_sent(&mut self, transmit: &Transmit) {

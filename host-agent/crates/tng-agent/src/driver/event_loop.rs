@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
@@ -14,12 +15,15 @@ use super::command::{Command, Reply, Status};
 use super::READ_CHUNK;
 use crate::netlink::{AddressEvent, Renumbering};
 use crate::resolver::{LocalPolicies, PolicyResolver};
-use crate::udp::{self, Datagram, Socket};
+use crate::udp::{self, Socket};
 
 /// Error code of a stream reset because its application end went away.
 const ABANDONED: u64 = 1;
 /// Most bytes one GSO send may carry: a UDP payload is at most 65,507 bytes over IPv4 (65,527 over IPv6).
 const MAX_GSO_BYTES: usize = 65_507;
+/// Receives (each up to 64 KiB with GRO) handled per socket before the driver sends what they caused (ACKs) and
+/// looks at its other work again.
+const RECEIVES_PER_WAKEUP: usize = 16;
 
 struct PendingWrite {
     data: Vec<u8>,
@@ -27,26 +31,16 @@ struct PendingWrite {
     reply: Reply<()>,
 }
 
-/// A bound socket and its receive task, which stops when this is dropped.
-struct Bound {
-    socket: Arc<Socket>,
-    receiver: tokio::task::AbortHandle,
-}
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        self.receiver.abort();
-    }
-}
-
 pub(super) struct Driver {
     endpoint: Endpoint,
     epoch: Instant,
-    sockets: HashMap<SocketAddr, Bound>,
+    /// The driver receives on these itself: a separate receive task cost a task switch and a copy per datagram
+    /// burst.
+    sockets: HashMap<SocketAddr, Arc<Socket>>,
+    /// Where received datagrams land while the endpoint handles them.
+    recv_buffer: Vec<u8>,
     renumbering: Renumbering,
     inbox: mpsc::UnboundedReceiver<Command>,
-    datagrams: mpsc::Receiver<Vec<Datagram>>,
-    datagrams_tx: mpsc::Sender<Vec<Datagram>>,
     connecting: HashMap<ConnectionHandle, Reply<ConnectionHandle>>,
     opening: HashMap<ConnectionHandle, Vec<Reply<StreamId>>>,
     accepting: VecDeque<Reply<(ConnectionHandle, StreamId)>>,
@@ -60,22 +54,15 @@ pub(super) struct Driver {
 }
 
 impl Driver {
-    pub(super) fn new(
-        endpoint: Endpoint,
-        inbox: mpsc::UnboundedReceiver<Command>,
-        datagrams: mpsc::Receiver<Vec<Datagram>>,
-        datagrams_tx: mpsc::Sender<Vec<Datagram>>,
-        policies: LocalPolicies,
-    ) -> Driver {
+    pub(super) fn new(endpoint: Endpoint, inbox: mpsc::UnboundedReceiver<Command>, policies: LocalPolicies) -> Driver {
         let policies = PolicyResolver::new(policies, endpoint.config().transport.clone());
         Driver {
             endpoint,
             epoch: Instant::now(),
             sockets: HashMap::new(),
+            recv_buffer: udp::recv_buffer(),
             renumbering: Renumbering::default(),
             inbox,
-            datagrams,
-            datagrams_tx,
             connecting: HashMap::new(),
             opening: HashMap::new(),
             accepting: VecDeque::new(),
@@ -105,28 +92,11 @@ impl Driver {
         Ok(bound)
     }
 
-    /// Binds a socket and starts its receive task, which feeds batches of datagrams to the driver.
+    /// Binds a socket; the run loop receives on it from now on.
     fn open_socket(&mut self, local: SocketAddr) -> Result<SocketAddr> {
         let socket = Socket::bind(local, self.endpoint.config().server.is_some())?;
         let bound = socket.local;
-        let tx = self.datagrams_tx.clone();
-        let receiving = socket.clone();
-        let receiver = tokio::spawn(async move {
-            let mut buffer = udp::recv_buffer();
-            loop {
-                let mut batch = Vec::new();
-                if let Err(err) = receiving.recv(&mut buffer, &mut batch).await {
-                    tracing::warn!("receiving on {}: {err}", receiving.local);
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                if tx.send(batch).await.is_err() {
-                    return;
-                }
-            }
-        })
-        .abort_handle();
-        self.sockets.insert(bound, Bound { socket, receiver });
+        self.sockets.insert(bound, socket);
         Ok(bound)
     }
 
@@ -175,14 +145,7 @@ impl Driver {
                     Some(command) => self.handle(command),
                     None => return,
                 },
-                Some(batch) = self.datagrams.recv() => {
-                    let now = self.now();
-                    self.handle_received(now, batch);
-                    // Drain what else arrived, so one wake-up handles a whole burst.
-                    while let Ok(batch) = self.datagrams.try_recv() {
-                        self.handle_received(now, batch);
-                    }
-                }
+                () = any_readable(&self.sockets) => self.receive(),
                 () = sleep_until(deadline) => {
                     let now = self.now();
                     self.endpoint.handle_timeout(now);
@@ -191,10 +154,25 @@ impl Driver {
         }
     }
 
-    fn handle_received(&mut self, now: Time, batch: Vec<Datagram>) {
-        for received in batch {
-            for payload in received.payloads() {
-                self.endpoint.handle_datagram(now, received.local, received.remote, received.ecn, payload);
+    /// Hands the endpoint what waits on every socket, a bounded number of receives each.
+    fn receive(&mut self) {
+        let now = self.now();
+        let Driver { sockets, endpoint, recv_buffer, .. } = self;
+        for socket in sockets.values() {
+            for _ in 0..RECEIVES_PER_WAKEUP {
+                match socket.try_recv(recv_buffer) {
+                    Ok(Some(received)) => {
+                        for payload in received.payloads() {
+                            endpoint.handle_datagram(now, received.local, received.remote, received.ecn, payload);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        // A UDP socket reports a pending error once; the next receive goes on.
+                        tracing::warn!("receiving on {}: {err}", socket.local);
+                        break;
+                    }
+                }
             }
         }
     }
@@ -246,11 +224,9 @@ impl Driver {
     fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {
         let bound = self.sockets.get(&local).or_else(|| {
             // A socket bound to the unspecified address serves every address of its port.
-            self.sockets
-                .values()
-                .find(|b| b.socket.local.ip().is_unspecified() && b.socket.local.port() == local.port())
+            self.sockets.values().find(|s| s.local.ip().is_unspecified() && s.local.port() == local.port())
         });
-        bound.map(|b| b.socket.clone())
+        bound.cloned()
     }
 
     fn handle(&mut self, command: Command) {
@@ -495,6 +471,19 @@ impl Driver {
             }
         }
     }
+}
+
+/// Ready once any socket may have datagrams waiting; never without sockets.
+async fn any_readable(sockets: &HashMap<SocketAddr, Arc<Socket>>) {
+    std::future::poll_fn(|cx| {
+        // An error is ready too: the receive reports it.
+        if sockets.values().any(|socket| socket.poll_recv_ready(cx).is_ready()) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

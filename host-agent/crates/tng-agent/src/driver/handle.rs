@@ -31,8 +31,7 @@ impl Agent {
     /// connections until the controller's arrive.
     pub fn start(endpoint: Endpoint, locals: &[SocketAddr], policies: LocalPolicies) -> Result<Agent> {
         let (commands, inbox) = mpsc::unbounded_channel();
-        let (datagrams_tx, datagrams) = mpsc::channel(1024);
-        let mut driver = Driver::new(endpoint, inbox, datagrams, datagrams_tx, policies);
+        let mut driver = Driver::new(endpoint, inbox, policies);
         for &local in locals {
             driver.bind(local)?;
         }

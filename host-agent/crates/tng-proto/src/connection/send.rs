@@ -244,7 +244,7 @@ impl Connection {
         let channel = self.channels.get(&id)?;
         let prefix_len = self.prefix_len(channel, now);
         let path = (channel.local, channel.remote);
-        let mut body = Vec::new();
+        let mut body = Vec::with_capacity(max_plaintext);
         let mut control = Vec::new();
         let budget = if purpose == Purpose::Ping { 0 } else { max_plaintext.saturating_sub(prefix_len) };
         while let Some(frame) = self.control.front() {
@@ -260,9 +260,9 @@ impl Connection {
         let mut chunks = Vec::new();
         let mut retransmission = false;
         if let Some(streams) = self.streams.as_mut().filter(|_| purpose != Purpose::Ping) {
-            let retransmitted_before = streams.stats().bytes_retransmitted;
+            let retransmitted_before = streams.bytes_retransmitted();
             streams.write_frames(now, budget.saturating_sub(body.len()), &mut body, &mut chunks);
-            retransmission = streams.stats().bytes_retransmitted > retransmitted_before;
+            retransmission = streams.bytes_retransmitted() > retransmitted_before;
         }
         if body.is_empty() {
             if purpose == Purpose::Data {
@@ -295,7 +295,8 @@ impl Connection {
 
     /// `body` behind the ACK and FEEDBACK_ECHO the channel owes (not yet marked as sent).
     fn plaintext_with_prefix(&self, now: Time, id: u8, body: Vec<u8>) -> Plaintext {
-        let mut plaintext = Plaintext::bare(Vec::new());
+        // A packet's plaintext: allocated once at its largest size instead of grown frame by frame.
+        let mut plaintext = Plaintext::bare(Vec::with_capacity(self.max_plaintext().max(body.len())));
         if let Some(channel) = self.channels.get(&id) {
             if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.awaits_ack()) {
                 Frame::Ack(ack).encode(&mut plaintext.body);
@@ -351,7 +352,9 @@ impl Connection {
             payload_length: u16::try_from(plaintext.body.len() + TAG_LEN).ok()?,
             feedback: tng_wire::Feedback::NEUTRAL,
         };
-        let mut datagram = header.encode().to_vec();
+        // Room for the tag too, so that sealing never reallocates.
+        let mut datagram = Vec::with_capacity(HEADER_LEN + plaintext.body.len() + TAG_LEN);
+        datagram.extend_from_slice(&header.encode());
         if !protection.seal(packet_nonce(id, packet_number), &header.associated_data(), &plaintext.body, &mut datagram)
         {
             return None;

@@ -273,6 +273,11 @@ impl Streams {
         self.events.pop_front()
     }
 
+    /// Stream bytes sent again so far: [`Streams::stats`] without computing the queueing quantiles.
+    pub fn bytes_retransmitted(&self) -> u64 {
+        self.stats.bytes_retransmitted
+    }
+
     pub fn stats(&self) -> StreamStats {
         StreamStats {
             streams_open: self.streams.len() as u64,
