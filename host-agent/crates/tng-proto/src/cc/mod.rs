@@ -11,12 +11,14 @@
 mod bbr;
 mod copa;
 mod cubic;
+mod delay_profile;
 mod newreno;
 mod pacing;
 mod recovery;
 #[cfg(test)]
 mod testing;
 mod vegas;
+mod verus;
 mod windowed_filter;
 
 use std::fmt;
@@ -31,6 +33,7 @@ pub use cubic::Cubic;
 pub use newreno::NewReno;
 pub use pacing::FALLBACK_RTT;
 pub use vegas::Vegas;
+pub use verus::Verus;
 
 /// What the flow layer knows when a packet is newly acknowledged.
 #[derive(Clone, Copy, Debug)]
@@ -160,10 +163,12 @@ pub enum CcKind {
     Vegas,
     Copa,
     Bbr,
+    Verus,
 }
 
 impl CcKind {
-    pub const ALL: [CcKind; 5] = [CcKind::NewReno, CcKind::Cubic, CcKind::Vegas, CcKind::Copa, CcKind::Bbr];
+    pub const ALL: [CcKind; 6] =
+        [CcKind::NewReno, CcKind::Cubic, CcKind::Vegas, CcKind::Copa, CcKind::Bbr, CcKind::Verus];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -172,6 +177,7 @@ impl CcKind {
             CcKind::Vegas => "vegas",
             CcKind::Copa => "copa",
             CcKind::Bbr => "bbr",
+            CcKind::Verus => "verus",
         }
     }
 }
@@ -203,6 +209,7 @@ pub fn new_controller(kind: CcKind, config: &CcConfig, now: Time) -> Box<dyn Con
         CcKind::Vegas => Box::new(Vegas::new(config, now)),
         CcKind::Copa => Box::new(Copa::new(config, now)),
         CcKind::Bbr => Box::new(Bbr::new(config, now)),
+        CcKind::Verus => Box::new(Verus::new(config, now)),
     }
 }
 
