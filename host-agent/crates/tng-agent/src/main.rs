@@ -79,7 +79,7 @@ enum Command {
 /// Transport settings shared by every command that runs an endpoint.
 #[derive(Args, Clone)]
 struct TransportArgs {
-    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr (kernel names for tcp/mptcp).
+    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr, verus (kernel names for tcp/mptcp).
     #[arg(long)]
     cc: Option<String>,
     /// Multipath scheduler: ack-clocked, lowest-rtt, weighted.

@@ -141,3 +141,12 @@ fn two_connections_share_a_bottleneck_fairly() {
     assert_eq!(report.client_goodput_mbps.len(), 2);
     assert!(report.jain_fairness >= 0.95, "Jain index {:.3}: {:?}", report.jain_fairness, report.client_goodput_mbps);
 }
+
+#[test]
+#[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
+fn copa_uses_ninety_percent_of_a_cellular_trace() {
+    let report = run_scenario("cellular.toml", &[]);
+    assert_integrity(&report);
+    let utilization = report.paths[0].utilization;
+    assert!(utilization >= 0.9, "copa used {utilization:.3} of the trace");
+}

@@ -370,7 +370,12 @@ mod tests {
 
     /// 10 Mbit/s, 40 ms propagation RTT, a 200-packet buffer that Startup's 2.9 BDP never overflows.
     fn link() -> Link {
-        Link { rate: 1_250_000, one_way_delay: Duration::from_millis(20), buffer: 200 * MSS }
+        Link {
+            rate: 1_250_000,
+            one_way_delay: Duration::from_millis(20),
+            buffer: 200 * MSS,
+            grant_interval: Duration::ZERO,
+        }
     }
 
     fn simulation() -> Simulation<Bbr> {

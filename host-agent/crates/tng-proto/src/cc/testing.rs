@@ -1,7 +1,8 @@
 //! A deterministic bottleneck for driving any controller on virtual time.
 //!
 //! One bulk sender, one fixed-rate link with a drop-tail FIFO and a fixed propagation delay each way, one ACK per
-//! packet. FIFO order and constant delays fix each packet's fate when it is sent (dropped, or acknowledged at a known
+//! packet. A cellular-like link can also release what it transmitted only at grant boundaries, a fixed interval
+//! apart: same capacity, but a packet that finds the queue empty still waits for the next grant. FIFO order and constant delays fix each packet's fate when it is sent (dropped, or acknowledged at a known
 //! time), so the simulation is a loop over sends and ACK arrivals. The sender plays the flow layer: RFC 9002 RTT
 //! estimation, delivery-rate samples as in draft-cheng-iccrg-delivery-rate-estimation, pacing, and loss detection
 //! that declares a dropped packet lost when a later packet is acknowledged (the link never reorders) or, failing
@@ -22,6 +23,9 @@ pub(crate) struct Link {
     pub one_way_delay: Duration,
     /// Drop-tail buffer, in bytes.
     pub buffer: u64,
+    /// Transmitted packets leave only at multiples of this interval (zero: as soon as they are transmitted), as a
+    /// cellular scheduler hands out capacity in grants.
+    pub grant_interval: Duration,
 }
 
 impl Link {
@@ -29,9 +33,18 @@ impl Link {
         Duration::from_secs_f64(bytes as f64 / self.rate as f64)
     }
 
-    /// RTT of a packet of `bytes` that finds the queue empty.
+    /// RTT of a packet of `bytes` that finds the queue empty and a grant starting.
     pub(crate) fn base_rtt(&self, bytes: u64) -> Duration {
         2 * self.one_way_delay + self.transmission_time(bytes)
+    }
+
+    /// When a packet transmitted by `transmitted` leaves the link: at the next grant boundary.
+    fn release_time(&self, transmitted: Time) -> Time {
+        let interval = u64::try_from(self.grant_interval.as_nanos()).unwrap_or(u64::MAX);
+        if interval == 0 {
+            return transmitted;
+        }
+        Time::from_nanos(transmitted.as_nanos().div_ceil(interval) * interval)
     }
 }
 
@@ -40,7 +53,7 @@ impl Link {
 pub(crate) struct AckRecord {
     pub now: Time,
     pub rtt: Duration,
-    /// The part of `rtt` the packet spent waiting in the queue.
+    /// The part of `rtt` the packet spent waiting in the queue or for a grant.
     pub queue_delay: Duration,
     /// Congestion window after the ACK.
     pub window: u64,
@@ -155,9 +168,11 @@ impl<C: CongestionController + ?Sized> Simulation<C> {
         let (acked_at, queue_delay) = if queued_bytes + self.mss > self.link.buffer {
             (None, Duration::ZERO)
         } else {
-            let departs = self.link_free_at.max(now) + self.link.transmission_time(self.mss);
-            self.link_free_at = departs;
-            (Some(departs + 2 * self.link.one_way_delay), queued)
+            let transmitted = self.link_free_at.max(now) + self.link.transmission_time(self.mss);
+            self.link_free_at = transmitted;
+            let departs = self.link.release_time(transmitted);
+            let waited = queued + (departs - transmitted);
+            (Some(departs + 2 * self.link.one_way_delay), waited)
         };
         self.in_flight.push_back(SentPacket {
             sent: now,

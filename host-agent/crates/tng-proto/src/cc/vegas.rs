@@ -245,7 +245,12 @@ mod tests {
     #[test]
     fn keeps_alpha_to_beta_packets_queued_at_full_rate() {
         // 10 Mbit/s, 40 ms propagation RTT, a buffer of 200 packets (4.8 BDP) that holds slow start's overshoot.
-        let link = Link { rate: 1_250_000, one_way_delay: Duration::from_millis(20), buffer: 200 * MSS };
+        let link = Link {
+            rate: 1_250_000,
+            one_way_delay: Duration::from_millis(20),
+            buffer: 200 * MSS,
+            grant_interval: Duration::ZERO,
+        };
         let mut sim = Simulation::new(link, MSS, Box::new(Vegas::new(&config(), Time::ZERO)));
         let mut records = Vec::new();
         sim.run_until(Time::from_millis(40_000), |record, _| records.push(*record));
