@@ -192,17 +192,13 @@ end
 
 -- Applies the receiver rules in the order of section 8 while building the tree; returns the broken rule or nil.
 local function dissect_packet(tvb, tree, datagram_len)
-    if datagram_len > MAX_PACKET then
-        flag(tree, tree, "too_large", string.format("%d bytes", datagram_len))
-        -- Rule 0 decides the verdict; the header is still worth showing.
-    end
+    -- Rule 0 (too_large) and rule 1 exclude each other; rule 0 is checked below, once the header is shown.
     if datagram_len < HEADER_LEN then
         return flag(tree, tree, "truncated_header", string.format("%d bytes", datagram_len))
     end
     if not captured(tvb, tree, 0, HEADER_LEN) then
         return nil
     end
-    local verdict = datagram_len > MAX_PACKET and "too_large" or nil
     local version = tvb:range(0, 1):uint()
     local packet_type = tvb:range(1, 1):uint()
     local flags = tvb:range(2, 1):uint()
@@ -223,8 +219,8 @@ local function dissect_packet(tvb, tree, datagram_len)
     local length_item = header:add(f.payload_length, tvb:range(16, 2))
     header:add(f.queue_level, tvb:range(18, 2))
     header:add(f.rate_hint, tvb:range(20, 4))
-    if verdict then
-        return verdict
+    if datagram_len > MAX_PACKET then
+        return flag(tree, tree, "too_large", string.format("%d bytes", datagram_len))
     end
 
     if version ~= 1 then
