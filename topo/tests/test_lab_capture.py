@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from tng_lab import capture, cli, scenario
-from tng_lab.netns import namespaces, run_prefix, sh
+from tng_lab.netns import namespaces, sh
 from tng_lab.plan import make_plan
 from tng_lab.procs import running
 from tng_lab.results import LabResults, summary_markdown
@@ -121,7 +121,8 @@ def test_a_capture_of_tng_traffic_decodes_with_the_dissector(tmp_path: Path) -> 
     if shutil.which("tcpdump") is None or shutil.which("tshark") is None:
         pytest.skip("tcpdump or tshark not installed (make deps installs both)")
     vector = json.loads(DATA_TYPICAL.read_text())
-    namespace = run_prefix() + "capture"
+    # Not a run's tlab<pid>- name: another run's `tng-lab clean` would take it for a leftover (pytest is no tng-lab).
+    namespace = f"tngcap{os.getpid()}"
     point = capture.CapturePoint("lo", "ue", namespace, "lo")
     (tmp_path / capture.PCAP_DIR).mkdir()
     with namespaces([namespace]):
