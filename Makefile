@@ -17,7 +17,7 @@ BENCH_ROUNDS ?= 3
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
 APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
-	iproute2 iputils-ping iperf3 ethtool valgrind
+	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
@@ -28,12 +28,14 @@ help: ## Show this help
 
 deps: $(STAMPS)/apt $(STAMPS)/rust $(STAMPS)/venv ## Install apt packages, Rust components and the Python venv (idempotent)
 
+# tshark's wireshark-common asks whether non-root users may capture; debconf answers no so apt-get never prompts.
 $(STAMPS)/apt: Makefile
 	@mkdir -p $(STAMPS)
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing Debian packages:" $$missing; \
 	  if [ "$$(id -u)" != 0 ]; then echo "deps: need root to install $$missing (run as root or install them yourself)"; exit 1; fi; \
+	  echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi

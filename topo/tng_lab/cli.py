@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from tng_lab import cleanup, netns, runner, scenario, sweep, sweep_run
+from tng_lab import capture, cleanup, netns, runner, scenario, sweep, sweep_run
 from tng_lab.outputs import write_run
 from tng_lab.results import summary_table, to_json
 
@@ -32,6 +32,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _snaplen(text: str) -> int:
+    value = _positive_int(text)
+    if not capture.MIN_SNAPLEN <= value <= capture.MAX_SNAPLEN:
+        raise argparse.ArgumentTypeError(
+            f"{value} is outside {capture.MIN_SNAPLEN}..{capture.MAX_SNAPLEN} bytes (tcpdump's largest snap length)"
+        )
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tng-lab", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -44,6 +53,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--bin-dir", type=Path, help="where tng and linkem are (default: target/release)")
     run.add_argument("--json", action="store_true", help="print results.json to stdout instead of the summary table")
     run.add_argument("--workloads", type=_names, help="run only these workloads (comma-separated names)")
+    run.add_argument("--pcap", action="store_true", help="capture both ends of every link into OUT/pcap/ (tcpdump)")
+    run.add_argument(
+        "--pcap-snaplen",
+        type=_snaplen,
+        default=capture.DEFAULT_SNAPLEN,
+        help=f"bytes kept of each captured packet (default {capture.DEFAULT_SNAPLEN})",
+    )
+    run.add_argument(
+        "--pcap-max-mb",
+        type=_positive_int,
+        default=capture.DEFAULT_MAX_MB,
+        help=f"size cap of each capture file in MB; capturing stops there (default {capture.DEFAULT_MAX_MB})",
+    )
     swept = commands.add_parser(
         "sweep", help="run every point of a sweep file; write each point's results, sweep.json, sweep.md and plots"
     )
@@ -97,6 +119,7 @@ def run_command(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         seed=loaded.seed if args.seed is None else args.seed,
         binaries=runner.Binaries.locate(args.bin_dir),
+        pcap=pcap_options(args),
     )
     results = runner.run(options)
     _, summary, plots = write_run(results, out_dir)
@@ -106,12 +129,21 @@ def run_command(args: argparse.Namespace) -> int:
         print(summary_table(results))
         print(f"results: {out_dir / 'results.json'}\nsummary: {summary}")
         print("plots: " + ", ".join(str(plot) for plot in plots))
+        if results.pcap_dir is not None:
+            print(f"pcaps: {results.pcap_dir}")
     failed = results.failed()
     if failed:
         print(
             f"tng-lab: {len(failed)} workload(s) failed: {', '.join(w.workload.name for w in failed)}", file=sys.stderr
         )
     return 1 if failed else 0
+
+
+def pcap_options(args: argparse.Namespace) -> capture.PcapOptions | None:
+    """The capture bounds of `run --pcap`, or None without --pcap."""
+    if not args.pcap:
+        return None
+    return capture.PcapOptions(snaplen=args.pcap_snaplen, max_bytes=args.pcap_max_mb * 1_000_000)
 
 
 def sweep_command(args: argparse.Namespace) -> int:

@@ -200,6 +200,7 @@ class LabResults:
     host: dict[str, Any]
     workloads: list[WorkloadResult] = field(default_factory=list)
     ues: int = 1  # UEs sharing the links; every workload ran one client per UE
+    pcap_dir: Path | None = None  # with --pcap: where the captures of both ends of every link are
     delay_method: str = DELAY_METHOD
     capacity_method: str = CAPACITY_METHOD
 
@@ -368,6 +369,11 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
         lines.append(f"- link `{name}`: down {link['down']}; up {link['up']}")
     if results.ues > 1:
         lines.append(f"- {results.ues} UEs behind the links, one client each at once: goodput is their sum")
+    if results.pcap_dir is not None:
+        lines.append(
+            f"- packet captures of both ends of every link: `{results.pcap_dir}` "
+            "(decode tng with `tshark -X lua_script:tools/wireshark/tng.lua`)"
+        )
     lines += [
         "",
         summary_table(results),

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from tng_p4.bmv2 import Bmv2, Bmv2Error
 
-from tng_lab import bmv2, controller, kernelcc, linkem, perf, switch, switch_counters, tcpstats
+from tng_lab import bmv2, capture, controller, kernelcc, linkem, perf, switch, switch_counters, tcpstats
 from tng_lab.delay import Service, TraceSchedule
 from tng_lab.linkspec import Direction
 from tng_lab.load import LoadMeter
@@ -76,6 +76,7 @@ class RunOptions:
     repeat: int
     seed: int
     binaries: Binaries
+    pcap: capture.PcapOptions | None = None  # capture both ends of every link into out_dir/pcap/
 
 
 class WorkloadError(LabError):
@@ -200,6 +201,8 @@ def preflight(options: RunOptions, choice: switch.SwitchChoice) -> dict[str, str
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
         raise LabError(f"missing tools: {', '.join(missing)} (install them with `make deps`)")
+    if options.pcap and shutil.which("tcpdump") is None:
+        raise LabError("--pcap needs tcpdump (install it with `make deps`)")
     available = kernelcc.available()
     scenario = options.scenario
     for index, workload in enumerate(scenario.workloads):
@@ -235,6 +238,7 @@ def run(options: RunOptions) -> LabResults:
         links={},
         host={"cores": os.cpu_count(), "kernel": platform.release(), "loadavg_at_start": os.getloadavg()[0]},
         ues=scenario.ues,
+        pcap_dir=options.out_dir / capture.PCAP_DIR if options.pcap else None,
     )
     notice(f"in-path switch: {results.switch}")
     for name, reason in skipped.items():
@@ -292,6 +296,8 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     stack.enter_context(namespaces(plan.namespaces()))
     for command in plan.commands():
         sh(command)
+    if options.pcap:
+        _start_captures(options.pcap, plan, options.out_dir, stack, logs)
     lab_controller, queue_depths, switch_pps, switch_pids = None, None, {}, {}
     if choice.bmv2:
         lab_controller, switch_pids = _start_bmv2(scenario, choice, plan, stack, logs)
@@ -331,6 +337,16 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
         p4info,
         switch_pids,
     )
+
+
+def _start_captures(pcap: capture.PcapOptions, plan: Plan, out_dir: Path, stack: ExitStack, logs: Path) -> None:
+    """tcpdump at both ends of every link, each capturing before anything is sent over the links."""
+    (out_dir / capture.PCAP_DIR).mkdir(parents=True, exist_ok=True)
+    for point in capture.capture_points(plan):
+        name = f"tcpdump ({point.link} {point.end} end)"
+        argv = capture.tcpdump_command(point, out_dir, pcap)
+        child = stack.enter_context(running(name, argv, logs / f"tcpdump-{point.link}-{point.end}.log"))
+        capture.wait_listening(child)
 
 
 def _start_bmv2(
