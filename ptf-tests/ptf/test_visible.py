@@ -1,129 +1,24 @@
-"""PTF, tng: VISIBLE on the uplink ACKs of a steered downlink TCP flow (holding, boosting, local retransmission).
-
-Downlink data from the server leaves on the LTE port (lte-only steering keeps the test deterministic); the UE's ACKs
-arrive on the LTE port. The retransmission helper is the real helper core (tng_controller.retransmit_helper) fed
-with what the switch clones to the helper port or the CPU port; its confirmations of the copies it holds go back to
-the switch on the helper port.
-"""
+"""PTF, tng: VISIBLE on the uplink ACKs of a steered downlink TCP flow (holding, boosting, local retransmission);
+the vocabulary is in visible_base.py, Linux's SACK layouts in test_visible_sack.py."""
 
 from __future__ import annotations
 
-import ipaddress
 import queue
 import time
-import zlib
 
-from lwip_base import (
-    CPU_PORT,
-    MSS,
-    SERVER_IP,
-    SERVER_PORT,
-    STEER_LTE_ONLY,
-    UE_IP,
-    UE_PORT,
-    VISIBLE_DECISIONS,
-    LwipTest,
-    l4_checksum_valid,
-)
+from lwip_base import CPU_PORT, UE_PORT
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
-from scapy.packet import Packet
-from tng_controller.retransmit_helper import HELPER_ETHERTYPE, Flow, Reason, RetransmitHelper, helper_frame
-from tng_p4.pipeline import VisibleDecision as Decision
-
-POLICY = 40
-DOWNLINK = Flow(SERVER_IP, SERVER_PORT, UE_IP, UE_PORT)
-TIMESTAMPS = [("NOP", None), ("NOP", None), ("Timestamp", (1000, 2000))]
-SACK = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000))]
-PACKET_IN_TIMEOUT_S = 2.0
-STATE_CELLS = 4096  # VISIBLE_FLOW_CELLS
-
-
-def is_confirmation(frame: bytes) -> bool:
-    return frame[12:14] == HELPER_ETHERTYPE.to_bytes(2, "big") and frame[14] == Reason.COPIES_HELD
-
-
-def state_cell(ue_port: int) -> int:
-    """The VISIBLE state cell of the connection SERVER_IP:SERVER_PORT - UE_IP:ue_port: CRC-32 of both endpoints,
-    lower address first (UE_IP sorts before SERVER_IP), as the pipeline hashes them."""
-    endpoints = ipaddress.IPv4Address(UE_IP).packed + ipaddress.IPv4Address(SERVER_IP).packed
-    return zlib.crc32(endpoints + ue_port.to_bytes(2, "big") + SERVER_PORT.to_bytes(2, "big")) % STATE_CELLS
-
-
-class VisibleTest(LwipTest):
-    """TCP from the server gets POLICY: lte-only steering; each test turns VISIBLE on with its parameters."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        self.classify(POLICY, src_addr=SERVER_IP, protocol=6)
-        self.steer(POLICY, STEER_LTE_ONLY)
-        self.decisions = self.counters(VISIBLE_DECISIONS)
-        self.helper = RetransmitHelper(generation=1, confirm_bytes=0)  # confirms every copy that extends its range
-        self.helper_at: int | None = None  # the switch port the helper sits behind, if any
-        self.retransmissions: list[bytes] = []  # what the helper re-injects for the last frame it got
-
-    def exchange(self, port: int, pkt: Packet, *expected: tuple[int, Packet], clone_lost: bool = False) -> None:
-        """Send `pkt` on `port`; exactly `expected` (port, packet) come out, in any order, byte for byte, with valid
-        TCP checksums. Frames on the helper's port are handed to the helper core (unless `clone_lost`), and its
-        confirmations sent back to the switch, which drops them."""
-        self.send(port, pkt)
-        received = sorted((self.receive() for _ in expected), key=lambda item: item[0])
-        for (got_port, got), (want_port, want) in zip(received, sorted(expected, key=lambda e: e[0]), strict=True):
-            self.assertEqual(got_port, want_port, f"{got!r} left on port {got_port}, expected {want_port}")
-            self.assertEqual(bytes(got), bytes(want), f"got {got!r}\nexpected {want!r}")
-            if got_port == self.helper_at:
-                if clone_lost:
-                    continue
-                answers = self.helper.handle(bytes(got))
-                self.retransmissions = [frame for frame in answers if not is_confirmation(frame)]
-                for frame in answers:
-                    if is_confirmation(frame):
-                        self.send(self.helper_at, Ether(frame))
-            else:
-                self.assertTrue(l4_checksum_valid(got), f"bad TCP checksum: {got!r}")
-
-    def data(self, seq: int, *, clone_lost: bool = False, options: list[object] | None = None) -> Packet:
-        """A downlink segment [seq, seq + MSS): forwarded on LTE, and copied to the helper if it is on a port (the
-        copy lost on its way if `clone_lost`)."""
-        pkt = self.downlink(seq, options=options or [])
-        copies = [(self.helper_at, helper_frame(Reason.DATA_COPY, bytes(pkt)))] if self.helper_at is not None else []
-        self.exchange(self.uplink, pkt, (self.lte, self.to_ue(pkt, self.lte)), *copies, clone_lost=clone_lost)
-        return pkt
-
-    def new_ack(self, ack: int) -> None:
-        """The receiver's new ACK: forwarded unchanged, and reported to the helper if it is on a port."""
-        pkt = self.uplink_ack(ack)
-        reports = [(self.helper_at, helper_frame(Reason.ACK_REPORT, bytes(pkt)))] if self.helper_at is not None else []
-        self.exchange(self.lte, pkt, (self.uplink, self.to_server(pkt)), *reports)
-
-    def dup_ack(
-        self, ack: int, *, sent_as: int | None = None, options: list[object] | None = None, window: int = 4096
-    ) -> None:
-        """An ACK from the UE; the server gets it with ACK number `sent_as` (a boost) or unchanged (None)."""
-        pkt = self.uplink_ack(ack, options=options or [], window=window)
-        self.exchange(self.lte, pkt, (self.uplink, self.to_server(pkt, ack=sent_as)))
-
-    def request(self, ack: int) -> list[bytes]:
-        """An ACK from the UE that goes on unchanged and to the helper as a retransmission request; what the helper
-        re-injects."""
-        pkt = self.uplink_ack(ack)
-        self.exchange(
-            self.lte,
-            pkt,
-            (self.uplink, self.to_server(pkt)),
-            (self.helper_port, helper_frame(Reason.RETRANSMIT, bytes(pkt))),
-        )
-        return self.retransmissions
-
-    def held_dup_ack(self, ack: int, options: list[object] | None = None) -> None:
-        self.send(self.lte, self.uplink_ack(ack, options=options or []))
-
-    def assertDecisions(self, **expected: int) -> None:
-        """ingress.visible.decisions grew by exactly `expected` (Decision names, lower case) since setUp."""
-        self.assertNothingElse()
-        self.assertCounted(
-            VISIBLE_DECISIONS, self.decisions, {Decision[name.upper()]: n for name, n in expected.items()}, "decisions"
-        )
+from tng_controller.retransmit_helper import Reason, helper_frame
+from visible_base import (
+    DOWNLINK,
+    PACKET_IN_TIMEOUT_S,
+    POLICY,
+    BoostTest,
+    RetransmitTest,
+    VisibleTest,
+    state_cell,
+)
 
 
 @group("tng")
@@ -161,32 +56,6 @@ class NewAckResetsTheBurstAndTheEwmaLearnsItsLength(VisibleTest):
             self.held_dup_ack(3000)
         self.dup_ack(3000)
         self.assertDecisions(data_tracked=3, new_ack=2, dup_ack=10, held=6, dup_ack_forwarded=4)
-
-
-@group("tng")
-class HoldOnlyCopiesNothingAndHoldsSackDupAcks(VisibleTest):
-    """A policy that neither boosts nor retransmits only holds: with the helper up, no segment is cloned to it and
-    no ACK reported, and dup-ACKs carrying SACK blocks (Linux's default) are held like any other."""
-
-    def runTest(self) -> None:
-        self.helper_up(1, self.helper_port)
-        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=3)
-        for seq in (1000, 2000, 3000):
-            self.data(seq)  # nothing on the helper port (helper_at unset: a copy would be an unexpected frame)
-        self.new_ack(2000)
-        for _ in range(3):
-            self.send(self.lte, self.uplink_ack(2000, options=SACK))
-        self.dup_ack(2000, options=SACK)  # the fourth exceeds EWMA 0 + slack 3 and goes on
-        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=4, held=3, dup_ack_forwarded=1)
-
-
-class BoostTest(VisibleTest):
-    """Boosting on (queues up to 10 packets count as spare); holding (no slack) and retransmission off; the hold
-    budget long enough that no dup-ACK of a test counts as a stalled sender's."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        self.visible(POLICY, boost_max_depth=10, boost_max=100, hold_budget_us=10_000_000)
 
 
 @group("tng")
@@ -310,100 +179,6 @@ class NoBoostWithoutSpareQueues(BoostTest):
             boosted=1,
             dup_ack_forwarded=1,
         )
-
-
-class SackBoostTest(VisibleTest):
-    """Boosting on with a segment size of two MSS, so that the first dup-ACK of a burst would raise the ACK from 2000
-    to 4000 (segments up to 5000 forwarded and copied); the dup-ACK carries `blocks` after NOP, NOP, timestamps, as
-    Linux sends them. No block may end up below the boosted ACK (RFC 2883 would read it as a D-SACK): the boost
-    stops at the lowest left edge (`boosted_to`, None: not boosted), and the blocks go on untouched, TCP checksum
-    valid."""
-
-    def check_boost(self, blocks: tuple[tuple[int, int], ...], boosted_to: int | None) -> None:
-        self.visible(POLICY, boost_max_depth=10, boost_max=100, hold_budget_us=10_000_000, segment_size=2 * MSS)
-        self.helper_at = self.helper_port
-        self.helper_up(1, self.helper_port)
-        for seq in (1000, 2000, 3000, 4000):
-            self.data(seq)
-        self.new_ack(2000)
-        options = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", tuple(e for b in blocks for e in b))]
-        self.dup_ack(2000, sent_as=boosted_to, options=options)
-        boosted = int(boosted_to is not None)
-        self.assertDecisions(
-            data_tracked=4,
-            data_copied=4,
-            new_ack=1,
-            ack_reported=1,
-            copies_confirmed=1,
-            dup_ack=1,
-            boosted=boosted,
-            dup_ack_forwarded=1 - boosted,
-        )
-
-
-@group("tng")
-class ASackDupAckIsBoostedUpToItsBlock(SackBoostTest):
-    def runTest(self) -> None:
-        self.check_boost(((3000, 4000),), boosted_to=3000)
-
-
-@group("tng")
-class ASackDupAckIsBoostedUpToTheLowestOfTwoBlocks(SackBoostTest):
-    def runTest(self) -> None:
-        self.check_boost(((4200, 5000), (3500, 4000)), boosted_to=3500)
-
-
-@group("tng")
-class ASackDupAckIsBoostedUpToTheLowestOfThreeBlocks(SackBoostTest):
-    def runTest(self) -> None:
-        self.check_boost(((4800, 5000), (4400, 4600), (3200, 4000)), boosted_to=3200)
-
-
-@group("tng")
-class ASackBlockAboveTheBoostDoesNotLowerIt(SackBoostTest):
-    def runTest(self) -> None:
-        self.check_boost(((4500, 5000),), boosted_to=4000)
-
-
-@group("tng")
-class ADSackDupAckIsNotBoosted(SackBoostTest):
-    """A block below the ACK (a D-SACK, RFC 2883) leaves no room to boost."""
-
-    def runTest(self) -> None:
-        self.check_boost(((1000, 2000),), boosted_to=None)
-
-
-@group("tng")
-class SackWithoutTimestampsIsNotBoosted(BoostTest):
-    """Options the parser does not read in full (SACK without timestamps: NOP, NOP, SACK) are never boosted; with
-    timestamps only, the dup-ACK is (its TCP checksum, over the options too, stays valid)."""
-
-    def runTest(self) -> None:
-        self.helper_at = self.helper_port
-        self.helper_up(1, self.helper_port)
-        for seq in (1000, 2000, 3000):
-            self.data(seq)
-        self.new_ack(2000)
-        self.dup_ack(2000, options=[("NOP", None), ("NOP", None), ("SAck", (3000, 4000))])
-        self.dup_ack(2000, sent_as=4000, options=TIMESTAMPS)
-        self.assertDecisions(
-            data_tracked=3,
-            data_copied=3,
-            new_ack=1,
-            ack_reported=1,
-            copies_confirmed=1,
-            dup_ack=2,
-            boosted=1,
-            dup_ack_forwarded=1,
-        )
-
-
-class RetransmitTest(VisibleTest):
-    """Retransmission on (one request per burst); boosting and holding off."""
-
-    def setUp(self) -> None:
-        super().setUp()
-        self.visible(POLICY, retransmit_max=1)
 
 
 @group("tng")
@@ -670,94 +445,6 @@ class DupAckDetectionFollowsRfc5681(RetransmitTest):
         self.new_ack(3000)
         self.dup_ack(3000)  # nothing outstanding beyond 3000: not a dup-ACK
         self.assertDecisions(data_tracked=2, new_ack=2, dup_ack=1, dup_ack_forwarded=1)
-
-
-class SackHidingTest(VisibleTest):
-    """Holding with SACK (hold only, budget `budget_us`): segments up to 6000 forwarded, the receiver's ACK at 2000."""
-
-    def start(self, budget_us: int) -> None:
-        self.visible(POLICY, hold_budget_us=budget_us, hold_slack=10)
-        for seq in range(1000, 6000, 1000):
-            self.data(seq)
-        self.new_ack(2000)
-
-    def new_ack_without_blocks(self, ack: int, blocks: tuple[int, ...]) -> None:
-        """A new ACK reporting `blocks` goes on with its SACK option (kind, length, blocks) turned into NOPs: the
-        same length, a valid TCP checksum."""
-        sack = [("NOP", None), ("NOP", None), ("SAck", blocks)]
-        pkt = self.uplink_ack(ack, options=[*TIMESTAMPS, *sack])
-        nops = [("NOP", None)] * (4 + 4 * len(blocks))
-        want = self.to_server(self.uplink_ack(ack, options=[*TIMESTAMPS, *nops]))
-        self.exchange(self.lte, pkt, (self.uplink, want))
-
-
-@group("tng")
-class ANewAckWithinTheHoldBudgetGoesOnWithoutItsSackBlocks(SackHidingTest):
-    """The hole at 2000 fills while the hole at 3000 is still open (both segments in flight on the slower link): the
-    receiver's new ACK at 3000 reports [4000, 6000) and would tell the sender of the reordering the held dup-ACKs
-    hid. It goes on as a plain cumulative ACK; the next burst is held too, and a new ACK without holes is untouched."""
-
-    def runTest(self) -> None:
-        self.start(budget_us=10_000_000)
-        self.held_dup_ack(2000, options=SACK)
-        self.new_ack_without_blocks(3000, (4000, 5000, 5000, 6000))
-        self.held_dup_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 6000))])
-        self.new_ack(6000)
-        self.assertDecisions(data_tracked=5, new_ack=3, dup_ack=2, held=2, sack_hidden=1)
-
-
-@group("tng")
-class ANewAckAfterTheHoldBudgetOrWithADSackKeepsItsBlocks(SackHidingTest):
-    """A burst that outlived the hold budget was a loss the sender has heard of (its last dup-ACK went on): the next
-    new ACK keeps its blocks. So does one whose first block is a D-SACK (below the ACK: a spurious retransmission
-    the sender may undo)."""
-
-    def runTest(self) -> None:
-        self.start(budget_us=300_000)
-        self.held_dup_ack(2000, options=SACK)
-        time.sleep(0.4)
-        self.held_dup_ack(2000, options=SACK)  # held: 0.4 s were not yet counted when it arrived
-        self.dup_ack(2000, options=SACK)  # past the budget: goes on
-        late = self.uplink_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 5000))])
-        self.exchange(self.lte, late, (self.uplink, self.to_server(late)))
-        dsack = self.uplink_ack(4000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000))])
-        self.exchange(self.lte, dsack, (self.uplink, self.to_server(dsack)))
-        self.assertDecisions(data_tracked=5, new_ack=3, dup_ack=3, held=2, dup_ack_forwarded=1)
-
-
-@group("tng")
-class ADSackIsNeverHeld(VisibleTest):
-    """A dup-ACK reporting a duplicate (RFC 2883: first block below the ACK, or inside the second) goes on: held, the
-    sender could not undo the window reduction of its spurious retransmission."""
-
-    def runTest(self) -> None:
-        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=10)
-        for seq in (1000, 2000, 3000, 4000):
-            self.data(seq)
-        self.new_ack(2000)
-        self.held_dup_ack(2000, options=SACK)
-        below = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (1000, 2000, 3000, 4000))]
-        inside = [*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 4000, 3000, 5000))]
-        self.dup_ack(2000, options=below)
-        self.dup_ack(2000, options=inside)
-        self.held_dup_ack(2000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (3000, 5000))])
-        self.assertDecisions(data_tracked=4, new_ack=1, dup_ack=4, held=2, dup_ack_forwarded=2)
-
-
-@group("tng")
-class ASackDupAckIsADupAckWhateverItsWindow(VisibleTest):
-    """Linux grows its receive window on out-of-order data too, and a SACK sender reads the blocks whatever the
-    window: an ACK with SACK blocks and a new window is a dup-ACK (held here), one without blocks is a window update."""
-
-    def runTest(self) -> None:
-        self.visible(POLICY, hold_budget_us=10_000_000, hold_slack=10)
-        for seq in (1000, 2000, 3000):
-            self.data(seq)
-        self.new_ack(2000)
-        self.send(self.lte, self.uplink_ack(2000, options=SACK, window=5000))
-        self.send(self.lte, self.uplink_ack(2000, options=SACK, window=6000))
-        self.dup_ack(2000, options=TIMESTAMPS, window=7000)  # a window update: goes on
-        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=2, held=2)
 
 
 @group("tng")
