@@ -96,7 +96,10 @@ POLICY_TABLES = (
 POLICY_PACKETS = "ingress.classify.policy_packets"
 NEVER_US = 0xFFFFFFFF
 FLOWS = 16  # UDP flows of the game: under flow-hash steering they spread over both links
-RESTORE_LIMIT_S = 5.0
+# The controller's channel retries on gRPC's reconnect backoff (1 s, then x1.6 with jitter: attempts about 1, 2.6, 5.2
+# and 9.3 s after the kill): a switch that takes longer than 2.6 s to come back is found on the 5.2 s attempt. The
+# limit covers that attempt and the pipeline push; typically it takes 1.1-1.2 s (one CI run took more than 5 s).
+RESTORE_LIMIT_S = 10.0
 # finsy waits 10 s before reconnecting to a switch whose connection ended within 2 s of its start (a crash loop).
 IN_SERVICE_S = 2.5
 
@@ -279,7 +282,7 @@ def test_controller_restart_keeps_policies_and_writes_nothing(start_lab) -> None
     assert json.loads(lab.tngctl("--json", "policy", "ls"))[0]["name"] == "game"
 
 
-def test_switch_restart_gets_pipeline_and_entries_back_within_5_s(start_lab) -> None:
+def test_switch_restart_gets_pipeline_and_entries_back(start_lab) -> None:
     lab = start_lab()
     lab.tngctl("policy", "set", str(lab.policies))
     entries, cookie = lab.reader.entry_messages(), lab.reader.pipeline_cookie()
@@ -293,7 +296,8 @@ def test_switch_restart_gets_pipeline_and_entries_back_within_5_s(start_lab) -> 
     )  # a new channel: the old one backs off from the dead switch
     try:
         while (reader.pipeline_cookie(), _entries_or_none(reader)) != (cookie, entries):
-            assert time.monotonic() - restarted < RESTORE_LIMIT_S, "the switch was not restored within 5 s"
+            took = time.monotonic() - restarted
+            assert took < RESTORE_LIMIT_S, f"the switch was not restored within {RESTORE_LIMIT_S:.0f} s"
             time.sleep(0.02)
     finally:
         reader.close()
