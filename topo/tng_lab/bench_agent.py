@@ -1,6 +1,7 @@
-"""Benchmark the tng agent on real sockets: loopback goodput against kernel TCP (iperf3), and two tbf-shaped paths.
+"""Benchmark the tng agent on real sockets: one connection over one and over two tbf-shaped paths (multipath at
+rate), and the helpers the loopback benchmark (bench_loopback: tng against quinn and kernel TCP) shares.
 
-Each comparison is repeated `--runs` times, alternating its sides so that a change in the machine's load hits both
+The comparison is repeated `--runs` times, alternating its sides so that a change in the machine's load hits both
 alike; the summary is the median, and every run records the 1-minute load average it started at.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -56,45 +56,6 @@ def run_json(command: list[str]) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {out.stderr.strip().splitlines()[-1:]}")
     return json.loads(out.stdout)
-
-
-def tng_loopback(seconds: float) -> dict:
-    port = "5381"
-    server_cmd = [str(TNG), "--log-level", "error", "perf", "server", "--listen", f"127.0.0.1:{port}"]
-    with background(server_cmd) as server:
-        server_cpu = cpu_seconds(server.pid)
-        started = time.monotonic()
-        client_cmd = [str(TNG), "--log-level", "error", "perf", "client"]
-        client_cmd += ["--connect", f"127.0.0.1:{port}", "--duration", str(seconds), "--json"]
-        report = run_json(client_cmd)
-        wall = time.monotonic() - started
-        server_percent = (cpu_seconds(server.pid) - server_cpu) / wall * 100
-    cpu = report["cpu_percent"] + server_percent
-    gbps = report["goodput_mbps"] / 1000
-    return {
-        "load_average": load_average(),
-        "goodput_mbps": round(report["goodput_mbps"], 1),
-        "cpu_percent_client": round(report["cpu_percent"], 1),
-        "cpu_percent_server": round(server_percent, 1),
-        "cpu_percent_per_gbps": round(cpu / gbps, 1) if gbps > 0 else None,
-        "retransmitted_packets": report["retransmitted_packets"],
-    }
-
-
-def iperf3_loopback(seconds: float) -> dict | None:
-    if shutil.which("iperf3") is None:
-        return None
-    load = load_average()
-    with background(["iperf3", "-s", "-1", "-p", "5382"]):
-        report = run_json(["iperf3", "-c", "127.0.0.1", "-p", "5382", "-t", str(seconds), "-J"])
-    end = report["end"]
-    gbps = end["sum_received"]["bits_per_second"] / 1e9
-    cpu = end["cpu_utilization_percent"]["host_total"] + end["cpu_utilization_percent"]["remote_total"]
-    return {
-        "load_average": load,
-        "goodput_mbps": round(gbps * 1000, 1),
-        "cpu_percent_per_gbps": round(cpu / gbps, 1) if gbps > 0 else None,
-    }
 
 
 def ip(*args: str) -> None:
@@ -183,31 +144,10 @@ def main() -> int:
     if not TNG.exists():
         print(f"{TNG} is missing: run 'cargo build --release -p tng-agent'", file=sys.stderr)
         return 1
-    tng_runs, tcp_runs = [], []
-    for index in range(args.runs):
-        print(f"bench: loopback run {index + 1}/{args.runs}: tng, then kernel TCP (iperf3) ...", file=sys.stderr)
-        tng_runs.append(tng_loopback(args.seconds))
-        tcp = iperf3_loopback(args.seconds)
-        if tcp:
-            tcp_runs.append(tcp)
     print("bench: two tbf-shaped paths ...", file=sys.stderr, flush=True)
     paths = shaped_paths(args.seconds, args.rate, args.runs)
-    tng_mbps, tcp_mbps = median_of(tng_runs, "goodput_mbps"), median_of(tcp_runs, "goodput_mbps")
     result = {
         "benchmark": "agent",
-        "loopback_tng": {
-            "goodput_mbps": tng_mbps,
-            "cpu_percent_per_gbps": median_of(tng_runs, "cpu_percent_per_gbps"),
-            "runs": tng_runs,
-        },
-        "loopback_kernel_tcp": {
-            "goodput_mbps": tcp_mbps,
-            "cpu_percent_per_gbps": median_of(tcp_runs, "cpu_percent_per_gbps"),
-            "runs": tcp_runs,
-        }
-        if tcp_runs
-        else "skipped: iperf3 not installed",
-        "tng_to_tcp_ratio": round(tng_mbps / tcp_mbps, 3) if tng_mbps and tcp_mbps else None,
         "two_paths": paths if paths else "skipped: needs root for network namespaces",
         "load_average": load_average(),
     }
