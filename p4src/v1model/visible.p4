@@ -348,7 +348,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                      * data above the hole whatever the window (Linux grows the window on out-of-order data too), so
                      * an ACK with blocks counts as a dup-ACK even when its window changed. */
                     bool dup = valid == 1 && pure && ack == acked
-                               && (hdr.wire.tcp.window == window || hdr.sack_blocks[0].isValid())
+                               && (hdr.wire.tcp.window == window || sack)
                                && seq_before(ack, highest);
 
                     if (dup) {
@@ -378,7 +378,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                          * in Linux's layout (the parser extracts the blocks only then). */
                         bool options_read = hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_MIN
                                             || (timestamps && hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_TIMESTAMPS)
-                                            || (timestamps && hdr.sack_blocks[0].isValid());
+                                            || (timestamps && sack);
                         bit<32> target = sent + (bit<32>)mss * (bit<32>)dups;
                         if (seq_before(contiguous, target)) {
                             target = contiguous;
@@ -389,7 +389,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         /* No SACK block may lie below the boosted ACK: the sender would read the first as a D-SACK
                          * (RFC 2883) and the others as stale. Boosting up to the lowest left edge keeps every block
                          * valid as the receiver sent it, so the blocks are never rewritten. */
-                        if (hdr.sack_blocks[0].isValid() && seq_before(hdr.sack_blocks[0].left_edge, target)) {
+                        if (sack && seq_before(hdr.sack_blocks[0].left_edge, target)) {
                             target = hdr.sack_blocks[0].left_edge;
                         }
                         if (hdr.sack_blocks[1].isValid() && seq_before(hdr.sack_blocks[1].left_edge, target)) {
