@@ -64,6 +64,9 @@ def plot_all(results: LabResults, out_dir: Path) -> list[Path]:
     with_flows = [w for w in measured if any(run.fct_ms.count for run in w.ok_runs())]
     if with_flows:
         plots.append(fct_cdf(with_flows, out_dir / "fct_cdf.png"))
+    with_window = [w for w in measured if w.ok_runs()[0].sender_window is not None]
+    if with_window:
+        plots.append(sender_window(results, with_window, out_dir / "sender_window.png"))
     return plots
 
 
@@ -98,6 +101,40 @@ def throughput_over_time(results: LabResults, measured: list[WorkloadResult], pa
     for index in range(len(measured), rows * columns):
         axes[index // columns][index % columns].set_visible(False)
     figure.suptitle(f"{results.scenario}: downlink throughput per link (linkem counters, {results.sample_ms} ms bins)")
+    return _save(figure, path)
+
+
+def sender_window(results: LabResults, with_window: list[WorkloadResult], path: Path) -> Path:
+    """One panel per kernel workload (its first good run): the server's congestion window and packets in flight
+    against what both links' bandwidth-delay products need, and the smoothed RTT."""
+    columns = 1 if len(with_window) <= 2 else 2
+    rows = math.ceil(len(with_window) / columns)
+    figure = _figure(7 * columns, 2.6 * rows + 0.6)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    for index, result in enumerate(with_window):
+        ax: Axes = axes[index // columns][index % columns]
+        run = result.ok_runs()[0]
+        window = run.sender_window
+        assert window is not None
+        ax.step(window.t_s, window.cwnd_packets, where="post", color="#1f77b4", label="cwnd")
+        ax.step(window.t_s, window.in_flight_packets, where="post", color="#2ca02c", linewidth=0.8, label="in flight")
+        if window.links_bdp_packets is not None:
+            ax.axhline(window.links_bdp_packets, color="black", linestyle="--", linewidth=1, label="links' BDP")
+        ax.set_ylabel("packets")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        rtt = ax.twinx()
+        rtt.plot(window.t_s, window.srtt_ms, color="#7f7f7f", linewidth=0.8, label="srtt")
+        rtt.set_ylabel("srtt (ms)", color="#7f7f7f", fontsize=8)
+        rtt.set_ylim(bottom=0)
+        handles = ax.get_legend_handles_labels()[0] + rtt.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=7, loc="upper left")
+        ax.set_title(f"{_label(result)}: goodput {run.goodput_mbps:.2f} Mbit/s", fontsize=10)
+        if index + columns >= len(with_window):
+            ax.set_xlabel("time since the run started: the links' reset (s)")
+    for index in range(len(with_window), rows * columns):
+        axes[index // columns][index % columns].set_visible(False)
+    figure.suptitle(f"{results.scenario}: the data sender's window (ss -tin every {results.sample_ms} ms)")
     return _save(figure, path)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from tng_lab.load import Load
 from tng_lab.perf import Fct
 from tng_lab.scenario import Workload
+from tng_lab.sender_window import WindowSeries
 from tng_lab.switch_counters import SwitchCounts
 from tng_lab.tcpstats import TcpStats
 
@@ -106,6 +107,7 @@ class RunResult:
     fairness: float | None = None  # Jain's index of the UEs' goodputs
     run_s: float | None = None  # from the client's start until its streams ended (tng perf's own clock)
     sender_queueing_ms: dict[str, float] | None = None  # tng: write to first transmission, {"p50", "p95"}
+    sender_window: WindowSeries | None = None  # kernel transports: the server's congestion window over the run
 
 
 @dataclass(slots=True)
@@ -153,6 +155,9 @@ class WorkloadResult:
             "run_s": _stats([run.run_s for run in runs if run.run_s is not None]),
             "sender_queueing_p95_ms": _stats(
                 [run.sender_queueing_ms["p95"] for run in runs if run.sender_queueing_ms is not None]
+            ),
+            "cwnd_mean_packets": _stats(
+                [run.sender_window.cwnd_mean_packets for run in runs if run.sender_window is not None]
             ),
             "tcp": _mean_counts([run.tcp.to_json() for run in runs if run.tcp is not None]),
             "switch": _mean_counts([run.switch.to_json() for run in runs if run.switch is not None]),

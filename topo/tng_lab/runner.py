@@ -35,9 +35,10 @@ from tng_lab.procs import Child, log_tail, running, spawn
 from tng_lab.progress import Progress
 from tng_lab.results import Delay, LabResults, PathResult, RunResult, UeRun, WorkloadResult, jain_fairness
 from tng_lab.scenario import KERNEL_TRANSPORTS, Scenario, ScenarioError, Workload
+from tng_lab.sender_window import SenderWindowSampler
 from tng_lab.switch_counters import SwitchCounts
 from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
-from tng_lab.timeline import Sample, capacity_and_utilization, path_result, pooled_delay
+from tng_lab.timeline import MTU_BYTES, Sample, capacity_and_utilization, path_result, pooled_delay
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ("ip", "ethtool", "chrt", "ss", "sysctl")
@@ -454,6 +455,11 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     meter = LoadMeter(pids)
     counters = lab.snapshot_counters(workload)
     samples = [lab.sample(grid_ms=0)]
+    window = None
+    if workload.transport in KERNEL_TRANSPORTS:
+        interval_s = options.scenario.sample_ms / 1e3
+        bdp = _links_bdp_packets(options.scenario, workload.paths)
+        window = SenderWindowSampler(plan.server_ns, PERF_PORT, origin, interval_s, bdp).start()
     try:
         for ue in plan.ues:
             ue_seed = seed + (ue.number - 1) * UE_SEED_STRIDE
@@ -467,6 +473,7 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     finally:
         for client in clients:
             client.child.stop()
+        sender_window = window.stop() if window else None
     tcp, switch_counts = lab.counted_since(counters, workload)
     duration_ms = options.duration_s * 1e3
     paths = {
@@ -516,7 +523,21 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
         fairness=jain_fairness([ue.goodput_mbps for ue in ues]),
         run_s=report.run_s,
         sender_queueing_ms=report.sender_queueing_ms,
+        sender_window=sender_window,
     )
+
+
+def _links_bdp_packets(scenario: Scenario, paths: tuple[str, ...]) -> float | None:
+    """Full-size packets in flight that keep `paths` busy at their base round-trip times (None on a trace-driven
+    link, whose rate varies)."""
+    total = 0.0
+    for link in scenario.links:
+        if link.name not in paths:
+            continue
+        if link.down.rate_bps is None:
+            return None
+        total += link.down.rate_bps * (link.down.delay_s + link.up.delay_s) / (MTU_BYTES * 8)
+    return round(total, 1)
 
 
 @dataclass(frozen=True, slots=True)
