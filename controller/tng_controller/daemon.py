@@ -45,7 +45,8 @@ async def run(config: Config, on_ready: Callable[[int], None] = lambda port: Non
         stack.callback(store.close)
         if isinstance(fleet, SwitchFleet):
             await stack.enter_async_context(fy.Controller(fleet.switches()))
-        server, port = await start_server(PolicyServicer(store, fleet, changes), config.api)
+        servicer = PolicyServicer(store, fleet, changes)
+        server, port = await start_server(servicer, config.api)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -54,3 +55,4 @@ async def run(config: Config, on_ready: Callable[[int], None] = lambda port: Non
         await stop.wait()
         LOGGER.info("stopping")
         await server.stop(GRACE_S)
+        await servicer.changes.close()

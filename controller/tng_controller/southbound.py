@@ -21,7 +21,7 @@ from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
-from tng_controller.fleet import SwitchWriteError
+from tng_controller.fleet import Change, SwitchWriteError
 from tng_controller.helper_health import HelperHealth, keep_helper_table
 from tng_controller.link_state import LINK_STATE, RouteLinkStates
 from tng_controller.monitor import LinkRates, QdeplShare
@@ -56,8 +56,8 @@ class _Member:
     prober: LinkProber | None
     link_states: RouteLinkStates
     stream: SharedStream
+    encoded: EncodedEntries
     installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
-    encoded: EncodedEntries = field(default_factory=EncodedEntries)
     last_error: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reset_at: float = -math.inf  # when the seen-flow bit arrays were last cleared
@@ -138,6 +138,7 @@ class SwitchFleet:
                 prober=prober,
                 link_states=RouteLinkStates(config, monitor, links, prober),
                 stream=SharedStream(switch),
+                encoded=EncodedEntries(lambda: (m.encoded for m in self._members.values())),
             )
             member.share.update(*member.link_rates(), now=-math.inf)  # configured capacities, until measured
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
@@ -151,16 +152,25 @@ class SwitchFleet:
     def writable(self) -> list[str]:
         return [name for name, m in self._members.items() if m.state == "CONNECTED"]
 
-    async def write(self, switch: str, policies: Sequence[StoredPolicy]) -> None:
+    async def write(self, switch: str, change: Change) -> None:
         member = self._members[switch]
         async with member.lock:
             previous = member.installed
             if previous is None:
                 raise SwitchWriteError(switch, "not in sync with the stored policies (it is being synced)")
             try:
-                desired = self._desired(member, policies)
-                await self._write(member, reconcile(desired.items(), previous.items()))
-                member.installed = desired
+                if member.flows:  # flow entries depend on every policy: the whole set is compared
+                    desired = self._desired(member, change.policies)
+                    await self._write(member, reconcile(desired.items(), previous.items()))
+                    member.installed = desired
+                else:
+                    updates = self._policy_updates(member, change, previous)
+                    await self._write(member, updates)
+                    for update in updates:
+                        if update.op is Op.DELETE:
+                            del previous[update.key]
+                        else:
+                            previous[update.key] = update.value
             except (fy.P4ClientError, ValueError, KeyError) as exc:
                 await self._undo(member, previous)
                 code = grpc.StatusCode[exc.code.name] if isinstance(exc, fy.P4ClientError) else grpc.StatusCode.INTERNAL
@@ -199,7 +209,10 @@ class SwitchFleet:
                 LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
         return pb.GetStatsResponse(
             policies=[
+                # A policy without an id has no entries: no packet is counted for it (id 0 is the default policy).
                 pb.PolicyStats(name=p.name, packets=counts[p.policy_id][0], bytes=counts[p.policy_id][1])
+                if p.policy_id
+                else pb.PolicyStats(name=p.name)
                 for p in policies
             ],
             ports=ports,
@@ -368,20 +381,35 @@ class SwitchFleet:
 
     def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> Entries:
         """The entries the switch should have; only policies that changed since the last call are encoded again."""
-        rates = member.share.rates
-        sources: list[Source] = []
-        for p in sorted(policies, key=lambda p: p.policy_id):
-            tuning = member.link_states.tuning(p.policy)
-            key = ("policy", p.policy_id, p.policy.SerializeToString(deterministic=True), tuning, rates)
-            sources.append((key, functools.partial(policy_entries, p, tuning, rates)))
+        sources = [_policy_source(member, p) for p in sorted(policies, key=lambda p: p.policy_id) if p.policy_id]
         if member.config.has_topology:
-            sources.append((("topology",), functools.partial(topology_entries, member.config)))
+            sources.append((("topology",), (), functools.partial(topology_entries, member.config)))
         if _owns_link_state(member):
-            sources.append((("link_state", member.link_states.written()), member.link_states.entries))
+            sources.append((("link_state",), member.link_states.written(), member.link_states.entries))
         desired = member.encoded.collect(member.switch.p4info, sources)
         # Flow entries depend on every flow and policy: made anew each time (there are none without traffic classes).
         desired.update(index(member.switch.p4info, flow_entries(member.flows.items(), policies)))
         return desired
+
+    def _policy_updates(self, member: _Member, change: Change, installed: Entries) -> list[Update[bytes, Entry]]:
+        """The updates of the entries of the policies `change` touches, and of no other: their cost does not grow
+        with the number of stored policies. Keys are disjoint between policies (a policy's id is in its keys but
+        those of its classification entry, which the conflict check keeps apart), so comparing the changed
+        policies' entries with what the switch holds under their keys is the whole difference."""
+        schema = member.switch.p4info
+        keys: set[bytes] = set()
+        kept = {p.policy_id for p in change.new}
+        for p in change.old:  # before the new ones take their slots, which hold the old ones
+            if p.policy_id:
+                keys.update(member.encoded.encode(schema, _policy_source(member, p), keep=False))
+                if p.policy_id not in kept:
+                    member.encoded.forget(("policy", p.policy_id))
+        new: Entries = {}
+        for p in change.new:
+            if p.policy_id:
+                new.update(member.encoded.encode(schema, _policy_source(member, p)))
+        keys.update(new)
+        return reconcile(new.items(), ((key, installed[key]) for key in keys if key in installed))
 
     async def _read_installed(self, member: _Member) -> Entries:
         tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
@@ -399,6 +427,14 @@ class SwitchFleet:
         member.installed = None
         if member.helper is not None:
             member.helper.forget()
+
+
+def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
+    """A policy's entries on this switch depend on its stored bytes, its id, and the switch's tuning and rates."""
+    tuning = member.link_states.tuning(stored.policy)
+    rates = member.share.rates
+    key = (stored.policy_id, stored.policy.SerializeToString(deterministic=True), tuning, rates)
+    return ("policy", stored.policy_id), key, functools.partial(policy_entries, stored, tuning, rates)
 
 
 def _update(update: Update[bytes, Entry]) -> fy.P4TableEntry:
