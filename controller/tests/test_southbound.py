@@ -16,12 +16,12 @@ import grpc
 import pytest
 from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
+from tng_controller import southbound
 from tng_controller.compile import compile_policies
 from tng_controller.config import SwitchConfig, parse
 from tng_controller.fleet import Change
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.probe import MIN_ANSWERS
-from tng_controller import southbound
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore, StoredPolicy
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -163,3 +164,22 @@ def test_policies_survive_a_restart(tmp_path: Path) -> None:
     assert [(p.name, p.revision, p.policy_id) for p in reopened.list()] == [("b", 2, 2)]
     assert reopened.revision() == 3
     assert reopened.put(policy("c")).revision == 4
+
+
+def test_lists_stay_in_name_order_through_random_changes() -> None:
+    store = PolicyStore(":memory:")
+    rng = random.Random(7)
+    names = [f"p{i:02d}" for i in range(40)]
+    for _ in range(30):
+        with store.transaction() as tx:
+            for _ in range(rng.randrange(1, 6)):
+                name = rng.choice(names)
+                if tx.get(name) is not None and rng.random() < 0.4:
+                    tx.delete(name)
+                else:
+                    tx.put(pb.Policy(name=name))
+            listed = [p.name for p in tx.list()]
+            assert listed == sorted(listed) and len(set(listed)) == len(listed)
+            assert listed == [n for n in names if tx.get(n) is not None]
+            tx.commit()
+        assert [p.name for p in store.list()] == listed

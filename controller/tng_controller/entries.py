@@ -13,10 +13,11 @@ from finsy.proto import p4r
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A table entry as reconciliation compares it: by its encoded action; `entry` is what is written."""
+    """A table entry as reconciliation compares it: by its encoded action; `message` is what is written (encoded
+    once: writing it costs no encoding)."""
 
     action: bytes
-    entry: fy.P4TableEntry = field(compare=False)
+    message: p4r.TableEntry = field(compare=False)
 
 
 Entries = dict[bytes, Entry]  # by encoded match (table, match fields, priority)
@@ -33,7 +34,7 @@ def index(schema: fy.P4Schema, entries: Iterable[fy.P4TableEntry]) -> Entries:
             priority=message.priority,
         )
         indexed[key.SerializeToString(deterministic=True)] = Entry(
-            message.action.SerializeToString(deterministic=True), entry
+            message.action.SerializeToString(deterministic=True), message
         )
     return indexed
 

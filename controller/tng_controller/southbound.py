@@ -5,7 +5,6 @@ link monitor, link prober, helper health)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import math
@@ -16,6 +15,7 @@ from typing import Any
 
 import finsy as fy
 import grpc
+from finsy.proto import p4r
 
 from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
@@ -437,11 +437,11 @@ def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
     return ("policy", stored.policy_id), key, functools.partial(policy_entries, stored, tuning, rates)
 
 
-def _update(update: Update[bytes, Entry]) -> fy.P4TableEntry:
-    entry = dataclasses.replace(update.value.entry)  # finsy's +, ~ and - mark the entry itself: use a copy
-    if update.op is Op.INSERT:
-        return +entry
-    return ~entry if update.op is Op.MODIFY else -entry
+_UPDATE_TYPES = {Op.INSERT: p4r.Update.INSERT, Op.MODIFY: p4r.Update.MODIFY, Op.DELETE: p4r.Update.DELETE}
+
+
+def _update(update: Update[bytes, Entry]) -> p4r.Update:
+    return p4r.Update(type=_UPDATE_TYPES[update.op], entity=p4r.Entity(table_entry=update.value.message))
 
 
 async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:
