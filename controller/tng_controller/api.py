@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client.core import Metric
 
 from tng_controller.changes import Applied, ChangeBatcher
 from tng_controller.config import ApiConfig
 from tng_controller.fleet import Fleet, RolloutError
+from tng_controller.metrics import Metrics, gauge
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.policy import PolicyConflict, PolicyError, check, check_name, traffic_class_errors
@@ -66,13 +68,17 @@ def _with_status(
 class PolicyServicer(pb_grpc.PolicyServiceServicer):
     """PolicyService: every change is written to all writable switches or to none, then stored, then announced."""
 
-    def __init__(self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None) -> None:
+    def __init__(
+        self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._fleet = fleet
         self._watchers: set[_Watcher] = set()
+        self._metrics = metrics or Metrics()
+        self._metrics.gauges(self._gauges)
         # Changes are applied in batches, one batch at a time, so that switch writes and the store stay in step; the
         # fleet holds the lock too while it syncs a switch that (re)connected.
-        self.changes = ChangeBatcher(store, fleet, changes or asyncio.Lock(), self._announce)
+        self.changes = ChangeBatcher(store, fleet, changes or asyncio.Lock(), self._announce, self._metrics)
 
     @_with_status
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
@@ -124,12 +130,23 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
             )
 
     async def GetStats(self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext) -> pb.GetStatsResponse:
-        return await self._fleet.stats(self._store.list())
+        stats = await self._fleet.stats(self._store.list())
+        stats.controller_metrics.extend(self._metrics.samples())
+        return stats
 
     async def ListSwitches(
         self, request: pb.ListSwitchesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSwitchesResponse:
         return pb.ListSwitchesResponse(switches=self._fleet.statuses())
+
+    def _gauges(self) -> list[Metric]:
+        return [
+            gauge("policies", "Stored policies", [], [([], float(len(self._store)))]),
+            gauge("policy_revision", "The store's revision (of its latest change)", [], [([], self._store.revision())]),
+            gauge("watchers", "WatchPolicies subscribers", [], [([], float(len(self._watchers)))]),
+            # One controller writes the switches alone: it is always the leader.
+            gauge("leader", "1 while this controller is the one that writes the switches", [], [([], 1.0)]),
+        ]
 
     @contextmanager
     def _watch(self, traffic_classes: frozenset[str]) -> Iterator[_Watcher]:

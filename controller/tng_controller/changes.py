@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tng_controller.fleet import Change, Fleet, rollout
+from tng_controller.metrics import Metrics
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import check_conflicts
 from tng_controller.store import NotFound, PolicyStore, StoredPolicy, Transaction
@@ -44,7 +45,9 @@ Announce = Callable[[Applied], None]
 class ChangeBatcher:
     """Applies policy changes to the fleet and the store in batches, in arrival order, one batch at a time."""
 
-    def __init__(self, store: PolicyStore, fleet: Fleet, lock: asyncio.Lock, announce: Announce) -> None:
+    def __init__(
+        self, store: PolicyStore, fleet: Fleet, lock: asyncio.Lock, announce: Announce, metrics: Metrics
+    ) -> None:
         self._store = store
         self._fleet = fleet
         self._lock = lock  # the fleet holds it too while it syncs a switch
@@ -52,8 +55,7 @@ class ChangeBatcher:
         self._pending: list[_Request] = []
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
-        self.batches = 0  # batches written (for the metrics)
-        self.batched_changes = 0
+        self._metrics = metrics
 
     async def set(self, policy: pb.Policy) -> Applied:
         """Stores `policy` (validated by the caller) after writing it to every writable switch."""
@@ -93,7 +95,7 @@ class ChangeBatcher:
                     except Exception as exc:  # never leave a caller waiting
                         LOGGER.exception("policy change batch failed")
                         for request in batch:
-                            _fail(request, exc)
+                            self._fail(request, exc)
 
     async def _apply(self, batch: list[_Request]) -> None:
         applied = await self._write(batch)
@@ -102,12 +104,19 @@ class ChangeBatcher:
                 if not request.future.done():
                     await self._apply([request])
             return
-        self.batches += 1
-        self.batched_changes += len(applied)
+        if applied:
+            self._metrics.policy_batches.inc()
+            self._metrics.policy_batch_size.observe(len(applied))
+        self._metrics.policy_changes.labels("applied").inc(len(applied))
         for request, result in applied:
             self._announce(result)
             if not request.future.done():
                 request.future.set_result(result)
+
+    def _fail(self, request: _Request, exc: Exception) -> None:
+        if not request.future.done():  # a caller that gave up has cancelled it
+            self._metrics.policy_changes.labels("refused").inc()
+            request.future.set_exception(exc)
 
     async def _write(self, batch: list[_Request]) -> list[tuple[_Request, Applied]] | None:
         """Checks, writes and commits `batch`; returns each valid request's result, or None when the switches refused
@@ -121,7 +130,7 @@ class ChangeBatcher:
                 try:
                     old, new = _change(tx, request)
                 except Exception as exc:
-                    _fail(request, exc)
+                    self._fail(request, exc)
                     continue
                 olds.setdefault(request.name, old)
                 results.append((request, old, new, request.policy is None))
@@ -137,7 +146,7 @@ class ChangeBatcher:
             except Exception as exc:
                 if len(results) > 1:
                     return None
-                _fail(results[0][0], exc)
+                self._fail(results[0][0], exc)
                 return []
             try:
                 tx.commit()
@@ -159,8 +168,3 @@ def _change(tx: Transaction, request: _Request) -> tuple[StoredPolicy | None, St
     if holder is not None:
         check_conflicts(request.policy, [holder.policy])
     return old, tx.put(request.policy, request.policy.revision)
-
-
-def _fail(request: _Request, exc: Exception) -> None:
-    if not request.future.done():  # a caller that gave up has cancelled it
-        request.future.set_exception(exc)

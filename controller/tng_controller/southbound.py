@@ -8,6 +8,7 @@ import asyncio
 import functools
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
 from tng_controller.fleet import Change, SwitchWriteError
 from tng_controller.helper_health import HelperHealth, keep_helper_table
 from tng_controller.link_state import LINK_STATE, RouteLinkStates
+from tng_controller.metrics import Metrics, gauge
 from tng_controller.monitor import LinkRates, QdeplShare
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.prober import LinkProber
@@ -106,6 +108,7 @@ class SwitchFleet:
         traffic_classes: Sequence[TrafficClassRule] = (),
         monitor: MonitorConfig | None = None,
         digests: DigestConfig | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         monitor = monitor or MonitorConfig()
         digests = digests or DigestConfig()
@@ -115,6 +118,8 @@ class SwitchFleet:
         self._monitor = monitor
         self._digests = digests
         self._members: dict[str, _Member] = {}
+        self._metrics = metrics or Metrics()
+        self._metrics.gauges(self._gauges)
         for config in configs:
             options = fy.SwitchOptions(
                 p4info=config.p4info,
@@ -144,6 +149,60 @@ class SwitchFleet:
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
             switch.ee.on(fy.SwitchEvent.BECOME_BACKUP, lambda _sw, m=member: self._forget(m))
             self._members[config.name] = member
+            self._metrics.add_switch(config.name)
+
+    def _gauges(self) -> list[Any]:
+        """The switches' state as gauges, read when scraped."""
+        members = self._members.items()
+        return [
+            gauge(
+                "switch_connected",
+                "1 while the switch's P4Runtime channel is up",
+                ["switch"],
+                (([n], float(m.switch.is_up)) for n, m in members),
+            ),
+            gauge(
+                "switch_primary",
+                "1 while this controller is the switch's primary (arbitration won)",
+                ["switch"],
+                (([n], float(m.switch.is_up and m.switch.is_primary)) for n, m in members),
+            ),
+            gauge(
+                "switch_in_sync",
+                "1 while the switch holds the stored policies and takes writes",
+                ["switch"],
+                (([n], float(m.state == "CONNECTED")) for n, m in members),
+            ),
+            gauge(
+                "helper_up",
+                "1 while the switch's VISIBLE helper is up, 0 while down or not yet probed",
+                ["switch"],
+                (([n], float(m.helper.state.startswith("up"))) for n, m in members if m.helper is not None),
+            ),
+            gauge(
+                "classified_flows",
+                "Flows the controller keeps a flow_policy entry for",
+                ["switch"],
+                (([n], float(len(m.flows))) for n, m in members),
+            ),
+            gauge(
+                "link_rate_estimate_bps",
+                "The link monitor's depletion rate estimate of an LTE or Wi-Fi port",
+                ["switch", "port"],
+                (
+                    ([n, str(port)], estimate)
+                    for n, m in members
+                    for port in sorted({*m.link_ports[0], *m.link_ports[1]})
+                    if (estimate := m.links.estimate(port)) is not None
+                ),
+            ),
+            gauge(
+                "qdepl_lte_share",
+                "The LTE share last written to the switch's qdepl policies",
+                ["switch"],
+                (([n], m.share.share) for n, m in members if m.share.share is not None),
+            ),
+        ]
 
     def switches(self) -> list[fy.Switch]:
         """The finsy switches, for a finsy Controller to run."""
@@ -247,7 +306,10 @@ class SwitchFleet:
                 async with self._changes, member.lock:
                     desired = self._desired(member, self._store.list())
                     actual = await self._read_installed(member)
-                    await self._write(member, reconcile(desired.items(), actual.items()))
+                    corrections = reconcile(desired.items(), actual.items())
+                    self._metrics.reconcile_runs.labels(member.config.name, "sync").inc()
+                    self._metrics.reconcile_corrections.labels(member.config.name, "sync").inc(len(corrections))
+                    await self._write(member, corrections)
                     if member.config.helper is not None:
                         await _insert_or_modify(member.switch, helper_clone_session(member.config.helper))
                     if _has_digest(member.switch):
@@ -282,14 +344,17 @@ class SwitchFleet:
             member.last_error = str(exc)
             LOGGER.error("%s", exc)
 
-    async def _refresh(self, member: _Member, why: str) -> None:
-        """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates)."""
+    async def _refresh(self, member: _Member, reason: str, why: str) -> None:
+        """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates); `reason` is
+        the metrics label, `why` the log's details."""
         async with self._changes, member.lock:
             previous = member.installed
             if previous is None:
                 return  # it is being synced, which computes the desired entries anew
             desired = self._desired(member, self._store.list())
             updates = reconcile(desired.items(), previous.items())
+            self._metrics.reconcile_runs.labels(member.config.name, reason).inc()
+            self._metrics.reconcile_corrections.labels(member.config.name, reason).inc(len(updates))
             try:
                 await self._write(member, updates)
                 member.installed = desired
@@ -303,17 +368,20 @@ class SwitchFleet:
         """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
         async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
             await member.stream.write([digests.ack()])
+            self._metrics.digest_lists.labels(member.config.name).inc()
             changed = False
             for data in digests:
+                self._metrics.digested_flows.labels(member.config.name).inc()
                 flow = NewFlow.from_digest(data)  # type: ignore[arg-type]
                 if flow.policy:
                     continue  # a policy the switch matches itself took the flow
                 traffic_class = classify(flow, self._traffic_classes)
                 if traffic_class is not None:
+                    self._metrics.classified_flows.labels(member.config.name).inc()
                     changed |= member.flows.learn(flow.key, traffic_class)
                     LOGGER.debug("%s: new flow %s of class %s", member.config.name, flow.key, traffic_class)
             if changed:
-                await self._refresh(member, "new flows")
+                await self._refresh(member, "new_flows", "new flows")
 
     async def _monitor_links(self, member: _Member) -> None:
         """Every interval: reads the LTE and Wi-Fi ports' transmit counters, updates their rate estimates and, when
@@ -333,6 +401,7 @@ class SwitchFleet:
                     LOGGER.warning("%s: cannot read %s: %s", member.config.name, PORT_TX, _describe(exc))
                     continue
                 now = loop.time()
+                self._metrics.link_samples.labels(member.config.name).inc(len(cells))
                 for cell in cells:
                     member.links.observe(cell.index or 0, cell.byte_count, cell.packet_count, now)
                 if member.share.update(*member.link_rates(), now=now):
@@ -340,7 +409,7 @@ class SwitchFleet:
             if member.link_states.update(loop.time()):
                 changes.append(f"link state {member.link_states.describe()}")
             if changes:
-                await self._refresh(member, "; ".join(changes))
+                await self._refresh(member, "link_monitor", "; ".join(changes))
             await self._reset_seen_flows(member, loop.time())
 
     async def _reset_seen_flows(self, member: _Member, now: float) -> None:
@@ -419,8 +488,20 @@ class SwitchFleet:
         return index(member.switch.p4info, entries)
 
     async def _write(self, member: _Member, updates: Sequence[Update[bytes, Entry]]) -> None:
-        if updates:
+        """One WriteRequest with all of `updates` (none when there are none), counted and timed."""
+        if not updates:
+            return
+        name = member.config.name
+        self._metrics.switch_writes.labels(name).inc()
+        self._metrics.switch_write_updates.labels(name).inc(len(updates))
+        start = time.perf_counter()
+        try:
             await member.switch.write([_update(u) for u in updates])
+        except Exception:
+            self._metrics.switch_write_errors.labels(name).inc()
+            raise
+        finally:
+            self._metrics.switch_write_seconds.labels(name).observe(time.perf_counter() - start)
 
     def _forget(self, member: _Member) -> None:
         """What a switch holds is unknown once the channel drops or another controller is primary."""

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,17 @@ def controller_config(switch: Bmv2, store: Path, topology: str = "", address: st
         f'[[switch]]\nname = "lwip"\naddress = "{address or switch.config.grpc_address}"\n'
         f'device_id = {switch.config.device_id}\nthrift = "{switch.config.thrift_address}"\n{topology}'
     )
+
+
+def fleet_config(switches: Sequence[Bmv2], store: Path) -> str:
+    """A controller configuration (TOML) for several BMv2 switches without topology, named s1, s2, ..."""
+    text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
+    for number, switch in enumerate(switches, 1):
+        text += (
+            f'[[switch]]\nname = "s{number}"\naddress = "{switch.config.grpc_address}"\n'
+            f'device_id = {switch.config.device_id}\nthrift = "{switch.config.thrift_address}"\n'
+        )
+    return text
 
 
 @dataclass(slots=True)
@@ -69,6 +80,11 @@ class ControllerProcess:
             raise TestbedError(f"the controller did not start ({ready.strip() or 'no ready line'})\n{tail}")
         self.address = ready.split(" on ", 1)[1].split(",", 1)[0]
         return self.address
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "not started"
+        return self._process.pid
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, as when the machine loses power."""
