@@ -1,7 +1,7 @@
-"""Benchmark of the controller against BMv2, as JSON on standard output (`make bench`): with 1 and with 8 switches,
-1000 stored policies, SetPolicy -> entry-readable latency, sustained policy updates per second from concurrent
-clients, the fan-out of every change to many WatchPolicies subscribers, and the controller's CPU and memory. Skips
-with a one-line reason when BMv2 is absent."""
+"""Benchmark of the controller, as JSON on standard output (`make bench`): against 1 and 8 BMv2 switches with 1000
+stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients;
+then the fan-out of every change to 1000 WatchPolicies subscribers (bench_watch.py); the controller's CPU and memory
+in both. Without BMv2 the switch runs are skipped with a one-line reason and the fan-out still runs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -24,16 +23,25 @@ import grpc
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config
 
+from tng_controller.bench_watch import run_fanout
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
-from tng_controller.testbed import ControllerProcess, SwitchReader, fleet_config, wait_until_connected
+from tng_controller.testbed import (
+    ControllerProcess,
+    ProcessUsage,
+    SwitchReader,
+    fleet_config,
+    summary_ms,
+    wait_until_connected,
+)
 
 FIRST_PORT = 10000  # switch policy i matches UDP destination port FIRST_PORT + i
 RPC_TIMEOUT_S = 10.0
 INSTALL_TIMEOUT_S = 10.0
 LATENCY_SAMPLES = 100  # policies updated one at a time while the switch is polled
+FANOUT_STORED = 20  # policies the subscribers' snapshots hold
 
 
 def bench_policy(index: int, lte_weight: int) -> pb.Policy:
@@ -64,31 +72,6 @@ def host_policy(index: int) -> pb.Policy:
     )
 
 
-def summary_ms(samples_s: Sequence[float]) -> dict[str, float]:
-    """p50, p99 and max of `samples_s`, in milliseconds."""
-    ms = sorted(sample * 1000 for sample in samples_s)
-    p99 = statistics.quantiles(ms, n=100, method="inclusive")[98] if len(ms) > 1 else ms[0]
-    return {"p50": round(statistics.median(ms), 3), "p99": round(p99, 3), "max": round(ms[-1], 3), "n": len(ms)}
-
-
-class ProcessUsage:
-    """CPU seconds and resident memory of a process, from /proc."""
-
-    def __init__(self, pid: int) -> None:
-        self._pid = pid
-        self._tick = os.sysconf("SC_CLK_TCK")
-
-    def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self._pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-        return 0.0
-
-
 def timed_set(
     stub: pb_grpc.PolicyServiceStub, policy: pb.Policy, installed: Callable[[], bool]
 ) -> tuple[float, float, pb.SetPolicyResponse]:
@@ -117,13 +100,14 @@ def timed_set(
 
 
 def policy_ids(reader: SwitchReader, count: int) -> dict[int, int]:
-    """The switch policy id of each bench policy, read from its flow_policy entry."""
+    """The switch policy id of each bench policy, read from its flow_policy entry (dst_port FIRST_PORT + index)."""
+    port_field = reader.schema.tables[FLOW_POLICY].match_fields["dst_port"].id
     ids = {}
-    for entry in reader.entries(FLOW_POLICY):
-        port = entry.match["dst_port"] if entry.match is not None else None
-        if isinstance(entry.action, fy.P4TableAction) and port is not None:
-            value = int(port[0] if isinstance(port, tuple) else port)
-            ids[value - FIRST_PORT] = int(entry.action.args["policy"])
+    for entry in reader.entry_messages(FLOW_POLICY):
+        for field in entry.match:
+            if field.field_id == port_field:
+                port = int.from_bytes(field.ternary.value, "big")
+                ids[port - FIRST_PORT] = int.from_bytes(entry.action.action.params[0].value, "big")
     missing = sorted(set(range(count)) - set(ids))
     if missing:
         raise AssertionError(f"bench-{missing[0]} and {len(missing) - 1} more have no flow_policy entry")
@@ -306,43 +290,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run (default 10)")
     parser.add_argument("--clients", type=int, default=4, help="concurrent API clients (default 4)")
     parser.add_argument("--window", type=int, default=4, help="SetPolicy calls each client keeps in flight (default 4)")
+    parser.add_argument(
+        "--subscribers", type=int, default=1000, help="WatchPolicies subscribers (default 1000; 0: none)"
+    )
+    parser.add_argument("--changes", type=int, default=50, help="changes the subscribers get (default 50)")
+    parser.add_argument(
+        "--subscriber-processes", type=int, default=2, help="processes the subscribers are spread over (default 2)"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.switch_policies <= min(255, args.policies):
         parser.error("--switch-policies must be 1-255 and at most --policies (switch policy ids are 8 bits)")
     if not 1 <= args.clients <= args.switch_policies:
         parser.error("--clients must be from 1 to --switch-policies (each client updates policies of its own)")
-    sizes = [int(size) for size in args.switches.split(",")]
+    sizes = [int(size) for size in args.switches.split(",") if size]
+    load_before = os.getloadavg()
+    result: dict[str, Any] = {"benchmark": "controller"}
     found = toolchain.detect()
     reason = found.skip_reason("bmv2")
-    if reason is not None or found.simple_switch_grpc.path is None:
-        print(json.dumps({"benchmark": "controller", "skipped": reason}))
-        print(f"controller bench {reason}", file=sys.stderr)
-        return 0
-    load_before = os.getloadavg()
-    runs = []
-    for size in sizes:
-        with tempfile.TemporaryDirectory(prefix="tng-ctl-bench-") as directory:
-            runs.append(
-                run_fleet(
-                    found.simple_switch_grpc.path,
-                    Path(directory),
-                    size,
-                    args.switch_policies,
-                    args.policies - args.switch_policies,
-                    args,
-                )
+    with tempfile.TemporaryDirectory(prefix="tng-ctl-bench-") as directory:
+        if reason is not None or found.simple_switch_grpc.path is None:
+            result["switches_skipped"] = reason
+            print(f"controller bench: switch runs {reason}", file=sys.stderr)
+        elif sizes:
+            result["setup"] = (
+                f"simple_switch_grpc (BMv2) on 127.0.0.1; {args.policies} policies stored, {args.switch_policies} of "
+                "them with a switch half (a flow_policy and a steering.modes entry each); updates change a switch "
+                "policy's weights (one entry modify per switch)"
             )
-    result = {
-        "benchmark": "controller",
-        "setup": (
-            f"simple_switch_grpc (BMv2) on 127.0.0.1; {args.policies} policies stored, {args.switch_policies} of them "
-            "with a switch half (a flow_policy and a steering.modes entry each); updates change a switch policy's "
-            "weights (one entry modify per switch)"
-        ),
-        "runs": runs,
-        "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
-        "cpus": os.cpu_count(),
+            result["runs"] = []
+            for size in sizes:
+                run_dir = Path(directory) / f"fleet-{size}"
+                run_dir.mkdir()
+                policies = (args.switch_policies, args.policies - args.switch_policies)
+                result["runs"].append(run_fleet(found.simple_switch_grpc.path, run_dir, size, *policies, args))
+        if args.subscribers:
+            result["fanout"] = run_fanout(
+                Path(directory), args.subscribers, args.changes, args.subscriber_processes, FANOUT_STORED
+            )
+    result["load_average"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
     }
+    result["cpus"] = os.cpu_count()
     print(json.dumps(result, indent=2))
     return 0
 
