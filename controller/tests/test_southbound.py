@@ -19,7 +19,7 @@ from finsy.test.p4runtime_server import P4RuntimeServer
 from tng_controller import southbound
 from tng_controller.compile import compile_policies
 from tng_controller.config import SwitchConfig, parse
-from tng_controller.fleet import Change
+from tng_controller.fleet import Change, RolloutError, rollout
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.probe import MIN_ANSWERS
 from tng_controller.southbound import SwitchFleet
@@ -381,4 +381,40 @@ async def test_a_change_encodes_only_the_policies_it_touches(
         assert [(kind, table) for kind, table, _ in written(server, before, fy.P4Schema(p4info, blob))] == [
             ("MODIFY", "modes")
         ]
+    store.close()
+
+
+async def test_a_change_one_switch_refuses_is_rolled_back_on_the_others(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path]
+) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    store.put(weighted("video", 3, "10.0.1.0/24"))
+    ports = [free_port(), free_port()]
+    servers = [TableServer(f"127.0.0.1:{port}") for port in ports]
+    configs = [
+        SwitchConfig(name=f"s{i}", address=f"127.0.0.1:{port}", device_id=i, p4info=p4info, bmv2_json=blob)
+        for i, port in enumerate(ports, 1)
+    ]
+    fleet = SwitchFleet(configs, store, asyncio.Lock())
+    async with servers[0].run(), servers[1].run(), fy.Controller(fleet.switches()):
+        await until(lambda: fleet.writable() == ["s1", "s2"])
+        installed = [dict(server.entries) for server in servers]
+        before = store.list()
+        with store.transaction() as tx:  # never committed, as when a switch refuses the change
+            old = tx.get("video")
+            new = tx.put(weighted("video", 9, "10.0.1.0/24"))
+            created = tx.put(weighted("bulk", 1, "10.0.2.0/24"))
+            change = Change([old], [new, created], tx.list())
+            servers[1].fail_writes = 1
+            with pytest.raises(RolloutError, match=r"switch s2: RESOURCE_EXHAUSTED: .*; rolled back on s1$"):
+                await rollout(fleet, change, before)
+        assert [dict(server.entries) for server in servers] == installed
+        assert fleet.writable() == ["s1", "s2"]
+        store.put(weighted("bulk", 1, "10.0.2.0/24"))  # the next change finds both as they were
+        latest = store.get("bulk")
+        assert latest is not None
+        await rollout(fleet, Change([], [latest], store.list()), before)
+        assert servers[0].entries == servers[1].entries
+        assert tables(servers[0], fy.P4Schema(p4info, blob)) == ["flow_policy"] * 2 + ["modes"] * 2 + ["thresholds"] * 2
     store.close()
