@@ -144,3 +144,15 @@ async def test_a_batch_is_bounded(held, monkeypatch) -> None:
     outcomes = await held.batch(*(held.changes.set(weighted(f"p{i}", 1, port=2000 + i)) for i in range(7)))
     assert [o.new.revision for o in outcomes] == list(range(1, 8))
     assert [len(c.new) for c in held.fleet.changes[::2]] == [3, 3, 1]
+
+
+async def test_a_change_whose_caller_gave_up_before_its_batch_is_not_applied(held) -> None:
+    await held.lock.acquire()
+    gone = asyncio.ensure_future(held.changes.set(weighted("gone", 1)))
+    kept = asyncio.ensure_future(held.changes.set(weighted("kept", 1)))
+    while held.changes.pending < 2:
+        await asyncio.sleep(0.01)
+    gone.cancel()
+    held.lock.release()
+    assert (await kept).new.revision == 1
+    assert [p.name for p in held.store.list()] == ["kept"]

@@ -127,6 +127,8 @@ class ChangeBatcher:
         results: list[tuple[_Request, StoredPolicy | None, StoredPolicy, bool]] = []
         with self._store.transaction() as tx:
             for request in batch:
+                if request.future.cancelled():
+                    continue  # its caller gave up (deadline, disconnect) before it was applied: it is not
                 try:
                     old, new = _change(tx, request)
                 except Exception as exc:
