@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import finsy as fy
+import pytest
 from tng_controller.compile import compile_policies, policy_entries
 from tng_controller.entries import EncodedEntries, Source, index
 from tng_controller.pb import policy_pb2 as pb
@@ -95,3 +96,25 @@ def test_a_source_another_switch_encoded_is_shared_and_keep_false_leaves_the_slo
     second.forget(("policy", 1))
     first.encode(schema_a, compiles.source(policy))
     assert compiles.compiled == [1, 1, 1, 1]
+
+
+def test_a_changed_policy_encodes_only_its_changed_entries_again(
+    contract_pipeline: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = fy.P4Schema(*contract_pipeline)
+    encoded: list[str] = []
+    real = fy.P4TableEntry.encode_entry
+
+    def counting(entry: fy.P4TableEntry, schema: fy.P4Schema) -> object:
+        encoded.append(entry.table_id)
+        return real(entry, schema)
+
+    monkeypatch.setattr(fy.P4TableEntry, "encode_entry", counting)
+    cache, compiles = EncodedEntries(), Compiles()
+    first = cache.encode(schema, compiles.source(weighted(1, 3, 1)))
+    assert sorted(encoded) == ["ingress.classify.flow_policy", "ingress.steering.modes"]
+    encoded.clear()
+    changed = weighted(1, 4, 2)
+    second = cache.encode(schema, compiles.source(changed))
+    assert encoded == ["ingress.steering.modes"]  # the classification entry is the same: remembered
+    assert second == index(schema, compile_policies([changed])) != first

@@ -23,20 +23,48 @@ class Entry:
 Entries = dict[bytes, Entry]  # by encoded match (table, match fields, priority)
 
 
-def index(schema: fy.P4Schema, entries: Iterable[fy.P4TableEntry]) -> Entries:
+def encode(schema: fy.P4Schema, entry: fy.P4TableEntry) -> tuple[bytes, Entry]:
+    """One entry's key (table, match fields by id, priority) and its Entry."""
+    message = entry.encode_entry(schema)
+    key = p4r.TableEntry(
+        table_id=message.table_id,
+        match=sorted(message.match, key=lambda m: m.field_id),
+        priority=message.priority,
+    )
+    return key.SerializeToString(deterministic=True), Entry(
+        message.action.SerializeToString(deterministic=True), message
+    )
+
+
+def index(schema: fy.P4Schema, entries: Iterable[fy.P4TableEntry], memo: EntryMemo | None = None) -> Entries:
     """The entries by encoded match; of two with one match, the later one stays."""
     indexed: Entries = {}
     for entry in entries:
-        message = entry.encode_entry(schema)
-        key = p4r.TableEntry(
-            table_id=message.table_id,
-            match=sorted(message.match, key=lambda m: m.field_id),
-            priority=message.priority,
-        )
-        indexed[key.SerializeToString(deterministic=True)] = Entry(
-            message.action.SerializeToString(deterministic=True), message
-        )
+        key, encoded = memo.encode(schema, entry) if memo is not None else encode(schema, entry)
+        indexed[key] = encoded
     return indexed
+
+
+class EntryMemo:
+    """Encodings of single entries by their repr (which holds every field, and costs a fraction of finsy's encoding):
+    a change to a policy's steering weights encodes its steering entry again, not its classification entry."""
+
+    LIMIT = 8192  # entries remembered; past it the memo starts over
+
+    def __init__(self) -> None:
+        self._encoded: dict[str, tuple[bytes, Entry]] = {}
+
+    def encode(self, schema: fy.P4Schema, entry: fy.P4TableEntry) -> tuple[bytes, Entry]:
+        text = repr(entry)
+        found = self._encoded.get(text)
+        if found is None:
+            if len(self._encoded) >= self.LIMIT:
+                self._encoded.clear()
+            found = self._encoded[text] = encode(schema, entry)
+        return found
+
+    def clear(self) -> None:
+        self._encoded.clear()
 
 
 # A source of entries: its identity (one policy, the topology, ...), a key holding everything its entries depend on,
@@ -54,6 +82,7 @@ class EncodedEntries:
         self._schema: fy.P4Schema | None = None
         self._cookie: object = None
         self._cached: dict[Hashable, tuple[Hashable, Entries]] = {}
+        self._memo = EntryMemo()
         self._peers = peers
 
     def collect(self, schema: fy.P4Schema, sources: Iterable[Source]) -> Entries:
@@ -78,7 +107,7 @@ class EncodedEntries:
             return slot[1]
         encoded = self._from_peers(identity, key)
         if encoded is None:
-            encoded = index(schema, make())
+            encoded = index(schema, make(), self._memo)
         if keep:
             self._cached[identity] = (key, encoded)
         return encoded
@@ -89,6 +118,7 @@ class EncodedEntries:
     def _use(self, schema: fy.P4Schema) -> None:
         if schema is not self._schema:  # a new pipeline: nothing cached is known to be right for it
             self._schema, self._cookie, self._cached = schema, _cookie(schema), {}
+            self._memo.clear()
 
     def _from_peers(self, identity: Hashable, key: Hashable) -> Entries | None:
         for peer in self._peers():
