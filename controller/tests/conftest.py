@@ -18,7 +18,7 @@ from finsy.proto import p4i
 from google.protobuf import text_format
 from tng_controller.api import PolicyServicer, start_server
 from tng_controller.config import ApiConfig
-from tng_controller.fleet import SwitchWriteError
+from tng_controller.fleet import Change, SwitchWriteError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.store import PolicyStore, StoredPolicy
@@ -32,17 +32,20 @@ class FakeFleet:
     installed: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
     writes: list[str] = field(default_factory=list)
     fail: dict[str, list[bool]] = field(default_factory=dict)  # switch -> whether each of its next writes fails
+    changes: list[Change] = field(default_factory=list)  # every change written, to any switch
+    refuse: set[str] = field(default_factory=set)  # policies every switch refuses to take
 
     def writable(self) -> list[str]:
         return list(self.names)
 
-    async def write(self, switch: str, policies: Sequence[StoredPolicy]) -> None:
+    async def write(self, switch: str, change: Change) -> None:
         self.writes.append(switch)
-        if self.fail.get(switch) and self.fail[switch].pop(0):
+        self.changes.append(change)
+        if (self.fail.get(switch) and self.fail[switch].pop(0)) or self.refuse & {p.name for p in change.new}:
             raise SwitchWriteError(
                 switch, "table ingress.classify.flow_policy is full", grpc.StatusCode.RESOURCE_EXHAUSTED
             )
-        self.installed[switch] = [(p.name, p.revision, p.policy_id) for p in policies]
+        self.installed[switch] = [(p.name, p.revision, p.policy_id) for p in change.policies]
 
     def statuses(self) -> list[pb.SwitchStatus]:
         statuses = [

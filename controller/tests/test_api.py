@@ -105,8 +105,10 @@ async def test_failure_on_the_second_switch_rolls_back_the_first(api) -> None:
     api.fleet.fail["s2"] = [True]
     error = await status_of(api.stub.SetPolicy(pb.SetPolicyRequest(policy=steered("bulk", "bulk"))))
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert error.details() == ("not applied: switch s2: table ingress.classify.flow_policy is full; rolled back on s1")
-    assert api.fleet.writes == ["s1", "s2", "s1"]  # s3 never saw it
+    assert error.details() == (
+        "not applied: switch s2: table ingress.classify.flow_policy is full; rolled back on s1, s3"
+    )
+    assert api.fleet.writes == ["s1", "s2", "s3", "s1", "s3"]  # all at once, then back where it was taken
     assert api.fleet.installed == {s: [("video", 1, 1)] for s in ("s1", "s2", "s3")}
     assert [p.name for p in api.store.list()] == ["video"]
     assert api.store.revision() == 1
@@ -118,7 +120,7 @@ async def test_failed_delete_keeps_the_policy_everywhere(api) -> None:
     await api.stub.SetPolicy(pb.SetPolicyRequest(policy=steered()))
     api.fleet.fail["s3"] = [True]
     error = await status_of(api.stub.DeletePolicy(pb.DeletePolicyRequest(name="video")))
-    assert error.details().endswith("rolled back on s2, s1")
+    assert error.details().endswith("rolled back on s1, s2")
     assert api.fleet.installed == {s: [("video", 1, 1)] for s in ("s1", "s2", "s3")}
     assert api.store.get("video") is not None
 
@@ -127,8 +129,8 @@ async def test_a_failed_rollback_is_reported(api) -> None:
     api.fleet.fail.update({"s1": [False, True], "s2": [True]})
     error = await status_of(api.stub.SetPolicy(pb.SetPolicyRequest(policy=steered())))
     assert error.details() == (
-        "not applied: switch s2: table ingress.classify.flow_policy is full; rollback FAILED on s1 "
-        "(they are reconciled when they reconnect)"
+        "not applied: switch s2: table ingress.classify.flow_policy is full; rolled back on s3; rollback FAILED on s1"
+        " (they are reconciled when they reconnect)"
     )
     assert api.store.list() == []
 

@@ -55,13 +55,25 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
     assert config.api.tls is None
     assert config.switches == ()
     assert parse({"api": {"listen": "0.0.0.0:1", "allow_insecure_remote": True}}, Path(".")).api.listen == "0.0.0.0:1"
+    assert config.metrics_listen is None
+    assert parse({"metrics": {"listen": "[::]:9464", "allow_remote": True}}, Path(".")).metrics_listen == "[::]:9464"
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"apii": {}}, "config: apii: unknown key (known: api, digests, monitor, store, switch, traffic_class)"),
+        (
+            {"apii": {}},
+            "config: apii: unknown key (known: api, digests, metrics, monitor, store, switch, traffic_class)",
+        ),
         ({"api": {"listen": "localhost"}}, "config: api.listen: 'localhost' is not host:port"),
+        ({"metrics": {"listen": "9464"}}, "config: metrics.listen: '9464' is not host:port"),
+        (
+            {"metrics": {"listen": "0.0.0.0:9464"}},
+            "config: metrics.listen: 0.0.0.0:9464 is reachable from other hosts over plain HTTP: set "
+            "allow_remote = true",
+        ),
+        ({"metrics": {"port": 1}}, "config: metrics.port: unknown key (known: allow_remote, listen)"),
         ({"api": {"listen": "127.0.0.1:70000"}}, "config: api.listen: '127.0.0.1:70000' is not host:port"),
         ({"api": {"listen": "10.0.0.1:50051"}}, "config: api.listen: 10.0.0.1:50051 is reachable from other hosts"),
         ({"api": {"tls_cert": "a.pem"}}, "config: api.tls_key: is required with the other TLS keys"),

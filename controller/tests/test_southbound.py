@@ -16,8 +16,10 @@ import grpc
 import pytest
 from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
+from tng_controller import southbound
 from tng_controller.compile import compile_policies
 from tng_controller.config import SwitchConfig, parse
+from tng_controller.fleet import Change, RolloutError, rollout
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.probe import MIN_ANSWERS
 from tng_controller.southbound import SwitchFleet
@@ -101,6 +103,14 @@ def weighted(name: str, lte: int, prefix: str) -> pb.Policy:
     )
 
 
+def put(store: PolicyStore, *policies: pb.Policy) -> Change:
+    """Stores `policies` one by one: the change from before the first to after the last."""
+    olds = {p.name: store.get(p.name) for p in reversed(policies)}
+    news = [store.put(p) for p in policies]
+    latest = {p.name: p for p in news}
+    return Change([p for p in olds.values() if p], list(latest.values()), store.list())
+
+
 def tables(server: TableServer, schema: fy.P4Schema) -> list[str]:
     names = {t.id: t.alias for t in schema.tables}
     return sorted(names[e.table_id] for e in server.entries.values())
@@ -137,10 +147,9 @@ async def test_connect_sync_write_undo_and_stats(tmp_path: Path, contract_pipeli
             assert tables(server, schema) == ["flow_policy", "modes", "thresholds"]
         assert stale_entry not in stale.entries.values()
 
-        store.put(weighted("bulk", 1, "10.0.2.0/24"))
-        store.put(weighted("video", 5, "10.0.1.0/24"))
+        change = put(store, weighted("bulk", 1, "10.0.2.0/24"), weighted("video", 5, "10.0.1.0/24"))
         before = len(servers[0].updates)
-        await fleet.write("s1", store.list())
+        await fleet.write("s1", change)
         kinds = [u.type for u in servers[0].updates[before:]]
         assert sorted(kinds) == [p4r.Update.INSERT] * 3 + [p4r.Update.MODIFY]  # bulk's three, video's new weights
         assert tables(servers[0], schema) == ["flow_policy"] * 2 + ["modes"] * 2 + ["thresholds"] * 2
@@ -148,10 +157,10 @@ async def test_connect_sync_write_undo_and_stats(tmp_path: Path, contract_pipeli
         installed = dict(servers[1].entries)
         servers[1].fail_writes = 1
         with pytest.raises(Exception, match=r"switch s2: RESOURCE_EXHAUSTED: table is full"):
-            await fleet.write("s2", store.list())
+            await fleet.write("s2", change)
         assert servers[1].entries == installed  # nothing of it stayed
         assert fleet.writable() == ["s1", "s2"]
-        await fleet.write("s2", store.list())
+        await fleet.write("s2", change)
         assert servers[1].entries == servers[0].entries
 
         servers[1].counters[(0x03000000, 1)] = (10, 1000)
@@ -200,7 +209,7 @@ async def test_a_switch_that_is_down_is_not_writable(tmp_path: Path, contract_pi
         assert fleet.writable() == []
         assert [(s.name, s.state, s.pipeline_cookie) for s in fleet.statuses()] == [("s1", "CONNECTING", 0)]
         with pytest.raises(Exception, match="switch s1: not in sync"):
-            await fleet.write("s1", [])
+            await fleet.write("s1", Change([], [], []))
     store.close()
 
 
@@ -234,13 +243,14 @@ async def test_a_write_after_a_change_writes_exactly_what_changed(
         await until(lambda: fleet.writable() == ["s1"])
 
         before = len(server.updates)
-        store.put(weighted("video", 7, "10.0.1.0/24"))
-        await fleet.write("s1", store.list())
+        await fleet.write("s1", put(store, weighted("video", 7, "10.0.1.0/24")))
         assert written(server, before, schema) == [("MODIFY", "modes", {1: 7, 2: 1})]
 
         before = len(server.updates)
-        bulk = store.delete("bulk")
-        await fleet.write("s1", store.list())
+        bulk = store.get("bulk")
+        assert bulk is not None
+        store.delete("bulk")
+        await fleet.write("s1", Change([bulk], [], store.list()))
         deletes = written(server, before, schema)
         assert sorted((kind, table) for kind, table, _ in deletes) == [
             ("DELETE", "flow_policy"),
@@ -256,10 +266,10 @@ async def test_a_write_after_a_change_writes_exactly_what_changed(
         retried.CopyFrom(video.policy)
         retried.switch_policy.lte_weight = 9
         before = len(server.updates)
-        await fleet.write(
-            "s1", [StoredPolicy(retried, video.policy_id), *(p for p in store.list() if p.name != "video")]
-        )
-        await fleet.write("s1", store.list())
+        refused = StoredPolicy(retried, video.policy_id)
+        others = [p for p in store.list() if p.name != "video"]
+        await fleet.write("s1", Change([video], [refused], [refused, *others]))
+        await fleet.write("s1", Change([refused], [video], store.list()))
         assert written(server, before, schema) == [("MODIFY", "modes", {1: 9, 2: 1}), ("MODIFY", "modes", {1: 7, 2: 1})]
 
         def encoded(entries: list[p4r.TableEntry]) -> list[bytes]:
@@ -337,4 +347,74 @@ async def test_the_link_state_of_lwip_routes_is_owned_and_follows_the_prober(
             probe.answered(3, 3, 0.015, now)
         await until(lambda: [s["lte_delay_us"] for s in link_states()] == [25_000])
         assert fleet.statuses()[0].link_states[0].spill_depth_packets == 64  # ceil(25 ms / 0.4 ms) + 1
+    store.close()
+
+
+async def test_a_change_encodes_only_the_policies_it_touches(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    for i in range(200):
+        store.put(weighted(f"p{i}", 1, f"10.{i // 250}.{i % 250}.0/24"))
+    for i in range(800):  # host-only: stored, served to agents, nothing on the switches
+        store.put(pb.Policy(name=f"host-{i}"))
+    address = f"127.0.0.1:{free_port()}"
+    server = TableServer(address)
+    config = SwitchConfig(name="s1", address=address, device_id=1, p4info=p4info, bmv2_json=blob)
+    fleet = SwitchFleet([config], store, asyncio.Lock())
+    compiled: list[str] = []
+    real = southbound.policy_entries
+
+    def counting(stored: StoredPolicy, *args: object) -> object:
+        compiled.append(stored.name)
+        return real(stored, *args)
+
+    monkeypatch.setattr(southbound, "policy_entries", counting)
+    async with server.run(), fy.Controller(fleet.switches()):
+        await until(lambda: fleet.writable() == ["s1"])
+        assert len(compiled) == 200
+        compiled.clear()
+        before = len(server.updates)
+        await fleet.write("s1", put(store, weighted("p7", 5, "10.0.7.0/24"), pb.Policy(name="host-3", revision=0)))
+        assert compiled == ["p7"]
+        assert [(kind, table) for kind, table, _ in written(server, before, fy.P4Schema(p4info, blob))] == [
+            ("MODIFY", "modes")
+        ]
+    store.close()
+
+
+async def test_a_change_one_switch_refuses_is_rolled_back_on_the_others(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path]
+) -> None:
+    p4info, blob = contract_pipeline
+    store = PolicyStore(tmp_path / "db")
+    store.put(weighted("video", 3, "10.0.1.0/24"))
+    ports = [free_port(), free_port()]
+    servers = [TableServer(f"127.0.0.1:{port}") for port in ports]
+    configs = [
+        SwitchConfig(name=f"s{i}", address=f"127.0.0.1:{port}", device_id=i, p4info=p4info, bmv2_json=blob)
+        for i, port in enumerate(ports, 1)
+    ]
+    fleet = SwitchFleet(configs, store, asyncio.Lock())
+    async with servers[0].run(), servers[1].run(), fy.Controller(fleet.switches()):
+        await until(lambda: fleet.writable() == ["s1", "s2"])
+        installed = [dict(server.entries) for server in servers]
+        before = store.list()
+        with store.transaction() as tx:  # never committed, as when a switch refuses the change
+            old = tx.get("video")
+            new = tx.put(weighted("video", 9, "10.0.1.0/24"))
+            created = tx.put(weighted("bulk", 1, "10.0.2.0/24"))
+            change = Change([old], [new, created], tx.list())
+            servers[1].fail_writes = 1
+            with pytest.raises(RolloutError, match=r"switch s2: RESOURCE_EXHAUSTED: .*; rolled back on s1$"):
+                await rollout(fleet, change, before)
+        assert [dict(server.entries) for server in servers] == installed
+        assert fleet.writable() == ["s1", "s2"]
+        store.put(weighted("bulk", 1, "10.0.2.0/24"))  # the next change finds both as they were
+        latest = store.get("bulk")
+        assert latest is not None
+        await rollout(fleet, Change([], [latest], store.list()), before)
+        assert servers[0].entries == servers[1].entries
+        assert tables(servers[0], fy.P4Schema(p4info, blob)) == ["flow_policy"] * 2 + ["modes"] * 2 + ["thresholds"] * 2
     store.close()

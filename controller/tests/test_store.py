@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -82,13 +84,73 @@ def test_uncommitted_transaction_changes_nothing() -> None:
     assert store.get("b") is None
 
 
-def test_ids_run_out_at_255() -> None:
+def switched(name: str) -> pb.Policy:
+    return pb.Policy(name=name, switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_AT_HOSTS))
+
+
+def test_ids_run_out_at_255_policies_with_a_switch_half() -> None:
     store = PolicyStore(":memory:")
     for i in range(MAX_POLICY_ID):
-        store.put(pb.Policy(name=f"p{i}"))
+        store.put(switched(f"p{i}"))
     with pytest.raises(Full, match="all 255 policy ids are in use"):
-        store.put(pb.Policy(name="one-more"))
-    assert len(store.list()) == MAX_POLICY_ID
+        store.put(switched("one-more"))
+    for i in range(1000):  # host-only policies need no id
+        assert store.put(pb.Policy(name=f"host-{i}")).policy_id == 0
+    assert len(store.list()) == MAX_POLICY_ID + 1000
+
+
+def test_a_policy_gets_its_id_with_its_first_switch_half_and_keeps_it() -> None:
+    store = PolicyStore(":memory:")
+    assert store.put(pb.Policy(name="a")).policy_id == 0
+    assert store.put(switched("b")).policy_id == 1
+    assert store.put(switched("a")).policy_id == 2
+    assert store.put(pb.Policy(name="a")).policy_id == 2
+
+
+def test_match_holder_sees_the_transaction_and_the_committed_set() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    with store.transaction() as tx:
+        assert tx.match_holder(policy("b")).name == "a"
+        assert tx.match_holder(policy("a")) is None  # itself
+        tx.delete("a")
+        assert tx.match_holder(policy("b")) is None
+        tx.put(policy("c"))
+        assert tx.match_holder(policy("b")).name == "c"
+        moved = policy("c")
+        moved.match.priority = 4
+        tx.put(moved)
+        assert tx.match_holder(policy("b")) is None
+    assert store.get("a") is not None
+
+
+def test_ids_freed_in_a_transaction_are_not_reused_before_it_commits() -> None:
+    store = PolicyStore(":memory:")
+    store.put(policy("a"))
+    with store.transaction() as tx:
+        tx.delete("a")
+        assert tx.put(switched("b")).policy_id == 2
+        tx.commit()
+    assert store.put(switched("c")).policy_id == 1
+
+
+def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+        "CREATE TABLE policies (name TEXT PRIMARY KEY, policy_id INTEGER NOT NULL UNIQUE"
+        " CHECK (policy_id BETWEEN 1 AND 255), revision INTEGER NOT NULL, body BLOB NOT NULL);"
+        "INSERT INTO meta VALUES ('revision', 5), ('schema', 1);"
+    )
+    body = pb.Policy(name="old", revision=5).SerializeToString()
+    db.execute("INSERT INTO policies VALUES ('old', 7, 5, ?)", (body,))
+    db.close()
+    store = PolicyStore(path)
+    assert [(p.name, p.policy_id, p.revision) for p in store.list()] == [("old", 7, 5)]
+    assert store.put(pb.Policy(name="host")).policy_id == 0
+    store.close()
+    assert [(p.name, p.policy_id) for p in PolicyStore(path).list()] == [("host", 0), ("old", 7)]
 
 
 def test_policies_survive_a_restart(tmp_path: Path) -> None:
@@ -102,3 +164,22 @@ def test_policies_survive_a_restart(tmp_path: Path) -> None:
     assert [(p.name, p.revision, p.policy_id) for p in reopened.list()] == [("b", 2, 2)]
     assert reopened.revision() == 3
     assert reopened.put(policy("c")).revision == 4
+
+
+def test_lists_stay_in_name_order_through_random_changes() -> None:
+    store = PolicyStore(":memory:")
+    rng = random.Random(7)
+    names = [f"p{i:02d}" for i in range(40)]
+    for _ in range(30):
+        with store.transaction() as tx:
+            for _ in range(rng.randrange(1, 6)):
+                name = rng.choice(names)
+                if tx.get(name) is not None and rng.random() < 0.4:
+                    tx.delete(name)
+                else:
+                    tx.put(pb.Policy(name=name))
+            listed = [p.name for p in tx.list()]
+            assert listed == sorted(listed) and len(set(listed)) == len(listed)
+            assert listed == [n for n in names if tx.get(n) is not None]
+            tx.commit()
+        assert [p.name for p in store.list()] == listed

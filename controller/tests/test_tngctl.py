@@ -94,9 +94,14 @@ async def test_json_output(api, policy_file: Path) -> None:
     assert [p["name"] for p in policies] == ["one-connection", "video"]
     assert policies[1]["switch_policy"]["steering"] == "STEERING_MODE_WEIGHTED"
     _, out = await tngctl(api.address, "--json", "stats")
-    assert json.loads(out)["policies"][0] == {"name": "one-connection", "packets": "20", "bytes": "30"}
+    assert json.loads(out)["policies"] == [
+        {"name": "one-connection"},
+        {"name": "video", "packets": "10", "bytes": "15"},
+    ]
     _, out = await tngctl(api.address, "--json", "switches")
     assert [s["name"] for s in json.loads(out)] == ["s1", "s2", "s3"]
+    _, out = await tngctl(api.address, "--json", "policy", "rm", "video")
+    assert json.loads(out) == {"deleted": "video"}
 
 
 async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
@@ -104,11 +109,22 @@ async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
     _, out = await tngctl(api.address, "stats")
     assert out.splitlines() == [
         "POLICY          PACKETS  BYTES",
-        "one-connection  20       30",
+        "one-connection  0        0",
         "video           10       15",
         "",
         "SWITCH  PORT  ROLE  TX PACKETS  TX BYTES  STEERED  RATE MBIT/S",
         "s1      1     lte   7           0         5        0.00",
+        "",
+        "METRIC                                  LABELS           VALUE",
+        "tng_controller_leader                   -                1",
+        "tng_controller_policies                 -                2",
+        "tng_controller_policy_batch_size_count  -                2",
+        "tng_controller_policy_batch_size_sum    -                2",
+        "tng_controller_policy_batches_total     -                2",
+        "tng_controller_policy_changes_total     outcome=applied  2",
+        "tng_controller_policy_changes_total     outcome=refused  0",
+        "tng_controller_policy_revision          -                2",
+        "tng_controller_watchers                 -                0",
     ]
     _, out = await tngctl(api.address, "switches")
     lines = out.splitlines()

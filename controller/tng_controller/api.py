@@ -5,20 +5,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client.core import Metric
 
+from tng_controller.changes import Applied, ChangeBatcher
 from tng_controller.config import ApiConfig
-from tng_controller.fleet import Fleet, RolloutError, rollout
+from tng_controller.fleet import Fleet, RolloutError
+from tng_controller.metrics import Metrics, gauge
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
-from tng_controller.policy import PolicyConflict, PolicyError, check, check_conflicts, check_name, traffic_class_errors
-from tng_controller.store import Full, NotFound, PolicyStore, RevisionConflict, StoredPolicy
+from tng_controller.policy import PolicyConflict, PolicyError, check, check_name, traffic_class_errors
+from tng_controller.store import Full, NotFound, PolicyStore, RevisionConflict
 
 LOGGER = logging.getLogger(__name__)
 WATCH_QUEUE = 1024  # events a watcher may lag behind before it is cut off
@@ -66,29 +68,23 @@ def _with_status(
 class PolicyServicer(pb_grpc.PolicyServiceServicer):
     """PolicyService: every change is written to all writable switches or to none, then stored, then announced."""
 
-    def __init__(self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None) -> None:
+    def __init__(
+        self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._fleet = fleet
-        # One change at a time, so that switch writes and the store stay in step; the fleet holds it too while it
-        # syncs a switch that (re)connected.
-        self._lock = changes or asyncio.Lock()
         self._watchers: set[_Watcher] = set()
+        self._metrics = metrics or Metrics()
+        self._metrics.gauges(self._gauges)
+        # Changes are applied in batches, one batch at a time, so that switch writes and the store stay in step; the
+        # fleet holds the lock too while it syncs a switch that (re)connected.
+        self.changes = ChangeBatcher(store, fleet, changes or asyncio.Lock(), self._announce, self._metrics)
 
     @_with_status
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
         check(request.policy)
-        async with self._lock:
-            before = self._store.list()
-            check_conflicts(request.policy, (p.policy for p in before))
-            old = self._store.get(request.policy.name)
-            with self._store.transaction() as dry_run:  # rolled back: only shows the policy as it would be stored
-                planned = dry_run.put(request.policy, request.policy.revision)
-            # The store lists by name; listing it again inside the dry run would cost a parse of every policy.
-            after = sorted([*(p for p in before if p.name != planned.name), planned], key=lambda p: p.name)
-            policy = request.policy
-            switches, stored = await self._change(before, after, lambda: self._store.put(policy, policy.revision))
-        self._announce(old, stored, deleted=False)
-        return pb.SetPolicyResponse(policy=stored.policy, switches=switches)
+        applied = await self.changes.set(request.policy)
+        return pb.SetPolicyResponse(policy=applied.new.policy, switches=applied.switches)
 
     @_with_status
     async def GetPolicy(self, request: pb.GetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.Policy:
@@ -103,14 +99,7 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         self, request: pb.DeletePolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeletePolicyResponse:
         check_name(request.name)
-        async with self._lock:
-            old = self._store.get(request.name)
-            if old is None:
-                raise NotFound(f"no policy named {request.name!r}")
-            before = self._store.list()
-            after = [p for p in before if p.name != request.name]
-            _, deleted = await self._change(before, after, lambda: self._store.delete(request.name))
-        self._announce(old, deleted, deleted=True)
+        await self.changes.delete(request.name)
         return pb.DeletePolicyResponse()
 
     async def ListPolicies(
@@ -141,25 +130,23 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
             )
 
     async def GetStats(self, request: pb.GetStatsRequest, context: grpc.aio.ServicerContext) -> pb.GetStatsResponse:
-        return await self._fleet.stats(self._store.list())
+        stats = await self._fleet.stats(self._store.list())
+        stats.controller_metrics.extend(self._metrics.samples())
+        return stats
 
     async def ListSwitches(
         self, request: pb.ListSwitchesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSwitchesResponse:
         return pb.ListSwitchesResponse(switches=self._fleet.statuses())
 
-    async def _change(
-        self, before: list[StoredPolicy], after: list[StoredPolicy], commit: Callable[[], StoredPolicy]
-    ) -> tuple[list[str], StoredPolicy]:
-        """Writes `after` to the fleet, then commits the store; undoes the switch writes if the commit fails."""
-        switches = await rollout(self._fleet, before, after)
-        try:
-            stored = commit()
-        except sqlite3.Error:
-            LOGGER.exception("store commit failed after the switches took the change: rolling them back")
-            await rollout(self._fleet, after, before)
-            raise
-        return switches, stored
+    def _gauges(self) -> list[Metric]:
+        return [
+            gauge("policies", "Stored policies", [], [([], float(len(self._store)))]),
+            gauge("policy_revision", "The store's revision (of its latest change)", [], [([], self._store.revision())]),
+            gauge("watchers", "WatchPolicies subscribers", [], [([], float(len(self._watchers)))]),
+            # One controller writes the switches alone: it is always the leader.
+            gauge("leader", "1 while this controller is the one that writes the switches", [], [([], 1.0)]),
+        ]
 
     @contextmanager
     def _watch(self, traffic_classes: frozenset[str]) -> Iterator[_Watcher]:
@@ -170,18 +157,25 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         finally:
             self._watchers.discard(watcher)
 
-    def _announce(self, old: StoredPolicy | None, new: StoredPolicy, *, deleted: bool) -> None:
+    def _announce(self, applied: Applied) -> None:
+        new, old = applied.new, applied.old
+        # One message per kind, shared by every watcher that gets it.
+        changed = pb.PolicyEvent(
+            kind=pb.PolicyEvent.KIND_DELETED if applied.deleted else pb.PolicyEvent.KIND_SET, policy=new.policy
+        )
+        left: pb.PolicyEvent | None = None
         for watcher in self._watchers:
             if watcher.overflowed.is_set():
                 continue
             if watcher.wants(new.policy):
-                kind = pb.PolicyEvent.KIND_DELETED if deleted else pb.PolicyEvent.KIND_SET
+                event = changed
             elif old is not None and watcher.wants(old.policy):
-                kind = pb.PolicyEvent.KIND_DELETED  # it left the watched classes
+                left = left or pb.PolicyEvent(kind=pb.PolicyEvent.KIND_DELETED, policy=new.policy)
+                event = left  # it left the watched classes
             else:
                 continue
             try:
-                watcher.queue.put_nowait(pb.PolicyEvent(kind=kind, policy=new.policy))
+                watcher.queue.put_nowait(event)
             except asyncio.QueueFull:
                 watcher.overflowed.set()
 

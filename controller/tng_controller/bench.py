@@ -1,18 +1,20 @@
-"""Benchmark of the controller against BMv2: policy-set -> entry-installed latency and sustained policy updates per
-second, as JSON on standard output (`make bench`). Skips with a one-line reason when BMv2 is absent."""
+"""Benchmark of the controller, as JSON on standard output (`make bench`): against 1 and 8 BMv2 switches with 1000
+stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients;
+then the fan-out of every change to 1000 WatchPolicies subscribers (bench_watch.py); the controller's CPU and memory
+in both. Without BMv2 the switch runs are skipped with a one-line reason and the fan-out still runs."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
-import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from concurrent import futures
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +23,29 @@ import grpc
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config
 
+from tng_controller.bench_watch import run_fanout
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.testbed import (
     ControllerProcess,
+    ProcessUsage,
     SwitchReader,
-    controller_config,
+    fleet_config,
+    summary_ms,
     wait_until_connected,
 )
 
-FIRST_PORT = 10000  # policy i matches UDP destination port FIRST_PORT + i
+FIRST_PORT = 10000  # switch policy i matches UDP destination port FIRST_PORT + i
 RPC_TIMEOUT_S = 10.0
 INSTALL_TIMEOUT_S = 10.0
+LATENCY_SAMPLES = 100  # policies updated one at a time while the switch is polled
+FANOUT_STORED = 20  # policies the subscribers' snapshots hold
 
 
 def bench_policy(index: int, lte_weight: int) -> pb.Policy:
-    """Policy `index`: one flow_policy entry and one steering entry, weighted lte_weight:1."""
+    """Switch policy `index`: one flow_policy entry and one steering entry, weighted lte_weight:1."""
     return pb.Policy(
         name=f"bench-{index}",
         match=pb.Match(
@@ -56,11 +63,13 @@ def bench_policy(index: int, lte_weight: int) -> pb.Policy:
     )
 
 
-def summary_ms(samples_s: list[float]) -> dict[str, float]:
-    """p50, p99 and max of `samples_s`, in milliseconds."""
-    ms = sorted(sample * 1000 for sample in samples_s)
-    p99 = statistics.quantiles(ms, n=100, method="inclusive")[98] if len(ms) > 1 else ms[0]
-    return {"p50": round(statistics.median(ms), 3), "p99": round(p99, 3), "max": round(ms[-1], 3), "n": len(ms)}
+def host_policy(index: int) -> pb.Policy:
+    """Host policy `index`: only agents apply it (no switch half, no switch entry)."""
+    return pb.Policy(
+        name=f"host-{index}",
+        match=pb.Match(priority=index % 100, dst_prefix="10.8.0.0/16"),
+        host_policy=pb.HostPolicy(congestion_control="cubic"),
+    )
 
 
 def timed_set(
@@ -90,29 +99,28 @@ def timed_set(
     return returned_at - start, installed_at - start, response
 
 
-def measure_latency(
-    stub: pb_grpc.PolicyServiceStub, reader: SwitchReader, count: int
-) -> tuple[dict[str, Any], dict[int, int]]:
-    """Creates `count` policies, then changes the steering weights of each; returns the latencies of both phases and
-    the policy id of each index."""
-    install_rpc, install_seen, ids = [], [], {}
-    for index in range(count):
-        key = fy.P4TableEntry(
-            FLOW_POLICY,
-            match=fy.Match(
-                dst_addr=(0x0A090000, 0xFFFF0000), protocol=(17, 0xFF), dst_port=(FIRST_PORT + index, 0xFFFF)
-            ),
-            priority=2,
-        )
-        rpc, seen, _ = timed_set(stub, bench_policy(index, 1), lambda key=key: reader.entry(key) is not None)
-        install_rpc.append(rpc)
-        install_seen.append(seen)
-        entry = reader.entry(key)
-        assert entry is not None
-        ids[index] = int.from_bytes(entry.action.action.params[0].value, "big")
+def policy_ids(reader: SwitchReader, count: int) -> dict[int, int]:
+    """The switch policy id of each bench policy, read from its flow_policy entry (dst_port FIRST_PORT + index)."""
+    port_field = reader.schema.tables[FLOW_POLICY].match_fields["dst_port"].id
+    ids = {}
+    for entry in reader.entry_messages(FLOW_POLICY):
+        for field in entry.match:
+            if field.field_id == port_field:
+                port = int.from_bytes(field.ternary.value, "big")
+                ids[port - FIRST_PORT] = int.from_bytes(entry.action.action.params[0].value, "big")
+    missing = sorted(set(range(count)) - set(ids))
+    if missing:
+        raise AssertionError(f"bench-{missing[0]} and {len(missing) - 1} more have no flow_policy entry")
+    return ids
 
-    update_rpc, update_seen = [], []
-    for index in range(count):
+
+def measure_latency(
+    stub: pb_grpc.PolicyServiceStub, reader: SwitchReader, ids: dict[int, int], samples: int
+) -> dict[str, Any]:
+    """Changes the steering weights of `samples` policies one at a time, polling `reader`'s switch (the last one
+    written of the fleet) until it holds each; returns the latencies."""
+    rpc, seen = [], []
+    for index in range(samples):
         wanted = reader.encode(
             fy.P4TableEntry(
                 STEERING_MODES,
@@ -126,112 +134,204 @@ def measure_latency(
             entry = reader.entry(key)
             return entry is not None and entry.action == wanted
 
-        rpc, seen, _ = timed_set(stub, bench_policy(index, 2), updated)
-        update_rpc.append(rpc)
-        update_seen.append(seen)
-    latency = {
-        "install": {"rpc_ms": summary_ms(install_rpc), "installed_ms": summary_ms(install_seen)},
-        "update": {"rpc_ms": summary_ms(update_rpc), "installed_ms": summary_ms(update_seen)},
-    }
-    return latency, ids
+        rpc_s, seen_s, _ = timed_set(stub, bench_policy(index, 2), updated)
+        rpc.append(rpc_s)
+        seen.append(seen_s)
+    return {"rpc_ms": summary_ms(rpc), "installed_ms": summary_ms(seen)}
 
 
-def measure_throughput(address: str, count: int, seconds: float, clients: int) -> dict[str, Any]:
-    """`clients` threads, each with its own channel and its own share of the `count` policies, change their weights
-    round robin for `seconds`; returns the updates the API acknowledged per second."""
+async def _drive(
+    address: str, clients: int, window: int, seconds: float, requests: Callable[[int, int], pb.Policy]
+) -> tuple[float, list[float], dict[str, int]]:
+    """`clients` channels, each keeping `window` SetPolicy calls in flight for `seconds`; the policy of a client's
+    n-th call is requests(client, n). Returns the elapsed seconds, every call's latency and the last acknowledged
+    weight per policy name."""
     stop_at = time.perf_counter() + seconds
-    done = [0] * clients
-    last: dict[int, int] = {}
-    lock = threading.Lock()
+    latencies: list[float] = []
+    acknowledged: dict[str, tuple[int, int]] = {}  # name -> (revision, lte_weight) acknowledged last
 
-    def client(number: int) -> None:
-        with grpc.insecure_channel(address) as channel:
-            stub = pb_grpc.PolicyServiceStub(channel)
-            step, share = 0, count // clients
-            while time.perf_counter() < stop_at:
-                index = number + clients * (step % share)
-                weight = 3 + (step % 1000)
-                stub.SetPolicy(pb.SetPolicyRequest(policy=bench_policy(index, weight)), timeout=RPC_TIMEOUT_S)
-                with lock:
-                    last[index] = weight
-                done[number] += 1
-                step += 1
+    async def lane(stub: pb_grpc.PolicyServiceStub, client: int, lane_number: int) -> None:
+        n = lane_number
+        while time.perf_counter() < stop_at:
+            policy = requests(client, n)
+            start = time.perf_counter()
+            response = await stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=RPC_TIMEOUT_S)
+            latencies.append(time.perf_counter() - start)
+            seen = acknowledged.get(policy.name)
+            if seen is None or seen[0] < response.policy.revision:
+                acknowledged[policy.name] = (response.policy.revision, policy.switch_policy.lte_weight)
+            n += window
 
-    start = time.perf_counter()
-    with futures.ThreadPoolExecutor(clients) as pool:
-        for result in [pool.submit(client, number) for number in range(clients)]:
-            result.result()
-    elapsed = time.perf_counter() - start
-    return {
-        "clients": clients,
-        "seconds": round(elapsed, 3),
-        "updates": sum(done),
-        "updates_per_s": round(sum(done) / elapsed, 1),
-        "last_weights": last,
-    }
-
-
-def check_installed(reader: SwitchReader, ids: dict[int, int], weights: dict[int, int]) -> None:
-    """The switch holds the weights the API acknowledged last, policy by policy."""
-    for index, weight in weights.items():
-        entry = reader.entry(fy.P4TableEntry(STEERING_MODES, match=fy.Match(policy=ids[index])))
-        assert entry is not None
-        params = {param.param_id: int.from_bytes(param.value, "big") for param in entry.action.action.params}
-        if params.get(1) != weight:
-            raise AssertionError(f"bench-{index}: the switch has lte_weight {params.get(1)}, the API took {weight}")
-
-
-def run(binary: Path, directory: Path, count: int, seconds: float, clients: int) -> dict[str, Any]:
-    load_before = os.getloadavg()
-    bmv2 = Bmv2(nanomsg_config(binary, directory))
-    bmv2.start()
-    config = directory / "controller.toml"
-    config.write_text(controller_config(bmv2, directory / "policies.db"))
-    controller = ControllerProcess(config, directory / "controller.log")
-    reader = SwitchReader(bmv2.config.grpc_address, DEFAULT_P4INFO)
+    channels = [grpc.aio.insecure_channel(address) for _ in range(clients)]
     try:
-        address = controller.start()
-        connected_s = wait_until_connected(address)
-        with grpc.insecure_channel(address) as channel:
-            stub = pb_grpc.PolicyServiceStub(channel)
-            latency, ids = measure_latency(stub, reader, count)
-            sequential = measure_throughput(address, count, seconds, 1)
-            check_installed(reader, ids, sequential.pop("last_weights"))
-            concurrent = measure_throughput(address, count, seconds, clients)
-            check_installed(reader, ids, concurrent.pop("last_weights"))
+        start = time.perf_counter()
+        await asyncio.gather(
+            *(
+                lane(pb_grpc.PolicyServiceStub(channel), client, lane_number)
+                for client, channel in enumerate(channels)
+                for lane_number in range(window)
+            )
+        )
+        elapsed = time.perf_counter() - start
     finally:
-        reader.close()
-        controller.stop()
-        bmv2.stop()
-    return {
-        "benchmark": "controller",
-        "switch": f"simple_switch_grpc (BMv2) on 127.0.0.1, one switch, {count} policies of 2 entries each",
-        "connect_and_sync_s": round(connected_s, 3),
-        **latency,
-        "sustained": {"sequential": sequential, "concurrent": concurrent},
-        "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
-        "cpus": os.cpu_count(),
+        for channel in channels:
+            await channel.close()
+    return elapsed, latencies, {name: weight for name, (_, weight) in acknowledged.items()}
+
+
+def measure_throughput(
+    address: str, switch_policies: int, seconds: float, clients: int, window: int, usage: ProcessUsage
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Clients change the weights of their own share of the switch policies round robin (each call a new weight) for
+    `seconds`; returns the updates the API acknowledged per second, their latencies, the controller's CPU, and the
+    last weights acknowledged."""
+    share = switch_policies // clients
+
+    def request(client: int, n: int) -> pb.Policy:
+        return bench_policy(client + clients * (n % share), 3 + n % 1000)
+
+    cpu_before = usage.cpu_s()
+    elapsed, latencies, last = asyncio.run(_drive(address, clients, window, seconds, request))
+    cpu = usage.cpu_s() - cpu_before
+    result = {
+        "clients": clients,
+        "in_flight_per_client": window,
+        "seconds": round(elapsed, 3),
+        "updates": len(latencies),
+        "updates_per_s": round(len(latencies) / elapsed, 1),
+        "rpc_ms": summary_ms(latencies),
+        "controller_cpu_percent": round(100 * cpu / elapsed, 1),
+        "controller_rss_mb": usage.rss_mb(),
     }
+    return result, last
+
+
+def install(address: str, switch_policies: int, host_policies: int) -> dict[str, Any]:
+    """Stores the switch policies and the host policies, 4 clients with 16 calls in flight each."""
+    policies = [bench_policy(i, 1) for i in range(switch_policies)] + [host_policy(i) for i in range(host_policies)]
+
+    async def run() -> float:
+        start = time.perf_counter()
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = pb_grpc.PolicyServiceStub(channel)
+            for first in range(0, len(policies), 64):
+                await asyncio.gather(
+                    *(
+                        stub.SetPolicy(pb.SetPolicyRequest(policy=p), timeout=RPC_TIMEOUT_S)
+                        for p in policies[first : first + 64]
+                    )
+                )
+        return time.perf_counter() - start
+
+    elapsed = asyncio.run(run())
+    return {"policies": len(policies), "seconds": round(elapsed, 3), "per_s": round(len(policies) / elapsed, 1)}
+
+
+def check_installed(readers: Sequence[SwitchReader], ids: dict[int, int], weights: dict[str, int]) -> None:
+    """Every switch holds the weights the API acknowledged last, policy by policy."""
+    for reader in readers:
+        held = {}
+        for entry in reader.entry_messages(STEERING_MODES):
+            params = {param.param_id: int.from_bytes(param.value, "big") for param in entry.action.action.params}
+            held[int.from_bytes(entry.match[0].exact.value, "big")] = params.get(1)
+        for name, weight in weights.items():
+            policy_id = ids[int(name.removeprefix("bench-"))]
+            if held.get(policy_id) != weight:
+                raise AssertionError(f"{name}: a switch has lte_weight {held.get(policy_id)}, the API took {weight}")
+
+
+def run_fleet(
+    binary: Path, directory: Path, switches: int, switch_policies: int, host_policies: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One controller with `switches` BMv2 switches: install, latency, sustained throughput."""
+    with ExitStack() as stack:
+        bmv2s = []
+        for number in range(1, switches + 1):
+            switch_dir = directory / f"s{number}"
+            switch_dir.mkdir()
+            bmv2 = Bmv2(nanomsg_config(binary, switch_dir, device_id=number))
+            bmv2.start()
+            stack.callback(bmv2.stop)
+            bmv2s.append(bmv2)
+        config = directory / "controller.toml"
+        config.write_text(fleet_config(bmv2s, directory / "policies.db"))
+        controller = ControllerProcess(config, directory / "controller.log")
+        address = controller.start()
+        stack.callback(controller.stop)
+        usage = ProcessUsage(controller.pid)
+        readers = [SwitchReader(b.config.grpc_address, DEFAULT_P4INFO, b.config.device_id) for b in bmv2s]
+        for reader in readers:
+            stack.callback(reader.close)
+        connected_s = wait_until_connected(address)
+        installed = install(address, switch_policies, host_policies)
+        ids = policy_ids(readers[-1], switch_policies)
+        with grpc.insecure_channel(address) as channel:
+            latency = measure_latency(pb_grpc.PolicyServiceStub(channel), readers[-1], ids, LATENCY_SAMPLES)
+        sequential, last = measure_throughput(address, switch_policies, args.seconds, 1, 1, usage)
+        check_installed(readers, ids, last)
+        concurrent, last = measure_throughput(address, switch_policies, args.seconds, args.clients, args.window, usage)
+        check_installed(readers, ids, last)
+        return {
+            "switches": switches,
+            "connect_and_sync_s": round(connected_s, 3),
+            "install": installed,
+            "update_one_at_a_time": latency,
+            "sustained": {"sequential": sequential, "concurrent": concurrent},
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tng_controller.bench", description=__doc__)
-    parser.add_argument("--policies", type=int, default=100, help="policies created and updated (1-255, default 100)")
+    parser.add_argument("--policies", type=int, default=1000, help="policies stored (default 1000)")
+    parser.add_argument(
+        "--switch-policies", type=int, default=250, help="of them with a switch half (1-255, default 250)"
+    )
+    parser.add_argument("--switches", default="1,8", help="fleet sizes to run, comma-separated (default 1,8)")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run (default 10)")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent API clients of the second run (default 4)")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent API clients (default 4)")
+    parser.add_argument("--window", type=int, default=4, help="SetPolicy calls each client keeps in flight (default 4)")
+    parser.add_argument(
+        "--subscribers", type=int, default=1000, help="WatchPolicies subscribers (default 1000; 0: none)"
+    )
+    parser.add_argument("--changes", type=int, default=50, help="changes the subscribers get (default 50)")
+    parser.add_argument(
+        "--subscriber-processes", type=int, default=2, help="processes the subscribers are spread over (default 2)"
+    )
     args = parser.parse_args(argv)
-    if not 1 <= args.policies <= 255:
-        parser.error("--policies must be 1-255 (a switch holds at most 255 policies)")
-    if not 1 <= args.clients <= args.policies:
-        parser.error("--clients must be from 1 to --policies (each client updates policies of its own)")
+    if not 1 <= args.switch_policies <= min(255, args.policies):
+        parser.error("--switch-policies must be 1-255 and at most --policies (switch policy ids are 8 bits)")
+    if not 1 <= args.clients <= args.switch_policies:
+        parser.error("--clients must be from 1 to --switch-policies (each client updates policies of its own)")
+    sizes = [int(size) for size in args.switches.split(",") if size]
+    load_before = os.getloadavg()
+    result: dict[str, Any] = {"benchmark": "controller"}
     found = toolchain.detect()
     reason = found.skip_reason("bmv2")
-    if reason is not None or found.simple_switch_grpc.path is None:
-        print(json.dumps({"benchmark": "controller", "skipped": reason}))
-        print(f"controller bench {reason}", file=sys.stderr)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="tng-controller-bench-") as directory:
-        result = run(found.simple_switch_grpc.path, Path(directory), args.policies, args.seconds, args.clients)
+    with tempfile.TemporaryDirectory(prefix="tng-ctl-bench-") as directory:
+        if reason is not None or found.simple_switch_grpc.path is None:
+            result["switches_skipped"] = reason
+            print(f"controller bench: switch runs {reason}", file=sys.stderr)
+        elif sizes:
+            result["setup"] = (
+                f"simple_switch_grpc (BMv2) on 127.0.0.1; {args.policies} policies stored, {args.switch_policies} of "
+                "them with a switch half (a flow_policy and a steering.modes entry each); updates change a switch "
+                "policy's weights (one entry modify per switch)"
+            )
+            result["runs"] = []
+            for size in sizes:
+                run_dir = Path(directory) / f"fleet-{size}"
+                run_dir.mkdir()
+                policies = (args.switch_policies, args.policies - args.switch_policies)
+                result["runs"].append(run_fleet(found.simple_switch_grpc.path, run_dir, size, *policies, args))
+        if args.subscribers:
+            result["fanout"] = run_fanout(
+                Path(directory), args.subscribers, args.changes, args.subscriber_processes, FANOUT_STORED
+            )
+    result["load_average"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+    }
+    result["cpus"] = os.cpu_count()
     print(json.dumps(result, indent=2))
     return 0
 

@@ -146,6 +146,7 @@ class Config:
     traffic_classes: tuple[TrafficClassRule, ...] = ()
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     digests: DigestConfig = field(default_factory=DigestConfig)
+    metrics_listen: str | None = None  # host:port of the Prometheus endpoint; None: not served
 
 
 def load(path: Path) -> Config:
@@ -161,7 +162,7 @@ def load(path: Path) -> Config:
 
 def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
     reader = _Reader(source, base)
-    reader.only(data, "", {"api", "store", "switch", "traffic_class", "monitor", "digests"})
+    reader.only(data, "", {"api", "store", "switch", "traffic_class", "monitor", "digests", "metrics"})
     api = reader.table(data, "api")
     reader.only(api, "api.", {"listen", "tls_cert", "tls_key", "tls_client_ca", "allow_insecure_remote"})
     listen = reader.string(api, "api.listen", DEFAULT_LISTEN)
@@ -199,7 +200,26 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
         traffic_classes=_traffic_classes(reader, data.get("traffic_class", [])),
         monitor=_monitor(reader, reader.table(data, "monitor")),
         digests=_digests(reader, reader.table(data, "digests")),
+        metrics_listen=_metrics(reader, reader.table(data, "metrics")),
     )
+
+
+def _metrics(reader: _Reader, raw: dict[str, Any]) -> str | None:
+    reader.only(raw, "metrics.", {"listen", "allow_remote"})
+    if "listen" not in raw:
+        return None
+    listen = reader.string(raw, "metrics.listen", None)
+    host = _host(listen)
+    if host is None:
+        raise reader.error("metrics.listen", f"{listen!r} is not host:port")
+    remote = raw.get("allow_remote", False)
+    if not isinstance(remote, bool):
+        raise reader.error("metrics.allow_remote", f"{remote!r} is not true or false")
+    if not (host == "localhost" or _is_loopback(host)) and not remote:
+        raise reader.error(
+            "metrics.listen", f"{listen} is reachable from other hosts over plain HTTP: set allow_remote = true"
+        )
+    return listen
 
 
 def _tls(reader: _Reader, api: dict[str, Any]) -> TlsConfig | None:

@@ -1,9 +1,12 @@
-"""The switches a controller writes policies to: their interface, and writing a policy set to every one or to none."""
+"""The switches a controller writes policies to: their interface, and writing a change to every one (at once) or to
+none."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
@@ -23,6 +26,20 @@ class SwitchWriteError(Exception):
         self.code = code
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change of the stored policy set: `old` are the policies it replaces or deletes (as stored before), `new` the
+    policies it creates or replaces (as they will be stored), `policies` the whole set after it, by name."""
+
+    old: Sequence[StoredPolicy]
+    new: Sequence[StoredPolicy]
+    policies: Sequence[StoredPolicy]
+
+    def undo(self, before: Sequence[StoredPolicy]) -> Change:
+        """The change back to `before`, the whole set this change was made to."""
+        return Change(self.new, self.old, before)
+
+
 class Fleet(Protocol):
     """The switches of one controller."""
 
@@ -30,8 +47,9 @@ class Fleet(Protocol):
         """The switches a policy change is written to now (the connected primaries), in writing order."""
         ...
 
-    async def write(self, switch: str, policies: Sequence[StoredPolicy]) -> None:
-        """Makes `policies` the switch's whole policy set: all of it or, raising SwitchWriteError, none of it."""
+    async def write(self, switch: str, change: Change) -> None:
+        """Makes `change.policies` the switch's whole policy set, writing what `change` changes (in one P4Runtime
+        WriteRequest where it can): all of it or, raising SwitchWriteError, none of it."""
         ...
 
     def statuses(self) -> list[pb.SwitchStatus]:
@@ -58,28 +76,31 @@ class RolloutError(Exception):
         self.stuck = stuck
 
 
-async def rollout(fleet: Fleet, before: Sequence[StoredPolicy], after: Sequence[StoredPolicy]) -> list[str]:
-    """Writes `after` to every writable switch and returns their names; if one fails, writes `before` back to those
-    that took `after` and raises RolloutError."""
-    done: list[str] = []
-    for switch in fleet.writable():
-        try:
-            await fleet.write(switch, after)
-        except Exception as exc:
-            LOGGER.warning("policy write failed on %s: %s; rolling back %s", switch, exc, done or "nothing")
-            rolled_back, stuck = [], []
-            for taken in reversed(done):
-                try:
-                    await fleet.write(taken, before)
-                    rolled_back.append(taken)
-                except Exception as undo_exc:
-                    LOGGER.error("rollback failed on %s: %s", taken, undo_exc)
-                    stuck.append(taken)
-            raise RolloutError(
-                exc if isinstance(exc, SwitchWriteError) else SwitchWriteError(switch, str(exc)), rolled_back, stuck
-            ) from exc
-        done.append(switch)
-    return done
+async def rollout(fleet: Fleet, change: Change, before: Sequence[StoredPolicy]) -> list[str]:
+    """Writes `change` to every writable switch at once and returns their names; if one fails, writes the change back
+    to `before` on those that took it and raises RolloutError."""
+    switches = fleet.writable()
+    results = await asyncio.gather(*(fleet.write(s, change) for s in switches), return_exceptions=True)
+    failed = [(s, r) for s, r in zip(switches, results, strict=True) if isinstance(r, BaseException)]
+    if not failed:
+        return switches
+    switch, exc = failed[0]
+    if not isinstance(exc, Exception):
+        raise exc  # cancelled: not a switch's failure
+    taken = [s for s, r in zip(switches, results, strict=True) if not isinstance(r, BaseException)]
+    LOGGER.warning("policy write failed on %s: %s; rolling back %s", switch, exc, taken or "nothing")
+    back = change.undo(before)
+    undone = await asyncio.gather(*(fleet.write(s, back) for s in taken), return_exceptions=True)
+    rolled_back, stuck = [], []
+    for taken_switch, result in zip(taken, undone, strict=True):
+        if isinstance(result, BaseException):
+            LOGGER.error("rollback failed on %s: %s", taken_switch, result)
+            stuck.append(taken_switch)
+        else:
+            rolled_back.append(taken_switch)
+    raise RolloutError(
+        exc if isinstance(exc, SwitchWriteError) else SwitchWriteError(switch, str(exc)), rolled_back, stuck
+    ) from exc
 
 
 class NoSwitches:
@@ -88,7 +109,7 @@ class NoSwitches:
     def writable(self) -> list[str]:
         return []
 
-    async def write(self, switch: str, policies: Sequence[StoredPolicy]) -> None:
+    async def write(self, switch: str, change: Change) -> None:
         raise SwitchWriteError(switch, "no such switch")
 
     def statuses(self) -> list[pb.SwitchStatus]:

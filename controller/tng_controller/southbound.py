@@ -5,10 +5,10 @@ link monitor, link prober, helper health)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,14 +16,16 @@ from typing import Any
 
 import finsy as fy
 import grpc
+from finsy.proto import p4r
 
 from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
-from tng_controller.fleet import SwitchWriteError
+from tng_controller.fleet import Change, SwitchWriteError
 from tng_controller.helper_health import HelperHealth, keep_helper_table
 from tng_controller.link_state import LINK_STATE, RouteLinkStates
+from tng_controller.metrics import Metrics, gauge
 from tng_controller.monitor import LinkRates, QdeplShare
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.prober import LinkProber
@@ -56,8 +58,8 @@ class _Member:
     prober: LinkProber | None
     link_states: RouteLinkStates
     stream: SharedStream
+    encoded: EncodedEntries
     installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
-    encoded: EncodedEntries = field(default_factory=EncodedEntries)
     last_error: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reset_at: float = -math.inf  # when the seen-flow bit arrays were last cleared
@@ -106,6 +108,7 @@ class SwitchFleet:
         traffic_classes: Sequence[TrafficClassRule] = (),
         monitor: MonitorConfig | None = None,
         digests: DigestConfig | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         monitor = monitor or MonitorConfig()
         digests = digests or DigestConfig()
@@ -115,6 +118,8 @@ class SwitchFleet:
         self._monitor = monitor
         self._digests = digests
         self._members: dict[str, _Member] = {}
+        self._metrics = metrics or Metrics()
+        self._metrics.gauges(self._gauges)
         for config in configs:
             options = fy.SwitchOptions(
                 p4info=config.p4info,
@@ -138,11 +143,66 @@ class SwitchFleet:
                 prober=prober,
                 link_states=RouteLinkStates(config, monitor, links, prober),
                 stream=SharedStream(switch),
+                encoded=EncodedEntries(lambda: (m.encoded for m in self._members.values())),
             )
             member.share.update(*member.link_rates(), now=-math.inf)  # configured capacities, until measured
             switch.ee.on(fy.SwitchEvent.CHANNEL_DOWN, lambda _sw, m=member: self._forget(m))
             switch.ee.on(fy.SwitchEvent.BECOME_BACKUP, lambda _sw, m=member: self._forget(m))
             self._members[config.name] = member
+            self._metrics.add_switch(config.name)
+
+    def _gauges(self) -> list[Any]:
+        """The switches' state as gauges, read when scraped."""
+        members = self._members.items()
+        return [
+            gauge(
+                "switch_connected",
+                "1 while the switch's P4Runtime channel is up",
+                ["switch"],
+                (([n], float(m.switch.is_up)) for n, m in members),
+            ),
+            gauge(
+                "switch_primary",
+                "1 while this controller is the switch's primary (arbitration won)",
+                ["switch"],
+                (([n], float(m.switch.is_up and m.switch.is_primary)) for n, m in members),
+            ),
+            gauge(
+                "switch_in_sync",
+                "1 while the switch holds the stored policies and takes writes",
+                ["switch"],
+                (([n], float(m.state == "CONNECTED")) for n, m in members),
+            ),
+            gauge(
+                "helper_up",
+                "1 while the switch's VISIBLE helper is up, 0 while down or not yet probed",
+                ["switch"],
+                (([n], float(m.helper.state.startswith("up"))) for n, m in members if m.helper is not None),
+            ),
+            gauge(
+                "classified_flows",
+                "Flows the controller keeps a flow_policy entry for",
+                ["switch"],
+                (([n], float(len(m.flows))) for n, m in members),
+            ),
+            gauge(
+                "link_rate_estimate_bps",
+                "The link monitor's depletion rate estimate of an LTE or Wi-Fi port",
+                ["switch", "port"],
+                (
+                    ([n, str(port)], estimate)
+                    for n, m in members
+                    for port in sorted({*m.link_ports[0], *m.link_ports[1]})
+                    if (estimate := m.links.estimate(port)) is not None
+                ),
+            ),
+            gauge(
+                "qdepl_lte_share",
+                "The LTE share last written to the switch's qdepl policies",
+                ["switch"],
+                (([n], m.share.share) for n, m in members if m.share.share is not None),
+            ),
+        ]
 
     def switches(self) -> list[fy.Switch]:
         """The finsy switches, for a finsy Controller to run."""
@@ -151,16 +211,25 @@ class SwitchFleet:
     def writable(self) -> list[str]:
         return [name for name, m in self._members.items() if m.state == "CONNECTED"]
 
-    async def write(self, switch: str, policies: Sequence[StoredPolicy]) -> None:
+    async def write(self, switch: str, change: Change) -> None:
         member = self._members[switch]
         async with member.lock:
             previous = member.installed
             if previous is None:
                 raise SwitchWriteError(switch, "not in sync with the stored policies (it is being synced)")
             try:
-                desired = self._desired(member, policies)
-                await self._write(member, reconcile(desired.items(), previous.items()))
-                member.installed = desired
+                if member.flows:  # flow entries depend on every policy: the whole set is compared
+                    desired = self._desired(member, change.policies)
+                    await self._write(member, reconcile(desired.items(), previous.items()))
+                    member.installed = desired
+                else:
+                    updates = self._policy_updates(member, change, previous)
+                    await self._write(member, updates)
+                    for update in updates:
+                        if update.op is Op.DELETE:
+                            del previous[update.key]
+                        else:
+                            previous[update.key] = update.value
             except (fy.P4ClientError, ValueError, KeyError) as exc:
                 await self._undo(member, previous)
                 code = grpc.StatusCode[exc.code.name] if isinstance(exc, fy.P4ClientError) else grpc.StatusCode.INTERNAL
@@ -199,7 +268,10 @@ class SwitchFleet:
                 LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
         return pb.GetStatsResponse(
             policies=[
+                # A policy without an id has no entries: no packet is counted for it (id 0 is the default policy).
                 pb.PolicyStats(name=p.name, packets=counts[p.policy_id][0], bytes=counts[p.policy_id][1])
+                if p.policy_id
+                else pb.PolicyStats(name=p.name)
                 for p in policies
             ],
             ports=ports,
@@ -234,7 +306,10 @@ class SwitchFleet:
                 async with self._changes, member.lock:
                     desired = self._desired(member, self._store.list())
                     actual = await self._read_installed(member)
-                    await self._write(member, reconcile(desired.items(), actual.items()))
+                    corrections = reconcile(desired.items(), actual.items())
+                    self._metrics.reconcile_runs.labels(member.config.name, "sync").inc()
+                    self._metrics.reconcile_corrections.labels(member.config.name, "sync").inc(len(corrections))
+                    await self._write(member, corrections)
                     if member.config.helper is not None:
                         await _insert_or_modify(member.switch, helper_clone_session(member.config.helper))
                     if _has_digest(member.switch):
@@ -269,14 +344,17 @@ class SwitchFleet:
             member.last_error = str(exc)
             LOGGER.error("%s", exc)
 
-    async def _refresh(self, member: _Member, why: str) -> None:
-        """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates)."""
+    async def _refresh(self, member: _Member, reason: str, why: str) -> None:
+        """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates); `reason` is
+        the metrics label, `why` the log's details."""
         async with self._changes, member.lock:
             previous = member.installed
             if previous is None:
                 return  # it is being synced, which computes the desired entries anew
             desired = self._desired(member, self._store.list())
             updates = reconcile(desired.items(), previous.items())
+            self._metrics.reconcile_runs.labels(member.config.name, reason).inc()
+            self._metrics.reconcile_corrections.labels(member.config.name, reason).inc(len(updates))
             try:
                 await self._write(member, updates)
                 member.installed = desired
@@ -290,17 +368,20 @@ class SwitchFleet:
         """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
         async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
             await member.stream.write([digests.ack()])
+            self._metrics.digest_lists.labels(member.config.name).inc()
             changed = False
             for data in digests:
+                self._metrics.digested_flows.labels(member.config.name).inc()
                 flow = NewFlow.from_digest(data)  # type: ignore[arg-type]
                 if flow.policy:
                     continue  # a policy the switch matches itself took the flow
                 traffic_class = classify(flow, self._traffic_classes)
                 if traffic_class is not None:
+                    self._metrics.classified_flows.labels(member.config.name).inc()
                     changed |= member.flows.learn(flow.key, traffic_class)
                     LOGGER.debug("%s: new flow %s of class %s", member.config.name, flow.key, traffic_class)
             if changed:
-                await self._refresh(member, "new flows")
+                await self._refresh(member, "new_flows", "new flows")
 
     async def _monitor_links(self, member: _Member) -> None:
         """Every interval: reads the LTE and Wi-Fi ports' transmit counters, updates their rate estimates and, when
@@ -320,6 +401,7 @@ class SwitchFleet:
                     LOGGER.warning("%s: cannot read %s: %s", member.config.name, PORT_TX, _describe(exc))
                     continue
                 now = loop.time()
+                self._metrics.link_samples.labels(member.config.name).inc(len(cells))
                 for cell in cells:
                     member.links.observe(cell.index or 0, cell.byte_count, cell.packet_count, now)
                 if member.share.update(*member.link_rates(), now=now):
@@ -327,7 +409,7 @@ class SwitchFleet:
             if member.link_states.update(loop.time()):
                 changes.append(f"link state {member.link_states.describe()}")
             if changes:
-                await self._refresh(member, "; ".join(changes))
+                await self._refresh(member, "link_monitor", "; ".join(changes))
             await self._reset_seen_flows(member, loop.time())
 
     async def _reset_seen_flows(self, member: _Member, now: float) -> None:
@@ -368,20 +450,35 @@ class SwitchFleet:
 
     def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> Entries:
         """The entries the switch should have; only policies that changed since the last call are encoded again."""
-        rates = member.share.rates
-        sources: list[Source] = []
-        for p in sorted(policies, key=lambda p: p.policy_id):
-            tuning = member.link_states.tuning(p.policy)
-            key = ("policy", p.policy_id, p.policy.SerializeToString(deterministic=True), tuning, rates)
-            sources.append((key, functools.partial(policy_entries, p, tuning, rates)))
+        sources = [_policy_source(member, p) for p in sorted(policies, key=lambda p: p.policy_id) if p.policy_id]
         if member.config.has_topology:
-            sources.append((("topology",), functools.partial(topology_entries, member.config)))
+            sources.append((("topology",), (), functools.partial(topology_entries, member.config)))
         if _owns_link_state(member):
-            sources.append((("link_state", member.link_states.written()), member.link_states.entries))
+            sources.append((("link_state",), member.link_states.written(), member.link_states.entries))
         desired = member.encoded.collect(member.switch.p4info, sources)
         # Flow entries depend on every flow and policy: made anew each time (there are none without traffic classes).
         desired.update(index(member.switch.p4info, flow_entries(member.flows.items(), policies)))
         return desired
+
+    def _policy_updates(self, member: _Member, change: Change, installed: Entries) -> list[Update[bytes, Entry]]:
+        """The updates of the entries of the policies `change` touches, and of no other: their cost does not grow
+        with the number of stored policies. Keys are disjoint between policies (a policy's id is in its keys but
+        those of its classification entry, which the conflict check keeps apart), so comparing the changed
+        policies' entries with what the switch holds under their keys is the whole difference."""
+        schema = member.switch.p4info
+        keys: set[bytes] = set()
+        kept = {p.policy_id for p in change.new}
+        for p in change.old:  # before the new ones take their slots, which hold the old ones
+            if p.policy_id:
+                keys.update(member.encoded.encode(schema, _policy_source(member, p), keep=False))
+                if p.policy_id not in kept:
+                    member.encoded.forget(("policy", p.policy_id))
+        new: Entries = {}
+        for p in change.new:
+            if p.policy_id:
+                new.update(member.encoded.encode(schema, _policy_source(member, p)))
+        keys.update(new)
+        return reconcile(new.items(), ((key, installed[key]) for key in keys if key in installed))
 
     async def _read_installed(self, member: _Member) -> Entries:
         tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
@@ -391,8 +488,20 @@ class SwitchFleet:
         return index(member.switch.p4info, entries)
 
     async def _write(self, member: _Member, updates: Sequence[Update[bytes, Entry]]) -> None:
-        if updates:
+        """One WriteRequest with all of `updates` (none when there are none), counted and timed."""
+        if not updates:
+            return
+        name = member.config.name
+        self._metrics.switch_writes.labels(name).inc()
+        self._metrics.switch_write_updates.labels(name).inc(len(updates))
+        start = time.perf_counter()
+        try:
             await member.switch.write([_update(u) for u in updates])
+        except Exception:
+            self._metrics.switch_write_errors.labels(name).inc()
+            raise
+        finally:
+            self._metrics.switch_write_seconds.labels(name).observe(time.perf_counter() - start)
 
     def _forget(self, member: _Member) -> None:
         """What a switch holds is unknown once the channel drops or another controller is primary."""
@@ -401,11 +510,19 @@ class SwitchFleet:
             member.helper.forget()
 
 
-def _update(update: Update[bytes, Entry]) -> fy.P4TableEntry:
-    entry = dataclasses.replace(update.value.entry)  # finsy's +, ~ and - mark the entry itself: use a copy
-    if update.op is Op.INSERT:
-        return +entry
-    return ~entry if update.op is Op.MODIFY else -entry
+def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
+    """A policy's entries on this switch depend on its stored bytes, its id, and the switch's tuning and rates."""
+    tuning = member.link_states.tuning(stored.policy)
+    rates = member.share.rates
+    key = (stored.policy_id, stored.policy.SerializeToString(deterministic=True), tuning, rates)
+    return ("policy", stored.policy_id), key, functools.partial(policy_entries, stored, tuning, rates)
+
+
+_UPDATE_TYPES = {Op.INSERT: p4r.Update.INSERT, Op.MODIFY: p4r.Update.MODIFY, Op.DELETE: p4r.Update.DELETE}
+
+
+def _update(update: Update[bytes, Entry]) -> p4r.Update:
+    return p4r.Update(type=_UPDATE_TYPES[update.op], entity=p4r.Entity(table_entry=update.value.message))
 
 
 async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,17 @@ def controller_config(switch: Bmv2, store: Path, topology: str = "", address: st
         f'[[switch]]\nname = "lwip"\naddress = "{address or switch.config.grpc_address}"\n'
         f'device_id = {switch.config.device_id}\nthrift = "{switch.config.thrift_address}"\n{topology}'
     )
+
+
+def fleet_config(switches: Sequence[Bmv2], store: Path) -> str:
+    """A controller configuration (TOML) for several BMv2 switches without topology, named s1, s2, ..."""
+    text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
+    for number, switch in enumerate(switches, 1):
+        text += (
+            f'[[switch]]\nname = "s{number}"\naddress = "{switch.config.grpc_address}"\n'
+            f'device_id = {switch.config.device_id}\nthrift = "{switch.config.thrift_address}"\n'
+        )
+    return text
 
 
 @dataclass(slots=True)
@@ -69,6 +81,11 @@ class ControllerProcess:
             raise TestbedError(f"the controller did not start ({ready.strip() or 'no ready line'})\n{tail}")
         self.address = ready.split(" on ", 1)[1].split(",", 1)[0]
         return self.address
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "not started"
+        return self._process.pid
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, as when the machine loses power."""
@@ -204,3 +221,28 @@ class SwitchReader:
     def _read(self, entities: list[p4r.Entity]) -> list[p4r.Entity]:
         request = p4r.ReadRequest(device_id=self._device_id, entities=entities)
         return [entity for response in self._stub.Read(request, timeout=READ_TIMEOUT_S) for entity in response.entities]
+
+
+def summary_ms(samples_s: Sequence[float]) -> dict[str, float]:
+    """p50, p99 and max of `samples_s`, in milliseconds."""
+    ms = sorted(sample * 1000 for sample in samples_s)
+    p99 = statistics.quantiles(ms, n=100, method="inclusive")[98] if len(ms) > 1 else ms[0]
+    return {"p50": round(statistics.median(ms), 3), "p99": round(p99, 3), "max": round(ms[-1], 3), "n": len(ms)}
+
+
+class ProcessUsage:
+    """CPU seconds and resident memory of a process, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self._pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+        return 0.0

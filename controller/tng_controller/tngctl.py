@@ -102,9 +102,18 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     except config_file.ConfigError as exc:
         raise UsageError(str(exc)) from exc
 
-    def ready(port: int) -> None:
-        host = config.api.listen.rsplit(":", 1)[0]
-        print(f"tngctl: serving the policy API on {host}:{port}, policies in {config.store}", file=out, flush=True)
+    def ready(port: int, metrics_port: int | None) -> None:
+        api = f"{config.api.listen.rsplit(':', 1)[0]}:{port}"
+        metrics = None
+        if config.metrics_listen is not None and metrics_port is not None:
+            metrics = f"http://{config.metrics_listen.rsplit(':', 1)[0]}:{metrics_port}/metrics"
+        if args.json:
+            ready_line = json.dumps({"api": api, "store": str(config.store), "metrics": metrics}, sort_keys=True)
+        else:
+            ready_line = f"tngctl: serving the policy API on {api}, policies in {config.store}"
+            if metrics is not None:
+                ready_line += f", metrics on {metrics}"
+        print(ready_line, file=out, flush=True)
 
     try:
         asyncio.run(daemon.run(config, ready))
@@ -166,7 +175,9 @@ def _policy_get(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: 
 
 def _policy_rm(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:
     stub.DeletePolicy(pb.DeletePolicyRequest(name=args.name), timeout=args.timeout)
-    if not args.json:
+    if args.json:
+        _print_json({"deleted": args.name}, out)
+    else:
         print(f"{args.name}: deleted", file=out)
     return 0
 
@@ -218,6 +229,13 @@ def _stats(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextI
             for p in stats.ports
         ]
         _print_table(["SWITCH", "PORT", "ROLE", "TX PACKETS", "TX BYTES", "STEERED", "RATE MBIT/S"], rows, out)
+    if stats.controller_metrics:
+        print(file=out)
+        rows = [
+            [m.name, ",".join(f"{k}={v}" for k, v in sorted(m.labels.items())) or "-", f"{m.value:g}"]
+            for m in sorted(stats.controller_metrics, key=lambda m: (m.name, sorted(m.labels.items())))
+        ]
+        _print_table(["METRIC", "LABELS", "VALUE"], rows, out)
     return 0
 
 

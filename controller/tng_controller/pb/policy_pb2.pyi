@@ -256,13 +256,32 @@ class PortStats(_message.Message):
     steered_packets: int
     def __init__(self, switch_name: _Optional[str] = ..., port: _Optional[int] = ..., role: _Optional[str] = ..., tx_packets: _Optional[int] = ..., tx_bytes: _Optional[int] = ..., rate_estimate_bps: _Optional[float] = ..., steered_packets: _Optional[int] = ...) -> None: ...
 
+class MetricSample(_message.Message):
+    __slots__ = ("name", "labels", "value")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    value: float
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., value: _Optional[float] = ...) -> None: ...
+
 class GetStatsResponse(_message.Message):
-    __slots__ = ("policies", "ports")
+    __slots__ = ("policies", "ports", "controller_metrics")
     POLICIES_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_METRICS_FIELD_NUMBER: _ClassVar[int]
     policies: _containers.RepeatedCompositeFieldContainer[PolicyStats]
     ports: _containers.RepeatedCompositeFieldContainer[PortStats]
-    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyStats, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortStats, _Mapping]]] = ...) -> None: ...
+    controller_metrics: _containers.RepeatedCompositeFieldContainer[MetricSample]
+    def __init__(self, policies: _Optional[_Iterable[_Union[PolicyStats, _Mapping]]] = ..., ports: _Optional[_Iterable[_Union[PortStats, _Mapping]]] = ..., controller_metrics: _Optional[_Iterable[_Union[MetricSample, _Mapping]]] = ...) -> None: ...
 
 class ListSwitchesRequest(_message.Message):
     __slots__ = ()
