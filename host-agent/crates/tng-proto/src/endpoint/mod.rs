@@ -48,7 +48,8 @@ pub struct Endpoint {
     keypair: StaticKeypair,
     rng: ChaCha20Rng,
     token_key: TokenKey,
-    connections: BTreeMap<ConnectionHandle, Entry>,
+    /// Boxed: a map node has room for eleven values, so unboxed connections would leave much of it unused.
+    connections: BTreeMap<ConnectionHandle, Box<Entry>>,
     by_id: BTreeMap<u64, ConnectionHandle>,
     hellos: BTreeMap<(u64, SocketAddr), ConnectionHandle>,
     stateless: VecDeque<Transmit>,
@@ -366,7 +367,7 @@ impl Endpoint {
             self.hellos.insert(key, handle);
         }
         let entry = Entry { connection, id, hello, marks: Marks::default(), amplification_counted: 0 };
-        self.connections.insert(handle, entry);
+        self.connections.insert(handle, Box::new(entry));
         self.settle(handle, true);
         handle
     }
