@@ -63,12 +63,13 @@ build: deps ## Build the Rust workspace (release) and compile P4 programs when p
 test: deps ## Run every suite (lint, cargo, pytest, P4 checks, PTF on BMv2) and print 'N passed, N failed, N skipped'
 	@$(PY) tools/testsuites.py
 
-bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs quinn, simulator, protocol, agent, ...)
+bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs quinn, simulator and its scale, protocol, agent, ...)
 	@mkdir -p build/bench
 	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem -p tng-bench-quinn
-	$(CARGO) build --release -q -p tng-proto --example codec_bench
+	$(CARGO) build --release -q -p tng-proto --example codec_bench --example idle_memory
 	$(PY) -m tng_lab.bench_loopback --rounds $(BENCH_ROUNDS) | tee build/bench/loopback.json
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
+	$(PY) -m tng_lab.bench_scale | tee build/bench/scale.json
 	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json

@@ -19,7 +19,8 @@ use crate::workload::{ClientPlan, UNBOUNDED};
 const REQUEST_LEN: usize = 8;
 /// Largest piece of response handed to a connection at once.
 const WRITE_CHUNK: usize = 16 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+/// Size of the buffer client applications read into; one is shared by all (see [`ClientApp::on_event`]).
+pub const READ_CHUNK: usize = 64 * 1024;
 
 pub fn to_time(at: Duration) -> Time {
     Time::ZERO + at
@@ -61,7 +62,6 @@ pub struct ClientApp {
     /// Connection-per-flow: connections being set up, each for one transfer.
     dialing: BTreeMap<ConnectionHandle, Transfer>,
     downloads: BTreeMap<(ConnectionHandle, StreamId), Download>,
-    read_buffer: Vec<u8>,
 }
 
 impl ClientApp {
@@ -76,7 +76,6 @@ impl ClientApp {
             waiting: VecDeque::new(),
             dialing: BTreeMap::new(),
             downloads: BTreeMap::new(),
-            read_buffer: vec![0; READ_CHUNK],
         }
     }
 
@@ -112,6 +111,8 @@ impl ClientApp {
         self.begin(now, Transfer { kind: TransferKind::Burst, size, started: now }, endpoint, ledger);
     }
 
+    /// Reacts to an event of one of its connections. `read_buffer` is scratch space to read into, shared by every
+    /// client so that a client costs no memory for it.
     pub fn on_event(
         &mut self,
         now: Duration,
@@ -119,6 +120,7 @@ impl ClientApp {
         event: Event,
         endpoint: &mut Endpoint,
         ledger: &mut Ledger,
+        read_buffer: &mut [u8],
     ) {
         match event {
             Event::Connected { .. } => {
@@ -132,7 +134,7 @@ impl ClientApp {
                     self.request(now, handle, transfer, endpoint, ledger);
                 }
             }
-            Event::StreamReadable(stream) => self.read(now, handle, stream, endpoint, ledger),
+            Event::StreamReadable(stream) => self.read(now, (handle, stream), endpoint, ledger, read_buffer),
             Event::StreamsAvailable if self.shared_connection == Some((handle, true)) => {
                 self.send_waiting(now, handle, endpoint, ledger);
             }
@@ -219,10 +221,10 @@ impl ClientApp {
     fn read(
         &mut self,
         now: Duration,
-        handle: ConnectionHandle,
-        stream: StreamId,
+        (handle, stream): (ConnectionHandle, StreamId),
         endpoint: &mut Endpoint,
         ledger: &mut Ledger,
+        read_buffer: &mut [u8],
     ) {
         let Some(download) = self.downloads.get_mut(&(handle, stream)) else {
             return;
@@ -231,9 +233,9 @@ impl ClientApp {
             return;
         };
         let finished = loop {
-            match connection.read(stream, &mut self.read_buffer) {
+            match connection.read(stream, read_buffer) {
                 Ok(ReadOutcome::Data(len)) => {
-                    let data = &self.read_buffer[..len];
+                    let data = &read_buffer[..len];
                     let corrupted = content::count_corrupted(stream.as_u64(), download.received, data);
                     download.received += len as u64;
                     ledger.on_delivered(now, self.client, len as u64, corrupted);
@@ -300,8 +302,8 @@ enum ServerStream {
 
 /// The server application: answers every request with the asked-for number of content bytes.
 pub struct ServerApp {
-    /// Identity of each client host, to tell which client a connection belongs to.
-    client_identities: Vec<Identity>,
+    /// The client host of each identity, to tell which client a connection belongs to.
+    client_identities: BTreeMap<Identity, usize>,
     clients_by_connection: BTreeMap<ConnectionHandle, usize>,
     streams: BTreeMap<(ConnectionHandle, StreamId), ServerStream>,
     written: Vec<WrittenResponse>,
@@ -313,7 +315,7 @@ pub struct ServerApp {
 impl ServerApp {
     pub fn new(client_identities: Vec<Identity>) -> ServerApp {
         ServerApp {
-            client_identities,
+            client_identities: client_identities.into_iter().enumerate().map(|(client, id)| (id, client)).collect(),
             clients_by_connection: BTreeMap::new(),
             streams: BTreeMap::new(),
             written: Vec::new(),
@@ -332,7 +334,7 @@ impl ServerApp {
     ) {
         match event {
             Event::Connected { peer } => {
-                if let Some(client) = self.client_identities.iter().position(|&identity| identity == peer) {
+                if let Some(&client) = self.client_identities.get(&peer) {
                     self.clients_by_connection.insert(handle, client);
                 }
             }

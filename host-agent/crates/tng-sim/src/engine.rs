@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair};
 
-use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse};
+use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
 use crate::datagram::Datagram;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
@@ -50,10 +50,14 @@ pub struct Outcome {
 }
 
 enum SimEvent {
-    Packet(InFlight),
+    /// Boxed: the agenda moves its entries at every push and pop, and a datagram in flight is large.
+    Packet(Box<InFlight>),
     Timer(HostId),
     Change(NetworkChange),
-    Burst { client: usize, size: u64 },
+    Burst {
+        client: usize,
+        size: u64,
+    },
     Progress,
     ChannelLog(Duration),
 }
@@ -80,6 +84,10 @@ struct Simulation {
     retired: BTreeSet<(HostId, ConnectionHandle)>,
     retired_path_packets: Vec<(u64, u64)>,
     events: u64,
+    /// Client applications whose workload is complete (only an event can complete one).
+    clients_done: usize,
+    /// What client applications read into.
+    read_buffer: Vec<u8>,
 }
 
 /// Runs a scenario to completion (or to its duration).
@@ -126,7 +134,10 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         retired: BTreeSet::new(),
         retired_path_packets: vec![(0, 0); plan.paths.len()],
         events: 0,
+        clients_done: 0,
+        read_buffer: vec![0; READ_CHUNK],
     };
+    simulation.clients_done = simulation.client_apps.iter().filter(|app| app.is_done()).count();
     for (client, client_plan) in plans.iter().enumerate() {
         for &(at, size) in &client_plan.bursts {
             simulation.agenda.schedule(at, SimEvent::Burst { client, size });
@@ -177,7 +188,7 @@ impl Simulation {
             self.now = at;
             self.events += 1;
             self.dispatch(event);
-            if self.client_apps.iter().all(ClientApp::is_done) {
+            if self.clients_done == self.client_apps.len() {
                 return true;
             }
         }
@@ -187,7 +198,7 @@ impl Simulation {
     fn dispatch(&mut self, event: SimEvent) {
         match event {
             SimEvent::Packet(packet) => {
-                let progress = self.network.arrive(self.now, packet);
+                let progress = self.network.arrive(self.now, *packet);
                 self.follow(progress);
             }
             SimEvent::Timer(host) => {
@@ -246,7 +257,9 @@ impl Simulation {
 
     fn follow(&mut self, progress: Progress) {
         match progress {
-            Progress::Travelling { arrives, packet } => self.agenda.schedule(arrives, SimEvent::Packet(packet)),
+            Progress::Travelling { arrives, packet } => {
+                self.agenda.schedule(arrives, SimEvent::Packet(Box::new(packet)))
+            }
             Progress::Delivered { to, datagram } => {
                 let now = to_time(self.now);
                 self.host(to).endpoint.handle_datagram(
@@ -300,13 +313,13 @@ impl Simulation {
                         }
                     }
                     HostId::Client(client) => {
-                        self.client_apps[client].on_event(
-                            self.now,
-                            handle,
-                            event,
-                            &mut self.clients[client].endpoint,
-                            &mut self.ledger,
-                        );
+                        let app = &mut self.client_apps[client];
+                        let was_done = app.is_done();
+                        let endpoint = &mut self.clients[client].endpoint;
+                        app.on_event(self.now, handle, event, endpoint, &mut self.ledger, &mut self.read_buffer);
+                        if app.is_done() && !was_done {
+                            self.clients_done += 1;
+                        }
                     }
                 }
             }

@@ -22,11 +22,26 @@ pub fn server_address(path: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 2)), TNG_PORT)
 }
 
+/// Most client hosts a simulation can address: the client number takes the first two octets, from 10.0 up.
+pub const MAX_CLIENTS: usize = (256 - FIRST_CLIENT_OCTET as usize) * 256;
+const FIRST_CLIENT_OCTET: u8 = 10;
+
 /// Client `client`'s address on path `path` after `changes` address changes: 10.`client`.`path`.1, then .101,
-/// .102, ... (never the server's .2).
+/// .102, ... (never the server's .2). From client 256 on, the first octet counts up: client 256 is 11.0.`path`.1.
 pub fn client_address(client: usize, path: usize, changes: usize) -> SocketAddr {
     let host = if changes == 0 { 1 } else { octet(100 + changes) };
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, octet(client), octet(path), host)), TNG_PORT)
+    let high = octet(usize::from(FIRST_CLIENT_OCTET) + client / 256);
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(high, octet(client % 256), octet(path), host)), TNG_PORT)
+}
+
+/// The client and path a client address (current or former) was made for by [`client_address`].
+fn client_and_path(address: SocketAddr) -> Option<(usize, usize)> {
+    let IpAddr::V4(ip) = address.ip() else {
+        return None;
+    };
+    let [high, low, path, host] = ip.octets();
+    let client = usize::from(high.checked_sub(FIRST_CLIENT_OCTET)?) * 256 + usize::from(low);
+    (host != 2).then_some((client, usize::from(path)))
 }
 
 fn octet(value: usize) -> u8 {
@@ -108,6 +123,8 @@ struct LinkPair {
 pub struct Network {
     links: Vec<Link>,
     tail_rules: Vec<Option<TailDropRule>>,
+    /// Whether `tail_rules` holds any rule (asked after every server event).
+    any_tail_rule: bool,
     /// `[client][path]`.
     access: Vec<Vec<LinkPair>>,
     /// `[path]`.
@@ -129,6 +146,7 @@ impl Network {
         let mut network = Network {
             links: Vec::new(),
             tail_rules: Vec::new(),
+            any_tail_rule: false,
             access: Vec::new(),
             shared: Vec::new(),
             addresses: Vec::new(),
@@ -176,6 +194,7 @@ impl Network {
         let index = self.links.len();
         self.links.push(Link::new(plan.params.clone(), SimRng::for_component(seed, label)));
         self.tail_rules.push((plan.tail_drop_packets > 0).then(|| TailDropRule::new(plan.tail_drop_packets)));
+        self.any_tail_rule |= plan.tail_drop_packets > 0;
         for &(down_at, up_at) in &plan.outages {
             self.schedule.push((down_at, NetworkChange::Link { link: index, up: false }));
             if let Some(up_at) = up_at {
@@ -201,18 +220,13 @@ impl Network {
 
     /// The path a client-side address (current or former) belongs to.
     pub fn path_of_address(&self, address: SocketAddr) -> Option<usize> {
-        let IpAddr::V4(ip) = address.ip() else {
-            return None;
-        };
-        let [ten, client, path, host] = ip.octets();
-        let path = usize::from(path);
-        let is_client = ten == 10 && usize::from(client) < self.addresses.len() && host != 2;
-        (is_client && path < self.path_count).then_some(path)
+        let (client, path) = client_and_path(address)?;
+        (client < self.addresses.len() && path < self.path_count).then_some(path)
     }
 
     /// Whether any link drops burst tails (the simulator then watches when bursts are sent in full).
     pub fn has_tail_rules(&self) -> bool {
-        self.tail_rules.iter().any(Option::is_some)
+        self.any_tail_rule
     }
 
     /// Applies a scheduled change. An address change returns (old address, new address).
@@ -351,9 +365,9 @@ impl Network {
     }
 
     fn owner_of(&self, address: SocketAddr) -> Option<(usize, usize)> {
-        self.addresses.iter().enumerate().find_map(|(client, paths)| {
-            paths.iter().position(|&(current, _)| current == address).map(|path| (client, path))
-        })
+        let (client, path) = client_and_path(address)?;
+        let &(current, _) = self.addresses.get(client)?.get(path)?;
+        (current == address).then_some((client, path))
     }
 
     fn is_server_address(&self, address: SocketAddr) -> bool {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::link::{LinkParams, QueueLimit, Service};
 use crate::loss::{GilbertElliott, LossModel};
+use crate::network::MAX_CLIENTS;
 use crate::scenario::{DuplexSpec, LinkSpec, Mode, PathSpec, Scenario, SizeSpec, WorkloadSpec};
 use crate::trace::DeliveryTrace;
 
@@ -81,6 +82,9 @@ pub fn validate_scenario(scenario: &Scenario) -> Result<(), ScenarioError> {
     }
     if scenario.clients == 0 {
         return Err(invalid("clients", "must be at least 1"));
+    }
+    if scenario.clients > MAX_CLIENTS {
+        return Err(invalid("clients", format!("at most {MAX_CLIENTS} (the simulated client address space)")));
     }
     if scenario.paths.is_empty() {
         return Err(invalid("paths", "at least one path is needed"));

@@ -103,6 +103,11 @@ fn errors_name_the_file_and_the_key() {
     let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--set", "transport.cc=warp"]);
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("transport.cc") && message.contains("warp"), "{message}");
+
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--set", "clients=100000"]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(message.contains("clients") && message.contains("at most 62976"), "{message}");
 }
 
 #[test]

@@ -223,3 +223,25 @@ tail_drop_packets = 1
     let stats = network.tail_drop_stats();
     assert_eq!((stats.dropped, stats.missed, stats.held_then_released), (1, 0, 1));
 }
+
+#[test]
+fn every_client_of_thousands_has_its_own_address_and_receives_its_own_datagrams() {
+    let clients = 1000;
+    let mut network = network(TWO_PATHS, clients);
+    let mut seen = std::collections::BTreeSet::new();
+    for client in 0..clients {
+        for path in 0..2 {
+            assert!(seen.insert(client_address(client, path, 0)), "client {client} path {path} shares an address");
+        }
+    }
+    assert_eq!(client_address(256, 1, 0).to_string(), "11.0.1.1:4477");
+    for client in [0, 255, 256, 999] {
+        let down = carry(
+            &mut network,
+            Duration::ZERO,
+            HostId::Server,
+            data_packet(server_address(1), client_address(client, 1, 0), 972),
+        );
+        assert_eq!(down.map(|(to, _)| to), Some(HostId::Client(client)));
+    }
+}

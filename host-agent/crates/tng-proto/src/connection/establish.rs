@@ -271,7 +271,7 @@ impl Connection {
         let mut channel = self.new_channel(now, 0, local, remote, ChannelState::Active);
         channel.ping_pending = true;
         channel.last_received = now;
-        self.channels.insert(0, channel);
+        self.channels.insert(0, Box::new(channel));
         self.events.push_back(Event::Connected { peer: identity });
         self.handle_handshake_frames(now, payload.get(used..).unwrap_or_default());
         Ok(())
@@ -422,7 +422,7 @@ impl Connection {
             channel.rtt.update(rtt, Duration::ZERO);
         }
         channel.last_received = now;
-        self.channels.insert(0, channel);
+        self.channels.insert(0, Box::new(channel));
         self.next_channel_id = Some(1);
         let others: Vec<(SocketAddr, SocketAddr)> = self.planned_paths.iter().skip(1).copied().collect();
         for (local, remote) in others {

@@ -152,7 +152,8 @@ pub struct Connection {
     connection_id: u64,
     state: State,
     protection: Option<PacketProtection>,
-    channels: BTreeMap<u8, Channel>,
+    /// Boxed: a map node has room for eleven values, and most connections have one or two channels.
+    channels: BTreeMap<u8, Box<Channel>>,
     /// Client: paths whose channels open right after the handshake.
     planned_paths: Vec<(SocketAddr, SocketAddr)>,
     /// Client: the next channel id to allocate (ids are never reused).

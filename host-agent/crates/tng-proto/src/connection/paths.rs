@@ -81,7 +81,7 @@ impl Connection {
         let id = self.next_channel_id?;
         self.next_channel_id = id.checked_add(1);
         let channel = self.new_channel(now, id, local, remote, ChannelState::Validating);
-        self.channels.insert(id, channel);
+        self.channels.insert(id, Box::new(channel));
         let token = self.random_token();
         self.begin_validation(id, token, (local, remote), None);
         Some(id)

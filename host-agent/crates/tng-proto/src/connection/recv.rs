@@ -131,7 +131,7 @@ impl Connection {
     fn accept_peer_channel(&mut self, now: Time, id: u8, local: SocketAddr, remote: SocketAddr) {
         let mut channel = self.new_channel(now, id, local, remote, ChannelState::Validating);
         channel.unvalidated = Some(AmplificationBudget::default());
-        self.channels.insert(id, channel);
+        self.channels.insert(id, Box::new(channel));
         let token = self.random_token();
         self.begin_validation(id, token, (local, remote), None);
     }

@@ -1,6 +1,13 @@
 //! The endpoint layer: one per host, owning every connection. It parses datagrams, routes them by connection id
 //! (never by address, so connections survive address changes), answers handshakes (with stateless RETRY when
 //! configured), and multiplexes the connections' transmits, timers and events.
+//!
+//! The cost of an event does not grow with the number of connections: the endpoint keeps, in `work`, which
+//! connections may have something to send and every connection's next deadline, and updates both each time it
+//! calls into a connection; connections the application borrowed are looked at again before the next poll.
+
+mod stats;
+mod work;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -16,103 +23,9 @@ use crate::identity::{Identity, StaticKeypair};
 use crate::retry::TokenKey;
 use crate::time::Time;
 
-/// Why a datagram was dropped (internal; counted in [`EndpointStats`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DropReason {
-    /// Malformed packet or frame; the name is the wire format's (`WireError::as_str`).
-    Wire(&'static str),
-    /// A sealed packet that did not open: wrong key, tampered header or payload.
-    AuthFailed,
-    /// A packet number already seen, or below the replay window.
-    Replayed,
-    UnknownConnection,
-    UnknownChannel,
-    /// A sealed packet for a connection whose keys do not exist yet.
-    NotEstablished,
-    /// A stage-1 INITIAL at an endpoint that does not accept connections.
-    NotAServer,
-    /// A handshake message that failed to authenticate or decode.
-    HandshakeFailed,
-    /// A valid packet that does not fit the connection's state (a repeated stage 2, a late RETRY).
-    Unexpected,
-    /// A frame not allowed in the packet type carrying it.
-    ForbiddenFrame,
-    /// A new channel beyond `max_channels`.
-    ChannelLimit,
-    /// A handshake beyond `max_connections`.
-    Refused,
-    /// The connection is draining after a CLOSE.
-    Draining,
-}
-
-/// Counters of an endpoint: traffic and every reason a datagram was dropped.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EndpointStats {
-    pub datagrams_received: u64,
-    pub bytes_received: u64,
-    pub datagrams_sent: u64,
-    pub bytes_sent: u64,
-    /// Malformed packets and frames by wire-format error name (`bad_version`, `length_mismatch`, `unknown_frame`, ...).
-    pub wire_errors: BTreeMap<&'static str, u64>,
-    pub auth_failed: u64,
-    pub replayed: u64,
-    pub unknown_connection: u64,
-    pub unknown_channel: u64,
-    pub not_established: u64,
-    pub not_a_server: u64,
-    pub handshake_failed: u64,
-    pub unexpected: u64,
-    pub forbidden_frame: u64,
-    pub channel_limit: u64,
-    pub refused: u64,
-    pub while_draining: u64,
-    /// Retry tokens that were present but did not verify (forged, expired, other address).
-    pub invalid_tokens: u64,
-    pub retries_sent: u64,
-    pub handshakes_accepted: u64,
-    /// Bytes held back by the anti-amplification limit (3x what an unvalidated address sent).
-    pub amplification_limited_bytes: u64,
-    /// Connections currently held (any state).
-    pub connections: usize,
-}
-
-impl EndpointStats {
-    /// Every datagram dropped, whatever the reason.
-    pub fn dropped(&self) -> u64 {
-        self.wire_errors.values().sum::<u64>()
-            + self.auth_failed
-            + self.replayed
-            + self.unknown_connection
-            + self.unknown_channel
-            + self.not_established
-            + self.not_a_server
-            + self.handshake_failed
-            + self.unexpected
-            + self.forbidden_frame
-            + self.channel_limit
-            + self.refused
-            + self.while_draining
-    }
-
-    fn record(&mut self, reason: DropReason) {
-        let counter = match reason {
-            DropReason::Wire(name) => self.wire_errors.entry(name).or_default(),
-            DropReason::AuthFailed => &mut self.auth_failed,
-            DropReason::Replayed => &mut self.replayed,
-            DropReason::UnknownConnection => &mut self.unknown_connection,
-            DropReason::UnknownChannel => &mut self.unknown_channel,
-            DropReason::NotEstablished => &mut self.not_established,
-            DropReason::NotAServer => &mut self.not_a_server,
-            DropReason::HandshakeFailed => &mut self.handshake_failed,
-            DropReason::Unexpected => &mut self.unexpected,
-            DropReason::ForbiddenFrame => &mut self.forbidden_frame,
-            DropReason::ChannelLimit => &mut self.channel_limit,
-            DropReason::Refused => &mut self.refused,
-            DropReason::Draining => &mut self.while_draining,
-        };
-        *counter += 1;
-    }
-}
+pub(crate) use stats::DropReason;
+pub use stats::EndpointStats;
+use work::{Marks, Work};
 
 /// A connection and the routing keys the endpoint registered for it.
 #[derive(Debug)]
@@ -123,6 +36,9 @@ struct Entry {
     /// Server, while stage 3 has not arrived: the client's provisional id and address, to recognise a repeated
     /// stage 1.
     hello: Option<(u64, SocketAddr)>,
+    marks: Marks,
+    /// Its amplification-limited bytes already added to the endpoint's total.
+    amplification_counted: u64,
 }
 
 /// A host's tng endpoint: a sans-IO state machine over all its connections.
@@ -132,18 +48,16 @@ pub struct Endpoint {
     keypair: StaticKeypair,
     rng: ChaCha20Rng,
     token_key: TokenKey,
-    connections: BTreeMap<ConnectionHandle, Entry>,
+    /// Boxed: a map node has room for eleven values, so unboxed connections would leave much of it unused.
+    connections: BTreeMap<ConnectionHandle, Box<Entry>>,
     by_id: BTreeMap<u64, ConnectionHandle>,
     hellos: BTreeMap<(u64, SocketAddr), ConnectionHandle>,
     stateless: VecDeque<Transmit>,
     events: VecDeque<(ConnectionHandle, Event)>,
     local_addresses: Vec<SocketAddr>,
     next_handle: u64,
-    /// Where the round robin over connections' transmits resumes.
-    cursor: ConnectionHandle,
+    work: Work,
     stats: EndpointStats,
-    /// Amplification-limited bytes of connections already dropped.
-    retired_amplification_limited: u64,
 }
 
 impl Endpoint {
@@ -165,9 +79,8 @@ impl Endpoint {
             events: VecDeque::new(),
             local_addresses: Vec::new(),
             next_handle: 0,
-            cursor: ConnectionHandle(0),
+            work: Work::default(),
             stats: EndpointStats::default(),
-            retired_amplification_limited: 0,
         }
     }
 
@@ -252,7 +165,7 @@ impl Endpoint {
                 connection.handle_sealed(now, path, ecn, &packet, datagram.len())
             }
         };
-        self.after_call(handle);
+        self.settle(handle, true);
         result
     }
 
@@ -272,6 +185,7 @@ impl Endpoint {
             if let Some(entry) = self.connections.get_mut(&handle) {
                 entry.connection.advance(now);
                 entry.connection.handle_repeated_hello(datagram_len);
+                self.settle(handle, true);
             }
             return Ok(());
         }
@@ -335,32 +249,22 @@ impl Endpoint {
             self.count_sent(&transmit);
             return Some(transmit);
         }
-        // Each connection once, from the cursor round to it; looked up step by step rather than collected, since
-        // this runs once per datagram.
-        let start = self.cursor;
-        let mut next = start;
-        let mut wrapped = false;
-        loop {
-            let handle = match self.connections.range(next..).next() {
-                Some((&handle, _)) if !(wrapped && handle >= start) => handle,
-                None if !wrapped => {
-                    wrapped = true;
-                    next = ConnectionHandle(0);
-                    continue;
-                }
-                _ => return None,
-            };
-            next = ConnectionHandle(handle.0 + 1);
+        self.look_at_touched();
+        // Only connections something happened to since they last had nothing to send are asked; one that sends
+        // goes to the back of the queue, one that has nothing leaves it until something happens to it again.
+        while let Some(handle) = self.work.next_sendable() {
             let Some(entry) = self.connections.get_mut(&handle) else { continue };
+            Work::dequeued(&mut entry.marks);
+            self.stats.transmit_polls += 1;
             entry.connection.advance(now);
             let transmit = entry.connection.poll_transmit(now);
-            self.after_call(handle);
+            self.settle(handle, transmit.is_some());
             if let Some(transmit) = transmit {
-                self.cursor = ConnectionHandle(handle.0 + 1);
                 self.count_sent(&transmit);
                 return Some(transmit);
             }
         }
+        None
     }
 
     fn count_sent(&mut self, transmit: &Transmit) {
@@ -370,40 +274,35 @@ impl Endpoint {
 
     /// When [`Endpoint::handle_timeout`] next has work, if ever.
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        self.connections.values().filter_map(|entry| entry.connection.poll_timeout()).min()
+        self.look_at_touched();
+        self.work.next_deadline()
     }
 
     /// Runs every timer due at `now`.
     pub fn handle_timeout(&mut self, now: Time) {
-        let due: Vec<ConnectionHandle> = self
-            .connections
-            .iter()
-            .filter(|(_, entry)| entry.connection.poll_timeout().is_some_and(|at| at <= now))
-            .map(|(&handle, _)| handle)
-            .collect();
-        for handle in due {
-            if let Some(entry) = self.connections.get_mut(&handle) {
-                entry.connection.advance(now);
-                entry.connection.handle_timeout(now);
-            }
-            self.after_call(handle);
+        self.look_at_touched();
+        for handle in self.work.take_due(now) {
+            let Some(entry) = self.connections.get_mut(&handle) else { continue };
+            Work::fired(&mut entry.marks);
+            self.stats.timers_fired += 1;
+            entry.connection.advance(now);
+            entry.connection.handle_timeout(now);
+            self.settle(handle, true);
         }
     }
 
     /// The next application event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
-        if self.events.is_empty() {
-            let handles: Vec<ConnectionHandle> = self.connections.keys().copied().collect();
-            for handle in handles {
-                self.after_call(handle);
-            }
-        }
+        self.look_at_touched();
         self.events.pop_front()
     }
 
-    /// The connection behind `handle`, while the endpoint holds it (until it has drained after closing).
+    /// The connection behind `handle`, while the endpoint holds it (until it has drained after closing). What the
+    /// caller does to it (write, read, close, ...) shows in the next poll.
     pub fn connection(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(&handle).map(|entry| &mut entry.connection)
+        let entry = self.connections.get_mut(&handle)?;
+        self.work.touch(handle, &mut entry.marks);
+        Some(&mut entry.connection)
     }
 
     /// A snapshot of a connection's counters (without needing `&mut self`).
@@ -446,12 +345,7 @@ impl Endpoint {
     }
 
     pub fn stats(&self) -> EndpointStats {
-        let live: u64 = self.connections.values().map(|entry| entry.connection.amplification_limited_bytes()).sum();
-        EndpointStats {
-            amplification_limited_bytes: self.retired_amplification_limited + live,
-            connections: self.connections.len(),
-            ..self.stats.clone()
-        }
+        EndpointStats { connections: self.connections.len(), ..self.stats.clone() }
     }
 
     fn for_each_connection(&mut self, now: Time, mut apply: impl FnMut(&mut Connection)) {
@@ -460,8 +354,8 @@ impl Endpoint {
             if let Some(entry) = self.connections.get_mut(&handle) {
                 entry.connection.advance(now);
                 apply(&mut entry.connection);
+                self.settle(handle, true);
             }
-            self.after_call(handle);
         }
     }
 
@@ -472,15 +366,30 @@ impl Endpoint {
         if let Some(key) = hello {
             self.hellos.insert(key, handle);
         }
-        self.connections.insert(handle, Entry { connection, id, hello });
-        self.after_call(handle);
+        let entry = Entry { connection, id, hello, marks: Marks::default(), amplification_counted: 0 };
+        self.connections.insert(handle, Box::new(entry));
+        self.settle(handle, true);
         handle
     }
 
-    /// Brings the routing tables in line with the connection (its id changes once, on the client, when the server's
-    /// id arrives; a server's handshake stops being pending), collects its events, and drops it once drained.
-    fn after_call(&mut self, handle: ConnectionHandle) {
+    /// Settles the connections the application got hold of since the last poll.
+    fn look_at_touched(&mut self) {
+        for handle in self.work.take_touched() {
+            if let Some(entry) = self.connections.get_mut(&handle) {
+                Work::looked_at(&mut entry.marks);
+                self.settle(handle, true);
+            }
+        }
+    }
+
+    /// After a call into a connection: brings the routing tables in line with it (its id changes once, on the
+    /// client, when the server's id arrives; a server's handshake stops being pending), collects its events and
+    /// counters, registers its next deadline, queues it to send if `may_send`, and drops it once drained.
+    fn settle(&mut self, handle: ConnectionHandle, may_send: bool) {
         let Some(entry) = self.connections.get_mut(&handle) else { return };
+        let amplification = entry.connection.amplification_limited_bytes();
+        self.stats.amplification_limited_bytes += amplification.saturating_sub(entry.amplification_counted);
+        entry.amplification_counted = amplification;
         while let Some(event) = entry.connection.poll_event() {
             self.events.push_back((handle, event));
         }
@@ -501,18 +410,23 @@ impl Endpoint {
                 self.hellos.remove(&key);
             }
         }
-        if entry.connection.is_drained() {
-            while let Some(event) = entry.connection.poll_event() {
-                self.events.push_back((handle, event));
+        if !entry.connection.is_drained() {
+            self.work.set_deadline(handle, &mut entry.marks, entry.connection.poll_timeout());
+            if may_send {
+                self.work.queue(handle, &mut entry.marks);
             }
-            if let Some(entry) = self.connections.remove(&handle) {
-                self.retired_amplification_limited += entry.connection.amplification_limited_bytes();
-                if self.by_id.get(&entry.id) == Some(&handle) {
-                    self.by_id.remove(&entry.id);
-                }
-                if let Some(key) = entry.hello {
-                    self.hellos.remove(&key);
-                }
+            return;
+        }
+        while let Some(event) = entry.connection.poll_event() {
+            self.events.push_back((handle, event));
+        }
+        if let Some(mut entry) = self.connections.remove(&handle) {
+            self.work.forget(handle, &mut entry.marks);
+            if self.by_id.get(&entry.id) == Some(&handle) {
+                self.by_id.remove(&entry.id);
+            }
+            if let Some(key) = entry.hello {
+                self.hellos.remove(&key);
             }
         }
     }
