@@ -280,6 +280,10 @@ impl Connection {
         channel.ping_pending = true;
         channel.last_received = now;
         self.channels.insert(0, channel);
+        if let Some(sink) = self.qlog.sink() {
+            // Born validated by the handshake: no ChannelUp event announces it.
+            sink.emit(now, &QlogEvent::ChannelUpdated { channel: 0, local, remote, state: ChannelState::Active });
+        }
         self.events.push_back(Event::Connected { peer: identity });
         self.handle_handshake_frames(now, payload.get(used..).unwrap_or_default());
         Ok(())
