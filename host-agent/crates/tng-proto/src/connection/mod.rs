@@ -402,13 +402,14 @@ impl Connection {
         self.now = self.now.max(now);
     }
 
+    #[inline]
     pub(crate) fn poll_event(&mut self) -> Option<Event> {
         self.pull_stream_events();
-        let event = self.events.pop_front();
-        if let Some(event) = event.as_ref().filter(|_| self.qlog.is_on()) {
-            self.trace_event(event);
+        let event = self.events.pop_front()?;
+        if self.qlog.is_on() {
+            self.trace_event(&event);
         }
-        event
+        Some(event)
     }
 
     /// Starts tracing if the configuration asks for it; `original_connection_id` is the client's provisional id.
@@ -425,6 +426,7 @@ impl Connection {
     }
 
     /// The trace's view of an application event: connection state and channel changes, at the time it leaves.
+    #[cold]
     fn trace_event(&mut self, event: &Event) {
         let now = self.now;
         let Some(sink) = self.qlog.sink() else { return };

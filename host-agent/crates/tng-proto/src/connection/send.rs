@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use tng_wire::{parse_frames, pn, Flags, FlowHeader, Frame, PacketType, HEADER_LEN, TAG_LEN};
+use tng_wire::{pn, Flags, FlowHeader, Frame, PacketType, HEADER_LEN, TAG_LEN};
 
 use super::channel::{Channel, ChannelState};
 use super::crypto::{packet_nonce, MAX_PACKET_NUMBER};
@@ -424,11 +424,8 @@ impl Connection {
         if let Some(budget) = channel.budget_for((local, remote)) {
             budget.sent += size;
         }
-        if let Some(sink) = self.qlog.sink() {
-            let frames: Vec<Frame<'_>> = parse_frames(&plaintext.body).filter_map(Result::ok).collect();
-            let length = datagram.len();
-            let event = QlogEvent::PacketSent { channel: id, packet_type, packet_number, length, frames: &frames };
-            sink.emit(now, &event);
+        if self.qlog.is_on() {
+            self.trace_sent(now, (id, packet_type, packet_number), datagram.len(), &plaintext.body);
         }
         Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), payload: datagram })
     }

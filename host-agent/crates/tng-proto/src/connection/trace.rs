@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tng_wire::{parse_frames, Frame, PacketType};
+
 use super::loss::{SentPacket, PACKET_THRESHOLD};
 use super::Connection;
 use crate::qlog::{LossTrigger, Metrics, MigrationState, QlogEvent};
@@ -11,10 +13,15 @@ use crate::time::Time;
 
 impl Connection {
     /// The flow state of channel `id` after an ACK or a loss.
+    #[inline]
     pub(super) fn trace_metrics(&mut self, now: Time, id: u8, latest_rtt: Option<Duration>) {
-        if !self.qlog.is_on() {
-            return;
+        if self.qlog.is_on() {
+            self.emit_metrics(now, id, latest_rtt);
         }
+    }
+
+    #[cold]
+    fn emit_metrics(&mut self, now: Time, id: u8, latest_rtt: Option<Duration>) {
         let mtu = self.max_datagram_size();
         let Some(channel) = self.channels.get(&id) else { return };
         let metrics = Metrics {
@@ -33,9 +40,27 @@ impl Connection {
         }
     }
 
+    /// A sealed packet left: its frames are parsed back from the plaintext (only when tracing).
+    #[cold]
+    pub(super) fn trace_sent(&mut self, now: Time, sent: (u8, PacketType, u64), length: usize, plaintext: &[u8]) {
+        let (channel, packet_type, packet_number) = sent;
+        if let Some(sink) = self.qlog.sink() {
+            let frames: Vec<Frame<'_>> = parse_frames(plaintext).filter_map(Result::ok).collect();
+            sink.emit(now, &QlogEvent::PacketSent { channel, packet_type, packet_number, length, frames: &frames });
+        }
+    }
+
     /// Packets of channel `id` declared lost; `trigger` is `None` for the loss detector's verdict, whose threshold
     /// is told apart by the largest acknowledged number.
+    #[inline]
     pub(super) fn trace_lost(&mut self, now: Time, id: u8, lost: &[SentPacket], trigger: Option<LossTrigger>) {
+        if self.qlog.is_on() {
+            self.emit_lost(now, id, lost, trigger);
+        }
+    }
+
+    #[cold]
+    fn emit_lost(&mut self, now: Time, id: u8, lost: &[SentPacket], trigger: Option<LossTrigger>) {
         let largest_acked = self.channels.get(&id).and_then(|channel| channel.recovery.largest_acked());
         let Some(sink) = self.qlog.sink() else { return };
         for packet in lost {
@@ -49,6 +74,7 @@ impl Connection {
     }
 
     /// Channel `id` started a fresh congestion controller.
+    #[cold]
     pub(super) fn trace_controller(&mut self, now: Time, id: u8, trigger: &'static str) {
         let Some(controller) = self.channels.get(&id).map(|channel| channel.cc.name()) else { return };
         if let Some(sink) = self.qlog.sink() {
@@ -56,6 +82,7 @@ impl Connection {
         }
     }
 
+    #[cold]
     pub(super) fn trace_migration(&mut self, now: Time, id: u8, state: MigrationState, path: (SocketAddr, SocketAddr)) {
         if let Some(sink) = self.qlog.sink() {
             let (local, remote) = path;
