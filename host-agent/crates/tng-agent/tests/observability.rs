@@ -67,7 +67,7 @@ fn status_samples(control: &std::path::Path) -> Samples {
 }
 
 fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("tng-test-{}-{}-{name}", std::process::id(), free_port()))
+    std::env::temp_dir().join(format!("tng-test-{}-{name}", std::process::id()))
 }
 
 /// A server with --metrics and a proxy client holding one connection open; returns what to reach.
@@ -78,11 +78,12 @@ struct Served {
     control: PathBuf,
 }
 
-fn serve_with_a_connection(extra_serve: &[String], extra_client: &[String]) -> Served {
-    let (key, identity) = keygen("observability-server");
+/// `name` keeps the files of tests running at once apart.
+fn serve_with_a_connection(name: &str, extra_serve: &[String], extra_client: &[String]) -> Served {
+    let (key, identity) = keygen(name);
     let server = format!("127.0.0.1:{}", free_port());
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let control = temp_path("control.sock");
+    let control = temp_path(&format!("{name}.sock"));
     let mut args: Vec<String> = ["serve", "--listen", &server, "--identity", &key, "--metrics", &metrics.to_string()]
         .iter()
         .map(ToString::to_string)
@@ -111,7 +112,7 @@ fn serve_with_a_connection(extra_serve: &[String], extra_client: &[String]) -> S
 
 #[test]
 fn metrics_endpoint_and_status_show_the_same_counters() {
-    let served = serve_with_a_connection(&[], &[]);
+    let served = serve_with_a_connection("metrics", &[], &[]);
     let before = parse_prometheus(&scrape(served.metrics));
     let status = status_samples(&served.control);
     let after = parse_prometheus(&scrape(served.metrics));
@@ -143,16 +144,12 @@ fn metrics_endpoint_and_status_show_the_same_counters() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("  tng_agent_connections 1\n"), "{text}");
     assert!(text.contains("tng_agent_datagrams_dropped_total{reason=\"auth_failed\"} 0"), "{text}");
-}
 
-#[test]
-fn metrics_endpoint_answers_other_paths_with_404() {
-    let served = serve_with_a_connection(&[], &[]);
     let mut stream = TcpStream::connect(served.metrics).unwrap();
     stream.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 404 Not Found"), "{response}");
+    assert!(response.starts_with("HTTP/1.1 404 Not Found"), "other paths: {response}");
 }
 
 #[test]
@@ -160,6 +157,7 @@ fn qlog_flag_writes_a_json_seq_trace_at_each_end() {
     let server_dir = temp_path("qlog-server");
     let client_dir = temp_path("qlog-client");
     let served = serve_with_a_connection(
+        "qlog",
         &["--qlog".to_string(), server_dir.to_string_lossy().into_owned()],
         &["--qlog".to_string(), client_dir.to_string_lossy().into_owned()],
     );
