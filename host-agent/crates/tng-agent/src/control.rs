@@ -113,5 +113,6 @@ pub fn status_json(status: &Status) -> Value {
         "local_addresses": status.local_addresses.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "dropped_datagrams": status.endpoint.dropped(),
         "connections": connections,
+        "metrics": crate::metrics::samples_json(status),
     })
 }

@@ -4,6 +4,7 @@ mod config;
 mod control;
 mod driver;
 mod keys;
+mod metrics;
 mod netlink;
 mod perf;
 mod policy;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
+use tng_qlog::{Clock, QlogDir};
 
 use driver::{with_timeout, Agent};
 use perf::client::{ClientOptions, Dialer, Mode};
@@ -114,6 +116,10 @@ struct TransportArgs {
     /// buffers. Default 1.
     #[arg(long, value_parser = parse_unsent_windows)]
     unsent_windows: Option<UnsentWindows>,
+    /// Write a qlog trace of every connection into DIR (JSON-SEQ, `<connection id>-<client|server>.sqlog`; qvis
+    /// opens them).
+    #[arg(long, value_name = "DIR")]
+    qlog: Option<PathBuf>,
 }
 
 /// The value of `--unsent-windows`: a number of windows, or `off` (`None`).
@@ -144,6 +150,9 @@ struct ServeArgs {
     /// Control socket for `tng status`.
     #[arg(long, default_value_os_t = control::default_path())]
     control: PathBuf,
+    /// Serve the counters `tng status` shows in the Prometheus text format at http://ADDR/metrics.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -300,6 +309,11 @@ impl TransportArgs {
         if let Some(UnsentWindows(windows)) = self.unsent_windows {
             config.transport.streams.unsent_windows = windows;
         }
+        if let Some(dir) = &self.qlog {
+            let traces = QlogDir::new(dir, "tng-agent", Clock::Wall)
+                .with_context(|| format!("--qlog: cannot create {}", dir.display()))?;
+            config.transport.qlog = Some(traces.into_config());
+        }
         Ok(config)
     }
 
@@ -375,9 +389,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let proxy = ProxyPolicy { allowed: args.allow_proxy };
     let control = args.control.clone();
     let control_agent = agent.clone();
+    let metrics_agent = agent.clone();
+    let metrics = async move {
+        match args.metrics {
+            Some(address) => metrics::serve(address, metrics_agent).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         result = service::serve_streams(agent, StatsByToken::default(), proxy) => result,
         result = control::serve(&control, control_agent) => result,
+        result = metrics => result,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
@@ -512,6 +534,10 @@ async fn status(control: &std::path::Path, json: bool) -> Result<()> {
     }
     println!("identity {}", view["identity"].as_str().unwrap_or("?"));
     println!("dropped datagrams {}", view["dropped_datagrams"]);
+    println!("counters (as `tng serve --metrics` exports them):");
+    for sample in view["metrics"].as_array().into_iter().flatten() {
+        println!("  {}", metrics::sample_line(sample));
+    }
     for connection in view["connections"].as_array().into_iter().flatten() {
         println!("connection {} ({})", connection["connection_id"], connection["established"]);
         let policy = &connection["policy"];

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::cc::{CcConfig, CcKind};
+use crate::qlog::QlogConfig;
 use crate::scheduler::SchedulerKind;
 use crate::streams::StreamConfig;
 
@@ -128,6 +129,8 @@ pub struct TransportConfig {
     pub ecn: bool,
     /// Largest datagram payload sent (1472 fits a 1500-byte IPv4 MTU; 1452 for IPv6).
     pub max_datagram_size: usize,
+    /// Where connections trace their events ([`crate::qlog`]); `None`, the default, traces nothing.
+    pub qlog: Option<QlogConfig>,
 }
 
 impl Default for TransportConfig {
@@ -149,6 +152,7 @@ impl Default for TransportConfig {
             reprobe_interval: Duration::from_secs(1),
             ecn: true,
             max_datagram_size: tng_wire::MAX_PACKET,
+            qlog: None,
         }
     }
 }

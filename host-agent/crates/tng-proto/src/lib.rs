@@ -9,6 +9,7 @@ pub mod connection;
 pub mod endpoint;
 pub mod error;
 pub mod identity;
+pub mod qlog;
 mod retry;
 pub mod scheduler;
 pub mod streams;

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tng_proto::qlog::QlogConfig;
 use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair};
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
@@ -27,13 +28,15 @@ const SERVER_KEY_SALT: u64 = 0x5e7e_0000_0000_0000;
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How to run.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Print a line to stderr every 10 simulated seconds.
     pub progress: bool,
     /// Print every channel's state (RTT, window, bytes in flight, pacing rate, counters) to stderr as one JSON
     /// line per channel at this interval, to see what limits a transfer.
     pub channel_log: Option<Duration>,
+    /// Trace every connection of the run (qlog; `tng-sim run --qlog DIR`).
+    pub qlog: Option<QlogConfig>,
 }
 
 /// What a run produced, before formatting.
@@ -94,7 +97,8 @@ struct Simulation {
 pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<Outcome, ScenarioError> {
     validate_scenario(scenario)?;
     let plan = NetworkPlan::from_scenario(scenario, base_dir)?;
-    let transport = transport_config(&scenario.transport)?;
+    let mut transport = transport_config(&scenario.transport)?;
+    transport.qlog = options.qlog.clone();
     let seed = scenario.seed;
     let network = Network::new(&plan, scenario.clients, seed);
 

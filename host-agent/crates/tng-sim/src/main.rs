@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use tng_qlog::{Clock, QlogDir};
 use tng_sim::document::{load_scenario, Override};
 use tng_sim::engine::{run, RunOptions};
 use tng_sim::report::build_report;
@@ -43,6 +44,9 @@ enum Command {
         /// stderr as JSON lines (to see what limits a transfer).
         #[arg(long, value_name = "MS")]
         channel_log: Option<u64>,
+        /// Write a qlog trace of every connection end into DIR (JSON-SEQ, one `.sqlog` file each; virtual time).
+        #[arg(long, value_name = "DIR")]
+        qlog: Option<PathBuf>,
     },
     /// Measure simulator speed (events per second) on a fixed workload; prints JSON.
     Bench {
@@ -56,7 +60,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { scenario, seed, overrides, duration, json, deterministic, quiet, channel_log } => {
+        Command::Run { scenario, seed, overrides, duration, json, deterministic, quiet, channel_log, qlog } => {
             let mut parsed = Vec::new();
             for text in &overrides {
                 match Override::parse(text) {
@@ -75,9 +79,15 @@ fn main() -> ExitCode {
                 Err(error) => return fail(&error),
             };
             let base_dir = scenario.parent().map(PathBuf::from).unwrap_or_default();
+            let qlog = match qlog.map(|dir| QlogDir::new(&dir, "tng-sim", Clock::Virtual).map_err(|e| (dir, e))) {
+                None => None,
+                Some(Ok(dir)) => Some(dir.into_config()),
+                Some(Err((dir, error))) => return fail(&format!("--qlog {}: {error}", dir.display())),
+            };
             let options = RunOptions {
                 progress: !json && !quiet,
                 channel_log: channel_log.map(std::time::Duration::from_millis),
+                qlog,
             };
             let outcome = match run(&loaded, &base_dir, options) {
                 Ok(outcome) => outcome,

@@ -359,6 +359,15 @@ impl CongestionController for Bbr {
     fn name(&self) -> &'static str {
         "bbr"
     }
+
+    fn state(&self) -> &'static str {
+        match self.mode {
+            Mode::Startup => "startup",
+            Mode::Drain => "drain",
+            Mode::ProbeBw => "probe_bw",
+            Mode::ProbeRtt => "probe_rtt",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -288,6 +288,14 @@ impl CongestionController for Copa {
     fn name(&self) -> &'static str {
         "copa"
     }
+
+    fn state(&self) -> &'static str {
+        if self.slow_start {
+            "slow_start"
+        } else {
+            "congestion_avoidance"
+        }
+    }
 }
 
 #[cfg(test)]

@@ -151,6 +151,14 @@ impl CongestionController for Cubic {
     fn name(&self) -> &'static str {
         "cubic"
     }
+
+    fn state(&self) -> &'static str {
+        if self.window < self.ssthresh {
+            "slow_start"
+        } else {
+            "congestion_avoidance"
+        }
+    }
 }
 
 #[cfg(test)]

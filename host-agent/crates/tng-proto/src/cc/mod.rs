@@ -103,6 +103,9 @@ pub trait CongestionController: fmt::Debug + Send {
     fn pacing_rate(&self, srtt: Duration) -> u64;
     /// Stable name, as accepted by [`CcKind::from_str`].
     fn name(&self) -> &'static str;
+    /// The controller's current phase, for traces: `slow_start`, `congestion_avoidance`, `recovery`, or BBR's mode
+    /// (`startup`, `drain`, `probe_bw`, `probe_rtt`).
+    fn state(&self) -> &'static str;
 }
 
 /// Tunables shared by every controller; each uses what applies to it.

@@ -95,6 +95,14 @@ impl CongestionController for NewReno {
     fn name(&self) -> &'static str {
         "newreno"
     }
+
+    fn state(&self) -> &'static str {
+        if self.window < self.ssthresh {
+            "slow_start"
+        } else {
+            "congestion_avoidance"
+        }
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,14 @@ impl CongestionController for Vegas {
     fn name(&self) -> &'static str {
         "vegas"
     }
+
+    fn state(&self) -> &'static str {
+        if self.in_slow_start() {
+            "slow_start"
+        } else {
+            "congestion_avoidance"
+        }
+    }
 }
 
 #[cfg(test)]

@@ -222,6 +222,16 @@ impl CongestionController for Verus {
     fn name(&self) -> &'static str {
         "verus"
     }
+
+    fn state(&self) -> &'static str {
+        if self.slow_start {
+            "slow_start"
+        } else if self.loss_phase {
+            "recovery"
+        } else {
+            "congestion_avoidance"
+        }
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::config::TransportConfig;
 use crate::endpoint::DropReason;
 use crate::error::{ConnectError, ConnectionError};
 use crate::identity::{Identity, StaticKeypair};
+use crate::qlog::QlogEvent;
 use crate::streams::{Side, StreamLimits, Streams};
 use crate::time::Time;
 
@@ -149,6 +150,7 @@ impl Connection {
         let mut connection =
             Connection::new(now, Side::Client, config, provisional_id, State::ClientHello(handshake), rng);
         connection.planned_paths = paths.to_vec();
+        connection.start_qlog(provisional_id, (local, remote));
         Ok(connection)
     }
 
@@ -178,7 +180,10 @@ impl Connection {
             initial_datagram(provisional_id, Stage::ServerHello, &[], &message).ok_or(DropReason::HandshakeFailed)?;
         let budget = (!validated).then_some(AmplificationBudget { received: datagram_len as u64, sent: 0 });
         let handshake = ServerHandshake { noise, local, remote, reply, reply_due: true, budget };
-        Ok(Connection::new(now, Side::Server, config, connection_id, State::ServerHello(handshake), rng))
+        let mut connection =
+            Connection::new(now, Side::Server, config, connection_id, State::ServerHello(handshake), rng);
+        connection.start_qlog(provisional_id, (local, remote));
+        Ok(connection)
     }
 
     /// Client: the server's RETRY for our provisional id. Followed at most [`MAX_RETRIES`] times, and only before
@@ -218,6 +223,9 @@ impl Connection {
         }
         let hello_rtt = handshake.first_sent.filter(|_| !handshake.ambiguous).map(|sent| now.saturating_since(sent));
         self.handshake_rtt = hello_rtt;
+        if let Some(sink) = self.qlog.sink() {
+            sink.emit(now, &QlogEvent::ConnectionIdUpdated { old: self.connection_id, new: server_id });
+        }
         self.connection_id = server_id;
         self.peer_identity = Some(identity);
         self.streams = Some(Streams::new(Side::Client, self.config.streams.clone(), limits));
@@ -272,6 +280,10 @@ impl Connection {
         channel.ping_pending = true;
         channel.last_received = now;
         self.channels.insert(0, Box::new(channel));
+        if let Some(sink) = self.qlog.sink() {
+            // Born validated by the handshake: no ChannelUp event announces it.
+            sink.emit(now, &QlogEvent::ChannelUpdated { channel: 0, local, remote, state: ChannelState::Active });
+        }
         self.events.push_back(Event::Connected { peer: identity });
         self.handle_handshake_frames(now, payload.get(used..).unwrap_or_default());
         Ok(())

@@ -14,7 +14,7 @@ use crate::streams::SentChunk;
 use crate::time::Time;
 
 /// A packet is lost when a packet this many numbers later was acknowledged (RFC 9002 `kPacketThreshold`).
-const PACKET_THRESHOLD: u64 = 3;
+pub(super) const PACKET_THRESHOLD: u64 = 3;
 /// Persistent congestion: lost packets spanning this many PTOs collapse the window (RFC 9002
 /// `kPersistentCongestionThreshold`).
 const PERSISTENT_CONGESTION_THRESHOLD: u32 = 3;
@@ -43,6 +43,7 @@ pub(crate) struct Outgoing {
 /// What the flow layer remembers about a sent packet.
 #[derive(Debug)]
 pub(crate) struct SentPacket {
+    pub(crate) packet_number: u64,
     pub(crate) time_sent: Time,
     pub(crate) size: u64,
     pub(crate) ack_eliciting: bool,
@@ -113,6 +114,10 @@ impl LossRecovery {
         self.bytes_in_flight
     }
 
+    pub(crate) fn largest_acked(&self) -> Option<u64> {
+        self.largest_acked
+    }
+
     pub(crate) fn pto_count(&self) -> u32 {
         self.pto_count
     }
@@ -149,6 +154,7 @@ impl LossRecovery {
             }
         }
         let packet = SentPacket {
+            packet_number: pn,
             time_sent: now,
             size: outgoing.size,
             ack_eliciting: outgoing.ack_eliciting,

@@ -4,7 +4,8 @@
 //! Module map: `establish` runs the handshake, `recv` opens packets and dispatches frames, `send` assembles
 //! packets (probes, ACKs, tail-loss probes, scheduled data), `paths` opens, validates and removes channels as
 //! addresses come and go, `timers` runs every deadline, `closing` ends the connection; `channel` holds one path's
-//! flow state, `loss`, `rtt`, `pacing`, `received` and `replay` are its parts, `crypto` seals and opens packets.
+//! flow state, `loss`, `rtt`, `pacing`, `received` and `replay` are its parts, `crypto` seals and opens packets;
+//! `trace` builds the qlog events that need channel state.
 
 mod channel;
 mod closing;
@@ -20,6 +21,7 @@ mod replay;
 mod rtt;
 mod send;
 mod timers;
+mod trace;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -32,6 +34,7 @@ use crate::cc::CcKind;
 use crate::config::{HostPolicy, TailLossMode, TransportConfig};
 use crate::error::ConnectionError;
 use crate::identity::Identity;
+use crate::qlog::{Qlog, QlogEvent, TraceStart};
 use crate::scheduler::{self, Scheduler, SchedulerKind};
 use crate::streams::{ReadOutcome, Side, StreamError, StreamEvent, StreamId, StreamStats, Streams};
 use crate::time::Time;
@@ -189,6 +192,7 @@ pub struct Connection {
     /// Round-robin position for control packets across channels.
     cursor: u8,
     amplification_limited_bytes: u64,
+    qlog: Qlog,
 }
 
 impl Connection {
@@ -232,6 +236,7 @@ impl Connection {
             last_activity: now,
             cursor: 0,
             amplification_limited_bytes: 0,
+            qlog: Qlog::default(),
             config,
         }
     }
@@ -329,6 +334,14 @@ impl Connection {
             if kind != channel.cc_kind || parameters_changed {
                 channel.cc_kind = kind;
                 channel.cc = crate::cc::new_controller(kind, &cc_config, now);
+                if let Some(sink) = self.qlog.sink() {
+                    let event = QlogEvent::ControllerUpdated {
+                        channel: channel.id,
+                        controller: kind.name(),
+                        trigger: "policy",
+                    };
+                    sink.emit(now, &event);
+                }
             }
         }
     }
@@ -390,9 +403,50 @@ impl Connection {
         self.now = self.now.max(now);
     }
 
+    #[inline]
     pub(crate) fn poll_event(&mut self) -> Option<Event> {
         self.pull_stream_events();
-        self.events.pop_front()
+        let event = self.events.pop_front()?;
+        if self.qlog.is_on() {
+            self.trace_event(&event);
+        }
+        Some(event)
+    }
+
+    /// Starts tracing if the configuration asks for it; `original_connection_id` is the client's provisional id.
+    fn start_qlog(&mut self, original_connection_id: u64, (local, remote): (SocketAddr, SocketAddr)) {
+        let trace = TraceStart {
+            side: self.side,
+            original_connection_id,
+            connection_id: self.connection_id,
+            local,
+            remote,
+            now: self.now,
+        };
+        self.qlog = Qlog::start(self.config.qlog.as_ref(), &trace);
+    }
+
+    /// The trace's view of an application event: connection state and channel changes, at the time it leaves.
+    #[cold]
+    fn trace_event(&mut self, event: &Event) {
+        let now = self.now;
+        let Some(sink) = self.qlog.sink() else { return };
+        match event {
+            Event::Connected { .. } => {
+                sink.emit(now, &QlogEvent::ConnectionStateUpdated(crate::qlog::ConnectionState::HandshakeComplete))
+            }
+            Event::HandshakeFailed { .. } | Event::Closed { .. } => {
+                sink.emit(now, &QlogEvent::ConnectionStateUpdated(crate::qlog::ConnectionState::Closed))
+            }
+            Event::ChannelUp(id) | Event::ChannelDown(id) => {
+                let (local, remote, state) = match self.channels.get(id) {
+                    Some(channel) => (channel.local, channel.remote, channel.state),
+                    None => return sink.emit(now, &QlogEvent::ChannelRemoved { channel: *id }),
+                };
+                sink.emit(now, &QlogEvent::ChannelUpdated { channel: *id, local, remote, state });
+            }
+            _ => {}
+        }
     }
 
     fn pull_stream_events(&mut self) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::channel::{self, Channel, ChannelState};
 use super::loss::{self, ControlFrame};
 use super::{Connection, Event, State};
+use crate::qlog::{LossTrigger, MigrationState, QlogEvent};
 use crate::streams::Side;
 use crate::time::Time;
 
@@ -32,6 +33,8 @@ impl Connection {
                 let guess = channel.rtt.smoothed();
                 let lost = channel.restart_flow(now, &cc_config, guess);
                 let remote = channel.remote;
+                self.trace_lost(now, id, &lost, Some(LossTrigger::ChannelReset));
+                self.trace_controller(now, id, "path_change");
                 self.release_lost(lost);
                 self.begin_validation(id, token, (new, remote), None);
             }
@@ -126,6 +129,14 @@ impl Connection {
         if own && channel.state == ChannelState::Active {
             channel.state = ChannelState::Validating;
         }
+        if let Some(sink) = self.qlog.sink() {
+            if own {
+                let state = channel.state;
+                sink.emit(self.now, &QlogEvent::ChannelUpdated { channel: id, local, remote, state });
+            }
+            let state = MigrationState::ProbingStarted;
+            sink.emit(self.now, &QlogEvent::MigrationStateUpdated { channel: id, state, local, remote });
+        }
     }
 
     /// A channel lost liveness: everything in flight on it is handed back for retransmission elsewhere.
@@ -142,6 +153,7 @@ impl Connection {
         channel.probe_at = Some(now + reprobe);
         let lost = channel.recovery.drain_all();
         channel.counters.lost_packets += lost.len() as u64;
+        self.trace_lost(now, id, &lost, Some(LossTrigger::ChannelReset));
         self.release_lost(lost);
         if was_up {
             self.events.push_back(Event::ChannelDown(id));
@@ -151,6 +163,7 @@ impl Connection {
     pub(super) fn remove_channel(&mut self, id: u8) {
         let Some(mut channel) = self.channels.remove(&id) else { return };
         let lost = channel.recovery.drain_all();
+        self.trace_lost(self.now, id, &lost, Some(LossTrigger::ChannelReset));
         self.release_lost(lost);
         if self.side == Side::Server {
             self.mark_abandoned(id);

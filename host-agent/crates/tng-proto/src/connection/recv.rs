@@ -14,6 +14,7 @@ use crate::cc::{AckSample, LossEvent, PathFeedback};
 use crate::config::TailLossMode;
 use crate::endpoint::DropReason;
 use crate::error::ConnectionError;
+use crate::qlog::{LossTrigger, MigrationState, QlogEvent};
 use crate::streams::Side;
 use crate::time::Time;
 
@@ -101,6 +102,18 @@ impl Connection {
         channel.counters.bytes_received += datagram_len as u64;
         if let Some(budget) = channel.budget_for((local, remote)) {
             budget.received = budget.received.saturating_add(datagram_len as u64);
+        }
+        if let Some(sink) = self.qlog.sink() {
+            let event = QlogEvent::PacketReceived {
+                channel: id,
+                packet_type: header.packet_type,
+                packet_number: pn,
+                length: datagram_len,
+                frames: &frames,
+                feedback: packet.feedback,
+                ecn,
+            };
+            sink.emit(now, &event);
         }
         if let State::Closing { .. } = self.state {
             // Whatever still arrives gets our CLOSE again, once per packet.
@@ -221,9 +234,11 @@ impl Connection {
                 }
             }
         }
+        let latest_rtt = outcome.rtt_sample;
         if !outcome.lost.is_empty() {
             self.on_packets_lost(now, id, outcome.lost, outcome.persistent_congestion);
         }
+        self.trace_metrics(now, id, latest_rtt);
     }
 
     /// The peer echoed the in-network feedback of this channel: queue level in 32 µs units, rate in kbit/s.
@@ -236,6 +251,9 @@ impl Connection {
         let sent_time = channel.recovery.largest_acked_sent_time().unwrap_or(now);
         channel.cc.on_feedback(now, sent_time, &feedback);
         channel.last_feedback = Some(feedback);
+        if let Some(sink) = self.qlog.sink() {
+            sink.emit(now, &QlogEvent::FeedbackEchoed { channel: id, feedback: echoed });
+        }
     }
 
     fn on_path_response(&mut self, now: Time, id: u8, token: [u8; 8], remote: SocketAddr) {
@@ -259,6 +277,18 @@ impl Connection {
             channel.remote = challenged_remote;
             lost = channel.restart_flow(now, &cc_config, initial_rtt);
         }
+        let path = (challenged_local, challenged_remote);
+        if self.qlog.is_on() {
+            self.trace_migration(now, id, MigrationState::ProbingSuccessful, path);
+            if moved {
+                self.trace_migration(now, id, MigrationState::MigrationComplete, path);
+            }
+            if moved || revived {
+                self.trace_lost(now, id, &lost, Some(LossTrigger::ChannelReset));
+                self.trace_controller(now, id, "path_change");
+            }
+        }
+        let Some(channel) = self.channels.get_mut(&id) else { return };
         channel.challenge = None;
         channel.probe_pending = false;
         channel.probe_at = None;
@@ -289,6 +319,7 @@ impl Connection {
     /// Packets of channel `id` were declared lost: the controller learns it, their contents go back to their owners
     /// (stream data is then retransmitted on whatever channel the scheduler picks).
     pub(super) fn on_packets_lost(&mut self, now: Time, id: u8, lost: Vec<SentPacket>, persistent: bool) {
+        self.trace_lost(now, id, &lost, None);
         let Some(channel) = self.channels.get_mut(&id) else { return };
         channel.counters.lost_packets += lost.len() as u64;
         let in_flight = lost.iter().filter(|packet| packet.ack_eliciting);
@@ -315,6 +346,9 @@ impl Connection {
         let mtu = self.max_datagram_size();
         let Some(channel) = self.channels.get_mut(&id) else { return };
         channel.counters.probe_timeouts += 1;
+        if let Some(sink) = self.qlog.sink() {
+            sink.emit(now, &QlogEvent::ProbeTimeout { channel: id, pto_count: channel.recovery.pto_count() });
+        }
         if channel.recovery.pto_count() >= down_after {
             self.channel_down(now, id);
             return;

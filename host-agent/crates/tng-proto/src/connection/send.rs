@@ -14,6 +14,7 @@ use super::loss::{ControlFrame, Outgoing};
 use super::received::EcnCodepoint;
 use super::{Connection, State, Transmit};
 use crate::error::ConnectionError;
+use crate::qlog::QlogEvent;
 use crate::scheduler::ChannelView;
 use crate::streams::SentChunk;
 use crate::time::Time;
@@ -65,6 +66,17 @@ impl Connection {
     /// The next datagram to send, if any.
     pub(crate) fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
         if let Some(transmit) = self.poll_handshake_transmit(now) {
+            if let Some(sink) = self.qlog.sink() {
+                let length = transmit.payload.len();
+                let event = QlogEvent::PacketSent {
+                    channel: 0,
+                    packet_type: PacketType::Initial,
+                    packet_number: 0,
+                    length,
+                    frames: &[],
+                };
+                sink.emit(now, &event);
+            }
             return Some(transmit);
         }
         match self.state {
@@ -411,6 +423,9 @@ impl Connection {
         channel.counters.bytes_sent += size;
         if let Some(budget) = channel.budget_for((local, remote)) {
             budget.sent += size;
+        }
+        if self.qlog.is_on() {
+            self.trace_sent(now, (id, packet_type, packet_number), datagram.len(), &plaintext.body);
         }
         Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), payload: datagram })
     }

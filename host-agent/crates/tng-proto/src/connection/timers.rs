@@ -9,6 +9,7 @@ use super::crypto::PacketProtection;
 use super::loss;
 use super::{Connection, Event, State};
 use crate::error::ConnectionError;
+use crate::qlog::{MigrationState, QlogEvent};
 use crate::time::Time;
 
 impl Connection {
@@ -147,6 +148,11 @@ impl Connection {
                         return;
                     }
                     // A migration target never answered (perhaps a spoofed source): the channel stays where it is.
+                    if let Some(sink) = self.qlog.sink() {
+                        let (local, remote) = (challenge.local, challenge.remote);
+                        let state = MigrationState::ProbingAbandoned;
+                        sink.emit(now, &QlogEvent::MigrationStateUpdated { channel: id, state, local, remote });
+                    }
                 }
                 Some(_) => channel.probe_pending = true,
                 None => {}
@@ -163,7 +169,10 @@ impl Connection {
         }
         match channel.recovery.on_timeout(now, &channel.rtt, max_ack_delay) {
             loss::TimeoutOutcome::Nothing => {}
-            loss::TimeoutOutcome::Lost { lost, persistent } => self.on_packets_lost(now, id, lost, persistent),
+            loss::TimeoutOutcome::Lost { lost, persistent } => {
+                self.on_packets_lost(now, id, lost, persistent);
+                self.trace_metrics(now, id, None);
+            }
             loss::TimeoutOutcome::ProbeTimeout => self.on_probe_timeout(now, id),
         }
     }
