@@ -7,8 +7,11 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from tng_lab.runner import _needed_packets
+from tng_lab.scenario import load
 from tng_lab.sender_window import SenderWindowSampler, SocketSample, parse, series
 
 # Two lines as iproute2 6.1 prints them with -tinHO and a state filter (no State column): the data connection in
@@ -50,7 +53,7 @@ def test_series_adds_up_the_data_connections_and_leaves_out_the_control_connecti
         (0.2, [sample(control, 10, 100), sample("10.1.0.2:2", 40, 90_000, unacked=35), sample("10.2.0.2:3", 20, 0)]),
         (0.3, [sample("10.1.0.2:2", 60, 500_000, unacked=50, ssthresh=44), sample("10.2.0.2:3", 30, 70_000)]),
     ]
-    window = series(samples, links_bdp_packets=67.5)
+    window = series(samples, needed_packets=67.5)
     assert window is not None
     assert window.connections == 2  # MPTCP's two subflows; the control connection carried 100 bytes
     assert window.t_s == [0.1, 0.2, 0.3]
@@ -58,11 +61,11 @@ def test_series_adds_up_the_data_connections_and_leaves_out_the_control_connecti
     assert window.in_flight_packets == [0, 35, 50]
     assert window.ssthresh_packets == [None, None, 44]  # the connection that carried the most
     assert window.cwnd_mean_packets == 53.3 and window.cwnd_max_packets == 90
-    assert window.links_bdp_packets == 67.5
+    assert window.needed_packets == 67.5
 
 
 def test_series_is_none_when_no_connection_carried_data() -> None:
-    assert series([(0.1, [sample("10.1.0.2:1", 10, 100)])], links_bdp_packets=None) is None
+    assert series([(0.1, [sample("10.1.0.2:1", 10, 100)])], needed_packets=None) is None
 
 
 SENDER = """
@@ -96,7 +99,7 @@ def test_sampler_follows_a_real_connection_in_a_namespace() -> None:
         inside = ["ip", "netns", "exec", namespace, sys.executable, "-c"]
         with subprocess.Popen([*inside, SENDER], stdout=subprocess.PIPE, text=True) as sender:
             assert sender.stdout is not None and sender.stdout.readline() == "listening\n"
-            sampler = SenderWindowSampler(namespace, 5299, time.monotonic(), 0.05, links_bdp_packets=None).start()
+            sampler = SenderWindowSampler(namespace, 5299, time.monotonic(), 0.05, needed_packets=None).start()
             subprocess.run([*inside, RECEIVER], check=True, timeout=20)
             sender.wait(timeout=10)
             window = sampler.stop()
@@ -105,3 +108,12 @@ def test_sampler_follows_a_real_connection_in_a_namespace() -> None:
     assert window is not None, "the sampler saw no data connection"
     assert window.connections == 1
     assert len(window.t_s) >= 3 and min(window.cwnd_packets) >= 1
+
+
+def test_a_steered_connection_needs_the_summed_rate_over_the_slowest_round_trip() -> None:
+    scenario = load(Path(__file__).resolve().parents[1] / "scenarios" / "lwip.toml")
+    workloads = {workload.name: workload for workload in scenario.workloads}
+    # LTE 10 Mbit/s at 50 ms, Wi-Fi 30 Mbit/s at 10 ms, in 1500-byte packets
+    assert _needed_packets(scenario, workloads["mptcp"]) == 66.7  # 41.7 + 25: each subflow its own RTT
+    assert _needed_packets(scenario, workloads["earliest-arrival"]) == 166.7  # 40 Mbit/s x 50 ms
+    assert _needed_packets(scenario, workloads["tcp-wifi"]) == 25.0

@@ -106,7 +106,7 @@ def throughput_over_time(results: LabResults, measured: list[WorkloadResult], pa
 
 def sender_window(results: LabResults, with_window: list[WorkloadResult], path: Path) -> Path:
     """One panel per kernel workload (its first good run): the server's congestion window and packets in flight
-    against what both links' bandwidth-delay products need, and the smoothed RTT."""
+    against the window that keeps its links busy (sender_window.WindowSeries.needed_packets), and the smoothed RTT."""
     columns = 1 if len(with_window) <= 2 else 2
     rows = math.ceil(len(with_window) / columns)
     figure = _figure(7 * columns, 2.6 * rows + 0.6)
@@ -118,8 +118,8 @@ def sender_window(results: LabResults, with_window: list[WorkloadResult], path: 
         assert window is not None
         ax.step(window.t_s, window.cwnd_packets, where="post", color="#1f77b4", label="cwnd")
         ax.step(window.t_s, window.in_flight_packets, where="post", color="#2ca02c", linewidth=0.8, label="in flight")
-        if window.links_bdp_packets is not None:
-            ax.axhline(window.links_bdp_packets, color="black", linestyle="--", linewidth=1, label="links' BDP")
+        if window.needed_packets is not None:
+            ax.axhline(window.needed_packets, color="black", linestyle="--", linewidth=1, label="window the links need")
         ax.set_ylabel("packets")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)

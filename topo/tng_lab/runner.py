@@ -458,8 +458,8 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     window = None
     if workload.transport in KERNEL_TRANSPORTS:
         interval_s = options.scenario.sample_ms / 1e3
-        bdp = _links_bdp_packets(options.scenario, workload.paths)
-        window = SenderWindowSampler(plan.server_ns, PERF_PORT, origin, interval_s, bdp).start()
+        needed = _needed_packets(options.scenario, workload)
+        window = SenderWindowSampler(plan.server_ns, PERF_PORT, origin, interval_s, needed).start()
     try:
         for ue in plan.ues:
             ue_seed = seed + (ue.number - 1) * UE_SEED_STRIDE
@@ -527,17 +527,20 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
     )
 
 
-def _links_bdp_packets(scenario: Scenario, paths: tuple[str, ...]) -> float | None:
-    """Full-size packets in flight that keep `paths` busy at their base round-trip times (None on a trace-driven
-    link, whose rate varies)."""
-    total = 0.0
-    for link in scenario.links:
-        if link.name not in paths:
-            continue
-        if link.down.rate_bps is None:
-            return None
-        total += link.down.rate_bps * (link.down.delay_s + link.up.delay_s) / (MTU_BYTES * 8)
-    return round(total, 1)
+def _needed_packets(scenario: Scenario, workload: Workload) -> float | None:
+    """Full-size packets in flight that keep the workload's links busy at their base RTTs (None on a trace-driven
+    link, whose rate varies): a connection per link needs each link's rate x RTT; one connection steered across them
+    arrives in order only as late as the slowest link delivers, so it needs their summed rate x the longest RTT."""
+    links = [link for link in scenario.links if link.name in workload.paths]
+    if any(link.down.rate_bps is None for link in links):
+        return None
+    rates = [link.down.rate_bps or 0.0 for link in links]
+    rtts = [link.down.delay_s + link.up.delay_s for link in links]
+    if workload.steering is not None:
+        bits = sum(rates) * max(rtts)
+    else:
+        bits = sum(rate * rtt for rate, rtt in zip(rates, rtts, strict=True))
+    return round(bits / (MTU_BYTES * 8), 1)
 
 
 @dataclass(frozen=True, slots=True)

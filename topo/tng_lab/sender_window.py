@@ -40,7 +40,10 @@ class WindowSeries:
     ssthresh_packets: list[int | None]  # the largest data connection's
     srtt_ms: list[float]  # the largest data connection's
     connections: int  # data connections seen (MPTCP: subflows)
-    links_bdp_packets: float | None  # the window both links' rates x base RTTs need (None on trace-driven links)
+    # Full-size packets in flight that keep the links busy at their base RTTs (None on a trace link, whose rate
+    # varies): each link's rate x RTT for a connection per link (MPTCP); the links' summed rate x the longest RTT for
+    # one connection steered across them, whose packets arrive in order only as late as the slowest link's.
+    needed_packets: float | None
     cwnd_mean_packets: float
     cwnd_max_packets: int
 
@@ -68,7 +71,7 @@ def parse(output: str) -> list[SocketSample]:
     return samples
 
 
-def series(samples: list[tuple[float, list[SocketSample]]], links_bdp_packets: float | None) -> WindowSeries | None:
+def series(samples: list[tuple[float, list[SocketSample]]], needed_packets: float | None) -> WindowSeries | None:
     """The data connections' series from timed samples; None when no connection carried data."""
     carried: dict[str, int] = {}
     for _, sockets in samples:
@@ -96,7 +99,7 @@ def series(samples: list[tuple[float, list[SocketSample]]], links_bdp_packets: f
         ssthresh_packets=ssthresh,
         srtt_ms=srtt,
         connections=len(data),
-        links_bdp_packets=links_bdp_packets,
+        needed_packets=needed_packets,
         cwnd_mean_packets=round(sum(cwnd) / len(cwnd), 1),
         cwnd_max_packets=max(cwnd),
     )
@@ -106,12 +109,12 @@ class SenderWindowSampler:
     """Samples the sockets of `port` in `namespace` every `interval_s` from start() until stop()."""
 
     def __init__(
-        self, namespace: str, port: int, origin: float, interval_s: float, links_bdp_packets: float | None
+        self, namespace: str, port: int, origin: float, interval_s: float, needed_packets: float | None
     ) -> None:
         self._argv = ["ip", "netns", "exec", namespace, "ss", "-tinHO", "state", "established", f"( sport = :{port} )"]
         self._origin = origin
         self._interval_s = interval_s
-        self._links_bdp_packets = links_bdp_packets
+        self._needed_packets = needed_packets
         self._samples: list[tuple[float, list[SocketSample]]] = []
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"ss {namespace}:{port}", daemon=True)
@@ -123,7 +126,7 @@ class SenderWindowSampler:
     def stop(self) -> WindowSeries | None:
         self._stopped.set()
         self._thread.join()
-        return series(self._samples, self._links_bdp_packets)
+        return series(self._samples, self._needed_packets)
 
     def _run(self) -> None:
         next_at = time.monotonic()
