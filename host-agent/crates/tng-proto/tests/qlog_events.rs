@@ -12,7 +12,7 @@ use tng_proto::qlog::{
 };
 use tng_proto::streams::Side;
 use tng_proto::{CcKind, EndpointConfig, HostPolicy, Time, TransportConfig};
-use tng_wire::{Frame, PacketType};
+use tng_wire::Frame;
 
 /// One recorded event, reduced to what the tests compare.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,11 +41,11 @@ impl QlogSink for Recorder {
         let seen = match event {
             QlogEvent::PacketSent { channel, packet_type, frames, .. } => Seen::Sent {
                 channel: *channel,
-                packet_type: type_name(*packet_type),
+                packet_type: packet_type.name(),
                 stream_frames: frames.iter().filter(|f| matches!(f, Frame::Stream { .. })).count(),
             },
             QlogEvent::PacketReceived { channel, packet_type, .. } => {
-                Seen::Received { channel: *channel, packet_type: type_name(*packet_type) }
+                Seen::Received { channel: *channel, packet_type: packet_type.name() }
             }
             QlogEvent::PacketLost { channel, trigger, .. } => Seen::Lost { channel: *channel, trigger: *trigger },
             QlogEvent::MetricsUpdated(metrics) => Seen::Metrics { channel: metrics.channel },
@@ -63,17 +63,6 @@ impl QlogSink for Recorder {
             _ => Seen::Other,
         };
         self.log.lock().expect("log").push((self.side, now, seen));
-    }
-}
-
-fn type_name(packet_type: PacketType) -> &'static str {
-    match packet_type {
-        PacketType::Initial => "initial",
-        PacketType::Retry => "retry",
-        PacketType::Data => "data",
-        PacketType::Ack => "ack",
-        PacketType::Probe => "probe",
-        PacketType::Close => "close",
     }
 }
 

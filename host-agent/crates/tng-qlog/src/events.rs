@@ -155,15 +155,7 @@ fn hex_id(id: u64) -> String {
 }
 
 fn header(packet_type: PacketType, packet_number: u64) -> Value {
-    let packet_type = match packet_type {
-        PacketType::Initial => "initial",
-        PacketType::Retry => "retry",
-        PacketType::Data => "data",
-        PacketType::Ack => "ack",
-        PacketType::Probe => "probe",
-        PacketType::Close => "close",
-    };
-    json!({ "packet_type": packet_type, "packet_number": packet_number })
+    json!({ "packet_type": packet_type.name(), "packet_number": packet_number })
 }
 
 /// The flow header's feedback fields, raw and read: `queue_delay_us` and `rate_hint_kbps` are null when neutral.

@@ -45,6 +45,18 @@ impl PacketType {
         })
     }
 
+    /// The type's name in lower case, as qlog traces record it in `packet_type`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Initial => "initial",
+            Self::Retry => "retry",
+            Self::Data => "data",
+            Self::Ack => "ack",
+            Self::Probe => "probe",
+            Self::Close => "close",
+        }
+    }
+
     /// Whether the payload is AEAD-sealed frames (section 6).
     pub const fn is_sealed(self) -> bool {
         matches!(self, Self::Data | Self::Ack | Self::Probe | Self::Close)
