@@ -9,11 +9,14 @@
  *   qdepl-measured    the same with the rates measured in egress (port_service_time: time per packet while
  *                     backlogged); an even split until both links have been measured
  *   lowest-rtt-first  the preferred (lower-delay) link until its queue holds more than spill_depth packets
- *   earliest-arrival  per packet, the link that would deliver it first: (queue ahead + 1) x time per packet + the
- *                     link's delay. The queue ahead is what egress last left (port_queue_depth) plus what was steered
- *                     there since; the delays and nominal times per packet come from link_state (the controller's
- *                     measurements), the time per packet from egress's own measurement once it has one. Predicted
- *                     arrival times of successive packets never decrease, so a flow arrives nearly in order.
+ *   earliest-arrival  per packet, the link that would deliver it first: released after the queue ahead and its
+ *                     own slot, counted from the port's last dequeue ((queue ahead + 2) x time per packet less the
+ *                     time since that dequeue, at most a packet time, of which the last packet time is the link
+ *                     carrying it), + the link's delay. The queue ahead is what egress last left (port_queue_depth)
+ *                     plus what was steered there since; the delays and nominal times per packet come from
+ *                     link_state (the controller's measurements), the time per packet from egress's own
+ *                     measurement once it has one. Predicted arrival times of successive packets never decrease,
+ *                     so a flow arrives nearly in order.
  *   lte-only, wifi-only
  * The chosen link's port and destination MAC become the next hop; steered packets are counted per port.
  */
@@ -103,6 +106,17 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
         size = PORT_COUNT;
     }
 
+    /* How far the port is into the slot of its next dequeue (us): the time since it last sent a packet, at most one
+     * packet time. The queue ahead drains from that dequeue on, not from now: without it a slow link's predicted
+     * arrival is up to a whole packet time late. 0 when egress stamped its dequeue after this packet's ingress. */
+    @hidden
+    action time_in_slot(in port_num_t port, in bit<32> packet_time, in bit<48> now, out bit<32> elapsed) {
+        bit<48> last;
+        port_last_dequeue.read(last, (bit<32>)port);
+        bit<48> since_last = now > last ? now - last : 0;
+        elapsed = since_last < (bit<48>)packet_time ? (bit<32>)since_last : packet_time;
+    }
+
     /* LTE with probability lte_share / (lte_share + wifi_share); LTE when both are 0. */
     @hidden
     action pick_by_shares(out link_t link) {
@@ -187,10 +201,15 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
                 bit<32> wifi_since;
                 port_steered_since_dequeue.read(lte_since, (bit<32>)md.lte_port);
                 port_steered_since_dequeue.read(wifi_since, (bit<32>)md.wifi_port);
-                bit<64> lte_arrival = (bit<64>)(lte_depth + lte_since + 1) * (bit<64>)lte_packet_time
-                                      + (bit<64>)lte_delay;
-                bit<64> wifi_arrival = (bit<64>)(wifi_depth + wifi_since + 1) * (bit<64>)wifi_packet_time
-                                       + (bit<64>)wifi_delay;
+                bit<32> lte_elapsed;
+                bit<32> wifi_elapsed;
+                time_in_slot(md.lte_port, lte_packet_time, std_md.ingress_global_timestamp, lte_elapsed);
+                time_in_slot(md.wifi_port, wifi_packet_time, std_md.ingress_global_timestamp, wifi_elapsed);
+                /* Released after the queue ahead and its own slot, then one packet time on the link. */
+                bit<64> lte_arrival = (bit<64>)(lte_depth + lte_since + 2) * (bit<64>)lte_packet_time
+                                      - (bit<64>)lte_elapsed + (bit<64>)lte_delay;
+                bit<64> wifi_arrival = (bit<64>)(wifi_depth + wifi_since + 2) * (bit<64>)wifi_packet_time
+                                       - (bit<64>)wifi_elapsed + (bit<64>)wifi_delay;
                 link = lte_arrival < wifi_arrival ? LINK_LTE : LINK_WIFI;
             }
             steer_wifi_only: {

@@ -185,7 +185,8 @@ class LteOnlyAndWifiOnly(SteeringTest):
 
 @group("tng")
 class EarliestArrivalSendsWhereThePacketArrivesFirst(SteeringTest):
-    """earliest-arrival with LTE 20 ms further away, 1.2 ms per packet on LTE and 0.4 ms on Wi-Fi: Wi-Fi while
+    """earliest-arrival with LTE 20 ms further away, 1.2 ms per packet on LTE and 0.4 ms on Wi-Fi, both ports idle
+    for longer than a packet time (so each prediction is (queue + 1) x packet time + delay): Wi-Fi while
     (queue + 1) x 0.4 ms <= 21.2 ms (52 packets queued, a tie, still Wi-Fi), LTE from 53 packets on."""
 
     def runTest(self) -> None:
