@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import stat
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from tng_p4 import run_ptf, toolchain
 
 FAKE_SWITCH = """#!{python}
-import socket, sys, time
+import os, socket, sys, time
 args = sys.argv[1:]
 if args[:1] == ["--help"]:
     print("  --packet-in arg  Enable receiving packet on this (nanomsg) socket.")
@@ -23,19 +27,25 @@ host, port = args[args.index("--grpc-server-addr") + 1].split(":")
 server = socket.socket()
 server.bind((host, int(port)))
 server.listen()
+if "FAKE_SWITCH_PID" in os.environ:
+    open(os.environ["FAKE_SWITCH_PID"], "w").write(str(os.getpid()))
 while True:
     time.sleep(1)
 """
 
 # Writes one xunit file per outcome named in FAKE_PTF_OUTCOMES, records its arguments, exits FAKE_PTF_STATUS.
 FAKE_PTF = """
-import json, os, sys
+import json, os, sys, time
 args = sys.argv[1:]
 if args == ["--version"]:
     print("ptf 0.12.0")
     sys.exit(0)
 out = args[args.index("--xunit-dir") + 1]
 os.makedirs(out)
+if "FAKE_PTF_PID" in os.environ:  # a suite that never ends
+    open(os.environ["FAKE_PTF_PID"], "w").write(str(os.getpid()))
+    while True:
+        time.sleep(1)
 json.dump(args, open(os.environ["FAKE_PTF_ARGS"], "w"))
 bodies = {"passed": "", "failed": '<failure message="Did not receive expected packet">tb</failure>'}
 for i, outcome in enumerate(os.environ["FAKE_PTF_OUTCOMES"].split(",")):
@@ -155,3 +165,31 @@ def test_unknown_program_is_a_usage_error(fakes: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         run_ptf.main(["--program", "no_such_program"])
     assert exit_info.value.code == 2
+
+
+def test_terminating_the_run_stops_the_switch_and_ptf(fakes: Path) -> None:
+    """SIGTERM (a CI timeout, an operator's kill) leaves no switch or ptf behind to hold ports and CPU."""
+    env = {**os.environ, "FAKE_PTF_PID": str(fakes / "ptf.pid"), "FAKE_SWITCH_PID": str(fakes / "switch.pid")}
+    env["FAKE_PTF_OUTCOMES"] = "passed"
+    command = [sys.executable, "-m", "tng_p4.run_ptf", "--program", "tng_wire", "--build-dir", str(fakes / "build")]
+    run = subprocess.Popen([*command, "--work-dir", str(fakes / "work")], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not (fakes / "ptf.pid").exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (fakes / "ptf.pid").exists(), "ptf never started"
+    pids = [int((fakes / name).read_text()) for name in ("switch.pid", "ptf.pid")]
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=30) != 0
+    for pid in pids:
+        assert _gone(pid), f"process {pid} still runs after run_ptf was terminated"
+
+
+def _gone(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     assert found.simple_switch_grpc.path is not None and found.ptf.path is not None
 
     tests = args.tests or [args.program]
+    # SIGTERM unwinds like Ctrl-C, so the switch and ptf stop with the run instead of holding its ports and CPU.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     # The nanomsg socket path must stay short (Unix socket paths are limited to 107 bytes).
     with tempfile.TemporaryDirectory(prefix="tng-bmv2-") as sockets:
         try:
@@ -119,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     failed = xunit.counts(results)["failed"]
     return 0 if results and not failed and status == 0 else 1
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _write_summary(path: Path | None, summary: dict[str, object]) -> None:
