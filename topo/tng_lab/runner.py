@@ -529,17 +529,19 @@ def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Prog
 
 def _needed_packets(scenario: Scenario, workload: Workload) -> float | None:
     """Full-size packets in flight that keep the workload's links busy at their base RTTs (None on a trace-driven
-    link, whose rate varies): a connection per link needs each link's rate x RTT; one connection steered across them
-    arrives in order only as late as the slowest link delivers, so it needs their summed rate x the longest RTT."""
+    link, whose rate varies): a connection per link needs each link's rate x RTT. One connection steered across the
+    LWIP pair arrives in order only as late as the slowest link delivers, and its ACKs return over the link the UE
+    answers on (Wi-Fi, topo/tng_lab/plan.py), so it needs the links' summed rate x (longest downlink delay + Wi-Fi's
+    uplink delay)."""
     links = [link for link in scenario.links if link.name in workload.paths]
     if any(link.down.rate_bps is None for link in links):
         return None
     rates = [link.down.rate_bps or 0.0 for link in links]
-    rtts = [link.down.delay_s + link.up.delay_s for link in links]
-    if workload.steering is not None:
-        bits = sum(rates) * max(rtts)
+    if workload.steering is not None and scenario.switch.wifi is not None:
+        rtt = max(link.down.delay_s for link in links) + scenario.link(scenario.switch.wifi).up.delay_s
+        bits = sum(rates) * rtt
     else:
-        bits = sum(rate * rtt for rate, rtt in zip(rates, rtts, strict=True))
+        bits = sum(rate * (link.down.delay_s + link.up.delay_s) for rate, link in zip(rates, links, strict=True))
     return round(bits / (MTU_BYTES * 8), 1)
 
 
