@@ -70,7 +70,8 @@ const drop_reason_t DROP_IPV4_CHECKSUM = 12;
 const drop_reason_t DROP_TTL_EXPIRED = 13;
 const drop_reason_t DROP_NO_ROUTE = 14;
 const drop_reason_t DROP_BAD_LENGTH = 15;
-#define DROP_REASON_COUNT 16
+const drop_reason_t DROP_HELPER_FRAME = 16;
+#define DROP_REASON_COUNT 17
 
 #define PORT_FORWARD_TABLE_SIZE 512
 

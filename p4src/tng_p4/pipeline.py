@@ -40,6 +40,7 @@ class DropReason(IntEnum):
     TTL_EXPIRED = 13
     NO_ROUTE = 14
     BAD_LENGTH = 15
+    HELPER_FRAME = 16
 
 
 # P4Info names of tng (p4src/README.md, "tng: the main pipeline") that experiments read.

@@ -96,6 +96,12 @@ control ingress(inout tng_headers_t hdr,
                 }
             }
         }
+        /* Only the helper's confirmations of copies are taken (by VISIBLE); any other helper frame, and every one
+         * that did not come from the helper, is dropped here, where it is counted. */
+        if (reason == DROP_REASON_NONE && helper_frame
+            && !(md.injected && hdr.helper.reason == HELPER_COPIES_HELD && hdr.wire.tcp.isValid())) {
+            reason = DROP_HELPER_FRAME;
+        }
         if (reason == DROP_REASON_NONE && !helper_frame) {
             if (hdr.wire.tcp.isValid()) {
                 md.l4_src_port = hdr.wire.tcp.src_port;

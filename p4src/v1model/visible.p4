@@ -170,10 +170,9 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
         bool downlink = md.lwip && !md.injected && hdr.wire.tcp.isValid();
         bool uplink = (md.role == ROLE_LTE || md.role == ROLE_WIFI) && !md.injected && hdr.wire.tcp.isValid()
                       && (hdr.wire.tcp.flags & TCP_FLAG_ACK) != 0;
-        /* Only the helper (packet-out or helper port) may confirm copies; any other helper frame is just dropped. */
-        bool confirmation = hdr.helper.isValid() && md.injected && hdr.helper.reason == HELPER_COPIES_HELD
-                            && hdr.wire.tcp.isValid();
-        if (hdr.helper.isValid()) {
+        /* Ingress lets through only the helper's confirmations of copies (tng.p4); one is consumed here. */
+        bool confirmation = hdr.helper.isValid();
+        if (confirmation) {
             mark_to_drop(std_md);
         }
         bit<48> now = std_md.ingress_global_timestamp;

@@ -20,6 +20,7 @@ from ptf.testutils import group
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
+from tng_controller.retransmit_helper import Reason, helper_frame
 from tng_p4.pipeline import DropReason
 from tng_p4.vectors import load_wire_vectors
 from tng_p4.wire import TNG_UDP_PORT
@@ -171,3 +172,13 @@ class ValidTngIsForwarded(LwipTest):
         self.send(self.core, pkt)
         self.assertReceived(self.routed(pkt, SERVER_MAC), self.uplink)
         self.assertNothingElse()
+
+
+@group("tng")
+class HelperFrameFromAnotherPortIsCountedAsHelperFrame(LwipTest):
+    """A frame in the helper's encapsulation that did not come from the helper is neither routed nor silently
+    eaten: it is dropped under helper_frame."""
+
+    def runTest(self) -> None:
+        frame = helper_frame(Reason.COPIES_HELD, bytes(udp(SERVER_IP)))
+        self.runDropTest(Ether(frame), DropReason.HELPER_FRAME)
