@@ -46,6 +46,7 @@ class DropReason(IntEnum):
 # P4Info names of tng (p4src/README.md, "tng: the main pipeline") that experiments read.
 STEERED = "ingress.steering.steered"
 PORT_TX = "egress.port_tx"
+FORWARDED = "ingress.forwarded"
 DROPS = "ingress.drops"
 VISIBLE_DECISIONS = "ingress.visible.decisions"
 

@@ -24,11 +24,17 @@
 #include "v1model/steering.p4"
 #include "v1model/visible.p4"
 
+/* The egress_spec mark_to_drop() sets (v1model.p4: BMv2's drop port). */
+const bit<9> V1MODEL_DROP_PORT = 511;
+
 control ingress(inout tng_headers_t hdr,
                 inout tng_metadata_t md,
                 inout standard_metadata_t std_md) {
 
     counter(DROP_REASON_COUNT, CounterType.packets_and_bytes) drops;
+    /* Packets ingress handed to the traffic manager, by egress port (clones not included): against egress.port_tx,
+     * what the port's egress queue dropped, which the pipeline never sees. */
+    counter(PORT_COUNT, CounterType.packets_and_bytes) forwarded;
     WireDropReason() wire_drop_reason;
     Forwarding() forwarding;
     Classify() classify;
@@ -76,6 +82,7 @@ control ingress(inout tng_headers_t hdr,
             if (hdr.packet_out.egress_port != CPU_PORT) {
                 std_md.egress_spec = hdr.packet_out.egress_port;
                 md.bypass = true;
+                forwarded.count((bit<32>)std_md.egress_spec);
                 return;
             }
             md.injected = true;
@@ -125,6 +132,9 @@ control ingress(inout tng_headers_t hdr,
             }
         }
         visible.apply(hdr, md, std_md);
+        if (std_md.egress_spec != V1MODEL_DROP_PORT) {
+            forwarded.count((bit<32>)std_md.egress_spec);
+        }
     }
 }
 

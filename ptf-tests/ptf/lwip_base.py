@@ -34,6 +34,7 @@ from tng_p4.p4rt import CounterValue
 PORT_ROLE = "ingress.port_role"
 SET_PORT_ROLE = "ingress.set_port_role"
 DROPS = "ingress.drops"
+FORWARDED = "ingress.forwarded"
 ROUTES = "ingress.forwarding.routes"
 ROUTE = "ingress.forwarding.route"
 ROUTE_LWIP = "ingress.forwarding.route_lwip"

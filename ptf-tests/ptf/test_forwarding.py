@@ -7,6 +7,7 @@ from lwip_base import (
     CORE_IP,
     CORE_MAC,
     DROPS,
+    FORWARDED,
     PORT_TX,
     ROUTE_DROP,
     ROUTES,
@@ -46,12 +47,14 @@ class RouteRewritesMacsAndDecrementsTtl(LwipTest):
     def runTest(self) -> None:
         drops = self.counters(DROPS)
         sent = self.counters(PORT_TX)
+        forwarded = self.counters(FORWARDED)
         pkt = udp(SERVER_IP)
         self.send(self.core, pkt)
         self.assertReceived(self.routed(pkt, SERVER_MAC), self.uplink)
         self.assertNothingElse()
         self.assertEqual(self.counters(DROPS), drops)
         self.assertCounted(PORT_TX, sent, {self.uplink: 1}, "egress.port_tx")
+        self.assertCounted(FORWARDED, forwarded, {self.uplink: 1}, "ingress.forwarded")
 
 
 @group("tng")

@@ -10,6 +10,7 @@ from lwip_base import (
     CORE_IP,
     CORE_MAC,
     DROPS,
+    FORWARDED,
     PORT_TX,
     SERVER_IP,
     SERVER_MAC,
@@ -95,6 +96,7 @@ class FuzzedFramesAreForwardedOrCountedAsDropped(LwipTest):
         frames = fuzzed_frames(rng, FUZZ_FRAMES)
         ports = (self.core, self.uplink, self.lte, self.wifi)
         drops_before, sent_before = self.counters(DROPS), self.counters(PORT_TX)
+        forwarded_before = self.counters(FORWARDED)
         started = time.monotonic()
         for index, frame in enumerate(frames):
             pause = started + index / SEND_PPS - time.monotonic()
@@ -111,9 +113,17 @@ class FuzzedFramesAreForwardedOrCountedAsDropped(LwipTest):
             f"seed {FUZZ_SEED}: {FUZZ_FRAMES} frames sent, {forwarded} forwarded, drops by reason {dropped}",
         )
         self.assertGreater(forwarded, 0, "no fuzzed frame was forwarded: the mix lost its valid frames")
+        self.assertEqual(
+            self.sum_of(FORWARDED) - self.sum_of(FORWARDED, forwarded_before),
+            forwarded,
+            "ingress.forwarded and egress.port_tx disagree: an egress queue dropped fuzzed frames",
+        )
         probe = Ether(bytes(Ether(src=CORE_MAC, dst=SWITCH_MAC) / IP(src=CORE_IP, dst=SERVER_IP) / UDP() / b"x"))
         self.send(self.core, probe)
         self.assertReceived(self.routed(probe, SERVER_MAC), self.uplink)
+
+    def sum_of(self, name: str, cells: dict | None = None) -> int:
+        return sum(cell.packets for cell in (cells if cells is not None else self.counters(name)).values())
 
     def settle(self, drops_before: dict, sent_before: dict) -> tuple[int, dict[int, int]]:
         """Counters read until they account for every frame or stop moving (BMv2 counts as it goes)."""

@@ -21,7 +21,7 @@ from tng_lab.results import (
     write_summary,
 )
 from tng_lab.scenario import Workload
-from tng_lab.switch_counters import LinkCounts, SwitchCounts
+from tng_lab.switch_counters import LinkCounts, SwitchCounts, kernel_rx_packets
 from tng_lab.tcpstats import ReceiverStats, SenderStats, TcpStats
 from tng_p4.pipeline import VisibleDecision
 
@@ -185,30 +185,62 @@ def test_where_the_packets_went_for_a_steered_visible_workload(lab: LabResults, 
     tcp = TcpStats(ReceiverStats(9000, 400, 12), SenderStats(9500, 60, 40, 1, 12, 0, 3, 2))
     links = {"lte": LinkCounts(3000, 2990, 10), "wifi": LinkCounts(6000, 6000, 0)}
     visible = {decision.name.lower(): 0 for decision in VisibleDecision} | {"held": 50, "sack_hidden": 7, "boosted": 4}
-    runs = [replace(run(30.0, repetition), tcp=tcp, switch=SwitchCounts(links, visible, 0)) for repetition in (0, 1)]
+    counts = [SwitchCounts(links, visible, 0, input_losses) for input_losses in (30, 10)]
+    runs = [replace(run(30.0, repetition), tcp=tcp, switch=counts[repetition]) for repetition in (0, 1)]
     lab.workloads = [lab.workloads[0], WorkloadResult(steered, "cubic", runs)]
     summary = lab.workloads[1].summary()
     assert summary["tcp"]["receiver"]["out_of_order_queued"] == 400
     assert summary["switch"]["links"]["lte"] == {"steered": 3000, "sent": 2990, "queue_drops": 10}
     rows = where_packets_went_table(lab).strip().splitlines()
     assert len(rows) == 3  # the header, its rule and the steered workload; tcp-lte has no counters
-    assert rows[2] == "| steered | 400 | 12 | 60 | 3 / 2 | lte 3000, wifi 6000 | lte 10, wifi 0 | 50 / 7 / 4 / 0 |"
+    assert rows[2] == "| steered | 400 | 12 | 60 | 3 / 2 | lte 3000, wifi 6000 | lte 10, wifi 0 | 20 | 50 / 7 / 4 / 0 |"
     text = write_summary(lab, [], tmp_path / "summary.md").read_text()
     assert "Where the packets went" in text
     assert json.loads(write_json(lab, tmp_path / "r.json").read_text())["workloads"][1]["runs"][0]["switch"]["links"]
 
 
 def test_switch_counts_between_two_snapshots() -> None:
-    before = {"ingress.steering.steered": {2: 100, 3: 50}, "egress.port_tx": {2: 100, 3: 50}, "ingress.drops": {}}
+    before = {
+        "ingress.steering.steered": {2: 100, 3: 50},
+        "ingress.forwarded": {2: 100, 3: 50, 4: 10},
+        "egress.port_tx": {2: 100, 3: 50, 4: 10},
+        "ingress.drops": {},
+    }
     after = {
         "ingress.steering.steered": {2: 400, 3: 650},
-        "egress.port_tx": {2: 395, 3: 650, 1: 80},
+        "ingress.forwarded": {2: 400, 3: 650, 4: 210, 1: 80},
+        "egress.port_tx": {2: 395, 3: 650, 4: 190, 1: 80},
         "ingress.drops": {14: 2},
         "ingress.visible.decisions": {5: 7},
     }
-    counts = SwitchCounts.between(before, after, {"lte": 2, "wifi": 3})
-    assert counts.links == {"lte": LinkCounts(300, 295, 5), "wifi": LinkCounts(600, 600, 0)}
+    counts = SwitchCounts.between(before, after, {"lte": 2, "wifi": 3, "dsl": 4})
+    assert counts.links == {
+        "lte": LinkCounts(300, 295, 5),
+        "wifi": LinkCounts(600, 600, 0),
+        "dsl": LinkCounts(0, 180, 20),  # routed, not steered: its queue drops count all the same
+    }
     assert counts.visible["held"] == 7 and counts.dropped == 2
+    assert counts.input_losses is None  # the snapshots have no kernel receive counts
+
+
+def test_losses_before_the_pipeline_are_what_the_interfaces_received_and_the_pipeline_never_handled() -> None:
+    before = {"kernel.rx_packets": {0: 1000}, "ingress.forwarded": {2: 500}, "ingress.drops": {14: 5}}
+    after = {
+        "kernel.rx_packets": {0: 2000},
+        "ingress.forwarded": {2: 1400, 3: 50},  # 950 forwarded
+        "ingress.drops": {14: 15},  # 10 dropped
+        "ingress.visible.decisions": {5: 12},  # 12 dup-ACKs held
+    }
+    assert SwitchCounts.between(before, after, {"lte": 2}).input_losses == 1000 - 950 - 10 - 12
+    helper = {**after, "ingress.visible.decisions": {5: 12, 1: 3}}  # data copied: the helper's packet-outs enter too
+    assert SwitchCounts.between(before, helper, {"lte": 2}).input_losses is None
+
+
+def test_kernel_receive_counts_leave_out_loopback(tmp_path: Path) -> None:
+    for name, packets in (("lo", 7), ("srv", 100), ("l-lte", 20)):
+        (tmp_path / name / "statistics").mkdir(parents=True)
+        (tmp_path / name / "statistics" / "rx_packets").write_text(f"{packets}\n")
+    assert kernel_rx_packets(tmp_path) == 120
 
 
 def test_a_workload_that_could_not_be_set_up_failed_with_its_reason(lab: LabResults) -> None:

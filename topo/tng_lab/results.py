@@ -175,7 +175,7 @@ def _per_ue_means(runs: list[RunResult]) -> list[float]:
 
 def _mean_counts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The mean over runs of every count in nested dictionaries of the same shape (None without any run)."""
-    if not reports:
+    if not reports or any(report is None for report in reports):
         return None
     first = reports[0]
     if isinstance(first, dict):
@@ -329,7 +329,7 @@ def where_packets_went_table(results: LabResults) -> str:
     header = (
         "| workload | UE out-of-order segments | DSACKs (spurious retransmissions) | server retransmissions "
         "| reordering detected / reductions undone | steered per link | queue drops per link "
-        "| VISIBLE held / SACK hidden / boosted / retransmit requests |"
+        "| lost before the pipeline | VISIBLE held / SACK hidden / boosted / retransmit requests |"
     )
     rows = [header, "|" + "---|" * (header.count("|") - 1)]
     for result in results.workloads:
@@ -346,15 +346,17 @@ def where_packets_went_table(results: LabResults) -> str:
                 f"{sender['retransmitted_segments']:.0f}",
                 f"{sender['reordering_detected']:.0f} / {sender['reductions_undone']:.0f}",
             ]
-        cells += ["-"] * 3
+        cells += ["-"] * 4
         if switch is not None:
             links = switch["links"]
             visible = switch["visible"]
             cells[4] = ", ".join(f"{name} {counts['steered']:.0f}" for name, counts in links.items())
             cells[5] = ", ".join(f"{name} {counts['queue_drops']:.0f}" for name, counts in links.items())
+            if switch.get("input_losses") is not None:
+                cells[6] = f"{switch['input_losses']:.0f}"
             if result.workload.visible:
                 decisions = ("held", "sack_hidden", "boosted", "retransmit_requested")
-                cells[6] = " / ".join(f"{visible[name]:.0f}" for name in decisions)
+                cells[7] = " / ".join(f"{visible[name]:.0f}" for name in decisions)
         rows.append("| " + " | ".join([result.workload.name, *cells]) + " |")
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""
 
@@ -393,7 +395,8 @@ def summary_markdown(results: LabResults, plots: list[Path]) -> str:
     if packets:
         lines += [
             "Where the packets went (means per run): the kernel's TCP counters at the UE and the server (nstat), and "
-            "with BMv2 the switch's counters (steered minus sent per link = drops in that port's egress queue).",
+            "with BMv2 the switch's counters (forwarded minus sent per link = drops in that port's egress queue; lost "
+            "before the pipeline: received by the switch's interfaces, never forwarded, dropped or held by it).",
             "",
             packets,
         ]

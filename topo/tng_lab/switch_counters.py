@@ -4,8 +4,13 @@ P4Runtime reads counters without arbitration, so this never competes with the co
 gRPC server listens only inside the switch namespace, so the lab runs this module there (`python -m
 tng_lab.switch_counters`), once before and once after each run of a steered workload.
 
-A packet steered to a link's port and never sent from it was dropped by the port's egress queue (BMv2's traffic
-manager drops without telling the pipeline): steered minus sent is that queue's drops.
+A packet ingress forwarded to a link's port and never sent from it was dropped by the port's egress queue (BMv2's
+traffic manager drops without telling the pipeline): forwarded minus sent is that queue's drops, for steered and
+routed traffic alike.
+
+What BMv2 loses before its pipeline (its capture sockets overflowing while it is short of CPU) no P4 counter sees:
+the kernel's receive counters of the switch namespace's interfaces, read with the P4 counters, minus what the
+pipeline forwarded, dropped or consumed, is that loss.
 """
 
 from __future__ import annotations
@@ -19,20 +24,24 @@ from pathlib import Path
 import finsy as fy
 import grpc
 from finsy.proto import p4r, p4r_grpc
-from tng_p4.pipeline import DROPS, PORT_TX, STEERED, VISIBLE_DECISIONS, VisibleDecision
+from tng_p4.pipeline import DROPS, FORWARDED, PORT_TX, STEERED, VISIBLE_DECISIONS, VisibleDecision
 
 from tng_lab.netns import LabError, sh
 
 READ_TIMEOUT_S = 5.0
-COUNTERS = (STEERED, PORT_TX, DROPS, VISIBLE_DECISIONS)
+COUNTERS = (STEERED, FORWARDED, PORT_TX, DROPS, VISIBLE_DECISIONS)
 Snapshot = dict[str, dict[int, int]]  # counter name -> index -> packets
+KERNEL_RX = "kernel.rx_packets"  # pseudo counter of a snapshot: packets the namespace's interfaces received (index 0)
+SYS_NET = Path("/sys/class/net")
+# VISIBLE decisions after which the sum does not close: packet-outs of the helper enter without a kernel receive.
+HELPER_TRAFFIC = (VisibleDecision.DATA_COPIED, VisibleDecision.RETRANSMIT_REQUESTED, VisibleDecision.ACK_REPORTED)
 
 
 @dataclass(frozen=True, slots=True)
 class LinkCounts:
     steered: int  # packets the switch steered to the link's port
     sent: int  # packets the port sent (steered ones and any other)
-    queue_drops: int  # steered, never sent: the port's egress queue was full
+    queue_drops: int  # forwarded to the port, never sent: its egress queue was full
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +51,8 @@ class SwitchCounts:
     links: dict[str, LinkCounts]
     visible: dict[str, int]  # VISIBLE's decisions by name (held, boosted, retransmit_requested, ...)
     dropped: int  # packets the pipeline dropped (ingress.drops, every reason)
+    # Received by the switch's interfaces and never seen by its pipeline; None when the helper took part.
+    input_losses: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -54,10 +65,15 @@ class SwitchCounts:
         links = {}
         for name, port in ports.items():
             steered, sent = delta(STEERED, port), delta(PORT_TX, port)
-            links[name] = LinkCounts(steered, sent, max(0, steered - sent))
+            links[name] = LinkCounts(steered, sent, max(0, delta(FORWARDED, port) - sent))
         visible = {decision.name.lower(): delta(VISIBLE_DECISIONS, decision) for decision in VisibleDecision}
         dropped = sum(delta(DROPS, index) for index in after.get(DROPS, {}))
-        return cls(links, visible, dropped)
+        input_losses = None
+        if KERNEL_RX in after and not any(delta(VISIBLE_DECISIONS, decision) for decision in HELPER_TRAFFIC):
+            forwarded = sum(delta(FORWARDED, index) for index in after.get(FORWARDED, {}))
+            consumed = delta(VISIBLE_DECISIONS, VisibleDecision.HELD)
+            input_losses = max(0, delta(KERNEL_RX, 0) - forwarded - dropped - consumed)
+        return cls(links, visible, dropped, input_losses)
 
 
 def read(address: str, p4info: Path, device_id: int) -> Snapshot:
@@ -72,7 +88,17 @@ def read(address: str, p4info: Path, device_id: int) -> Snapshot:
             for entity in response.entities:
                 cell = entity.counter_entry
                 snapshot[names[cell.counter_id]][cell.index.index] = cell.data.packet_count
+    snapshot[KERNEL_RX] = {0: kernel_rx_packets()}
     return snapshot
+
+
+def kernel_rx_packets(sys_net: Path = SYS_NET) -> int:
+    """Packets received by this namespace's interfaces but loopback (what BMv2's ports were handed)."""
+    return sum(
+        int((interface / "statistics" / "rx_packets").read_text())
+        for interface in sys_net.iterdir()
+        if interface.name != "lo"
+    )
 
 
 def snapshot_in(namespace: str, address: str, p4info: Path, device_id: int) -> Snapshot:
