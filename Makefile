@@ -101,16 +101,19 @@ p4-check: deps ## Fail if the committed P4 artifacts are stale: source digests a
 	@$(PY) -m tng_p4.artifacts check-sources
 	@$(PY) -m tng_p4.artifacts check-compile || [ $$? = 3 ]
 
-fuzz: deps ## Fuzz the wire parser for FUZZ_SECONDS (default 60) with cargo-fuzz
+fuzz: deps ## Run every cargo-fuzz target (wire parser, endpoint operations) for FUZZ_SECONDS each (default 60)
 	@command -v cargo-fuzz >/dev/null || { echo "fuzz: installing cargo-fuzz"; $(CARGO) install --locked cargo-fuzz; }
-	@mkdir -p host-agent/fuzz/corpus/parse_packet
+	@mkdir -p host-agent/fuzz/corpus/parse_packet host-agent/fuzz/corpus/operations
 	@for v in testdata/wire/*.json; do \
 	  $(PY) -c 'import json,sys; sys.stdout.buffer.write(bytes.fromhex(json.load(open(sys.argv[1]))["hex"]))' $$v \
 	    > host-agent/fuzz/corpus/parse_packet/$$(basename $$v .json); done
 	@# cargo-fuzz needs nightly flags; without a nightly toolchain, let stable accept them.
 	@if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then toolchain=+nightly; else toolchain=; export RUSTC_BOOTSTRAP=1; fi; \
-	$(CARGO) $$toolchain fuzz run --fuzz-dir host-agent/fuzz parse_packet host-agent/fuzz/corpus/parse_packet \
-	  -- -max_total_time=$(FUZZ_SECONDS)
+	for target in parse_packet operations; do \
+	  echo "fuzz: $$target for $(FUZZ_SECONDS) s"; \
+	  $(CARGO) $$toolchain fuzz run --fuzz-dir host-agent/fuzz $$target host-agent/fuzz/corpus/$$target \
+	    -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
 
 lock: ## Re-resolve requirements.in into requirements.lock (needs network access to PyPI)
 	rm -rf build/lock-venv

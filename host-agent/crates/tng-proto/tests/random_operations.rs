@@ -1,66 +1,11 @@
-//! Random operation sequences (in the spirit of noq's multipath proptests): drive, advance time, drop, duplicate,
-//! reorder, change addresses, take paths down and up, write streams, close. The protocol must never panic and never
-//! deliver a byte that was not sent at that offset; once the network heals, a live connection delivers everything.
+//! Random operation sequences (in the spirit of noq's multipath proptests) through the shared interpreter
+//! `common::operations`: the protocol never panics, never delivers a byte that was not sent at that offset, and
+//! delivers everything on a live connection once the network heals.
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use common::{payload, Pair, PathConfig};
+use common::operations::{self, Op};
 use proptest::prelude::*;
-use tng_proto::{CcKind, EndpointConfig, HostPolicy, SchedulerKind, StreamId, TailLossMode, TransportConfig};
-
-#[derive(Clone, Debug)]
-enum Op {
-    /// The client (or the server) opens a stream with this many bytes.
-    Write {
-        from_client: bool,
-        len: usize,
-    },
-    Advance {
-        millis: u64,
-    },
-    DropNext {
-        count: u32,
-    },
-    DuplicateNext {
-        count: u32,
-    },
-    Jitter {
-        path: usize,
-        millis: u64,
-    },
-    Loss {
-        path: usize,
-        percent: u8,
-    },
-    PathDown {
-        path: usize,
-    },
-    PathUp {
-        path: usize,
-    },
-    /// The client's address on a path changes.
-    Move {
-        path: usize,
-        port: u16,
-    },
-    /// Steps the network and both endpoints.
-    Drive {
-        steps: u32,
-    },
-    /// The controller changes the client's policy mid-flight.
-    Policy {
-        scheduler: usize,
-        alternate: bool,
-        cc: usize,
-    },
-    /// One side closes the connection.
-    Close {
-        from_client: bool,
-    },
-}
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -68,6 +13,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1u64..2_000).prop_map(|millis| Op::Advance { millis }),
         2 => (1u32..20).prop_map(|count| Op::DropNext { count }),
         2 => (1u32..10).prop_map(|count| Op::DuplicateNext { count }),
+        1 => (1u32..5).prop_map(|count| Op::MutateNext { count }),
         2 => (0usize..2, 0u64..30).prop_map(|(path, millis)| Op::Jitter { path, millis }),
         2 => (0usize..2, 0u8..30).prop_map(|(path, percent)| Op::Loss { path, percent }),
         2 => (0usize..2).prop_map(|path| Op::PathDown { path }),
@@ -79,119 +25,6 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config(tail_loss: TailLossMode, key_updates: u64) -> (EndpointConfig, EndpointConfig) {
-    let transport =
-        TransportConfig { tail_loss, key_update_interval_packets: key_updates, ..TransportConfig::default() };
-    (
-        EndpointConfig { transport: transport.clone(), ..EndpointConfig::client() },
-        EndpointConfig { transport, ..EndpointConfig::server() },
-    )
-}
-
-fn run(ops: Vec<Op>, seed: u64, alternate: bool) -> Result<(), TestCaseError> {
-    let mode = if alternate { TailLossMode::AlternatePath } else { TailLossMode::SamePath };
-    let (client_config, server_config) = config(mode, 40);
-    let mut pair = Pair::new(client_config, server_config, vec![PathConfig::clean(10), PathConfig::clean(35)], seed);
-    let (client, server) = pair.connect_and_wait();
-    // What each side sent per stream: received bytes must always be a prefix of it.
-    let mut sent_by_client: BTreeMap<StreamId, Vec<u8>> = BTreeMap::new();
-    let mut sent_by_server: BTreeMap<StreamId, Vec<u8>> = BTreeMap::new();
-    let mut serial = 0u64;
-    for op in ops {
-        match op {
-            Op::Write { from_client, len } => {
-                serial += 1;
-                let data = payload(len, seed ^ serial);
-                let opened = if from_client {
-                    pair.client_send(client, data.clone())
-                } else {
-                    pair.server_send(server, data.clone())
-                };
-                let Some(id) = opened else { continue };
-                if from_client {
-                    sent_by_client.insert(id, data);
-                } else {
-                    sent_by_server.insert(id, data);
-                }
-            }
-            Op::Advance { millis } => pair.run_for(Duration::from_millis(millis)),
-            Op::DropNext { count } => pair.drop_next += count,
-            Op::DuplicateNext { count } => pair.duplicate_next += count,
-            Op::Jitter { path, millis } => pair.paths[path].jitter = Duration::from_millis(millis),
-            Op::Loss { path, percent } => pair.paths[path].loss = f64::from(percent) / 100.0,
-            Op::PathDown { path } => pair.paths[path].down = true,
-            Op::PathUp { path } => pair.paths[path].down = false,
-            Op::Move { path, port } => {
-                let new = std::net::SocketAddr::from(([10, 2, path as u8, 2], port));
-                if !pair.client_addrs.contains(&new) {
-                    pair.move_client_path(path, new);
-                }
-            }
-            Op::Drive { steps } => {
-                for _ in 0..steps {
-                    pair.step();
-                }
-            }
-            Op::Policy { scheduler, alternate, cc } => {
-                let policy = HostPolicy {
-                    cc: Some(CcKind::ALL[cc % CcKind::ALL.len()]),
-                    scheduler: Some(SchedulerKind::ALL[scheduler % SchedulerKind::ALL.len()]),
-                    tail_loss: Some(if alternate { TailLossMode::AlternatePath } else { TailLossMode::SamePath }),
-                    ..HostPolicy::default()
-                };
-                if let Some(connection) = pair.client.connection(client) {
-                    connection.set_policy(policy);
-                }
-            }
-            Op::Close { from_client } => {
-                let now = pair.now;
-                let endpoint = if from_client { &mut pair.client } else { &mut pair.server };
-                if let Some(connection) = endpoint.connection(if from_client { client } else { server }) {
-                    connection.close(now, 7, "test");
-                }
-            }
-        }
-        check_prefixes(&pair, &sent_by_client, &sent_by_server)?;
-    }
-    // Heal the network: every stream written on a connection that is still alive must complete.
-    for path in &mut pair.paths {
-        *path = PathConfig::clean(path.delay.as_millis() as u64);
-    }
-    pair.drop_next = 0;
-    pair.duplicate_next = 0;
-    let client_alive = pair.client.connection(client).is_some_and(|c| c.is_established());
-    let server_alive = pair.server.connection(server).is_some_and(|c| c.is_established());
-    if client_alive && server_alive {
-        let complete = pair.run_until(Duration::from_secs(120), |pair| {
-            sent_by_client.iter().all(|(id, data)| {
-                pair.server_received.get(&(server, *id)).is_some_and(|r| r.finished && r.data == *data)
-            }) && sent_by_server.iter().all(|(id, data)| {
-                pair.client_received.get(&(client, *id)).is_some_and(|r| r.finished && r.data == *data)
-            })
-        });
-        prop_assert!(complete, "live connection did not deliver everything after the network healed");
-    }
-    check_prefixes(&pair, &sent_by_client, &sent_by_server)
-}
-
-fn check_prefixes(
-    pair: &Pair,
-    sent_by_client: &BTreeMap<StreamId, Vec<u8>>,
-    sent_by_server: &BTreeMap<StreamId, Vec<u8>>,
-) -> Result<(), TestCaseError> {
-    for ((_, id), received) in &pair.server_received {
-        let sent = sent_by_client.get(id).map(Vec::as_slice).unwrap_or_default();
-        prop_assert!(sent.starts_with(&received.data), "server read bytes never sent on stream {id}");
-        prop_assert!(!received.finished || received.data.len() == sent.len(), "stream {id} finished early");
-    }
-    for ((_, id), received) in &pair.client_received {
-        let sent = sent_by_server.get(id).map(Vec::as_slice).unwrap_or_default();
-        prop_assert!(sent.starts_with(&received.data), "client read bytes never sent on stream {id}");
-        prop_assert!(!received.finished || received.data.len() == sent.len(), "stream {id} finished early");
-    }
-    Ok(())
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, max_shrink_iters: 200, ..ProptestConfig::default() })]
 
@@ -201,6 +34,6 @@ proptest! {
         seed in any::<u64>(),
         alternate in any::<bool>(),
     ) {
-        run(ops, seed, alternate)?;
+        operations::run(ops, seed, alternate).map_err(TestCaseError::fail)?;
     }
 }

@@ -16,6 +16,8 @@ use tng_proto::{
     Transmit,
 };
 
+pub mod operations;
+
 pub const SERVER: &str = "10.0.0.1:4477";
 
 pub fn addr(text: &str) -> SocketAddr {
@@ -140,6 +142,8 @@ pub struct Pair {
     pub drop_next: u32,
     /// The network delivers this many of the next datagrams twice.
     pub duplicate_next: u32,
+    /// The network changes one byte (at random) of each of this many of the next datagrams.
+    pub mutate_next: u32,
 }
 
 impl Pair {
@@ -149,8 +153,8 @@ impl Pair {
         paths: Vec<PathConfig>,
         seed: u64,
     ) -> Pair {
-        let client_keypair = StaticKeypair::from_seed(seed.wrapping_mul(2) + 1);
-        let server_keypair = StaticKeypair::from_seed(seed.wrapping_mul(2) + 2);
+        let client_keypair = StaticKeypair::from_seed(seed.wrapping_mul(2).wrapping_add(1));
+        let server_keypair = StaticKeypair::from_seed(seed.wrapping_mul(2).wrapping_add(2));
         let client_addrs = (0..paths.len()).map(client_addr).collect();
         Pair {
             now: Time::ZERO,
@@ -178,6 +182,7 @@ impl Pair {
             undeliverable: 0,
             drop_next: 0,
             duplicate_next: 0,
+            mutate_next: 0,
         }
     }
 
@@ -238,6 +243,11 @@ impl Pair {
         }
         if let Some(switch) = self.switch.as_mut() {
             switch(&mut datagram);
+        }
+        if self.mutate_next > 0 && !datagram.payload.is_empty() {
+            self.mutate_next -= 1;
+            let at = self.rng.next_u64() as usize % datagram.payload.len();
+            datagram.payload[at] ^= 1 + (self.rng.next_u64() % 255) as u8;
         }
         let copies = if self.duplicate_next > 0 {
             self.duplicate_next -= 1;
