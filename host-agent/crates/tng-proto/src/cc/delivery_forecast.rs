@@ -85,11 +85,12 @@ impl DeliveryForecaster {
         self.tick_end
     }
 
-    /// A packet arrived at `now`.
-    pub fn on_arrival(&mut self, now: Time) {
-        self.advance_to(now);
+    /// A packet arrived at `now`; returns whether a tick ended before it (a new forecast is then due).
+    pub fn on_arrival(&mut self, now: Time) -> bool {
+        let ticked = self.advance_to(now);
         self.arrivals_this_tick += 1;
         self.received += 1;
+        ticked
     }
 
     /// Filters every tick that ended by `now`; returns whether any did (a new forecast is then due).

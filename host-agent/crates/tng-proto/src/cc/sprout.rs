@@ -29,7 +29,8 @@ const NO_QUEUE_MARGIN: Duration = Duration::from_millis(10);
 
 /// Sprout: the window follows the receiver's cautious delivery forecast, and grows as in slow start while the
 /// sender's packets find no queue (see the module documentation). Losses do not change it: the forecast already
-/// reflects what the link delivers.
+/// reflects what the link delivers. Until the first forecast it is in slow start, which stops at the first queue;
+/// a receiver that never sends forecasts leaves it there.
 #[derive(Clone, Debug)]
 pub struct Sprout {
     mss: u64,
@@ -97,12 +98,13 @@ impl CongestionController for Sprout {
             self.min_rtt = ack.min_rtt;
         }
         self.refresh(now);
-        if let Some(rtt) = ack.rtt {
-            self.probe_window = if rtt < self.min_rtt + NO_QUEUE_MARGIN {
-                self.probe_window.max(self.forecast_window).saturating_add(ack.bytes_acked)
-            } else {
-                0
-            };
+        match ack.rtt {
+            Some(rtt) if rtt < self.min_rtt + NO_QUEUE_MARGIN => {
+                self.probe_window = self.probe_window.max(self.forecast_window).saturating_add(ack.bytes_acked);
+            }
+            // Without forecasts (a receiver that does not send them) the window stays where slow start left it.
+            Some(_) if self.forecast.is_some() => self.probe_window = 0,
+            _ => {}
         }
     }
 
@@ -136,7 +138,9 @@ impl CongestionController for Sprout {
     }
 
     fn state(&self) -> &'static str {
-        if self.probe_window > self.forecast_window {
+        if self.forecast.is_none() {
+            "startup"
+        } else if self.probe_window > self.forecast_window {
             "slow_start"
         } else {
             "congestion_avoidance"
@@ -177,11 +181,11 @@ mod tests {
     fn the_window_is_the_forecast_over_the_target_delay_plus_the_minimum_rtt() {
         let mut sprout = Sprout::new(&config());
         let now = Time::from_millis(1_000);
-        // A packet that found a queue: the link, not the sender, is the limit.
-        sprout.on_ack(now, &ack(now, 90, 40));
-        assert_eq!(sprout.window(), config().minimum_window());
-        // 10 packets per tick: 140 ms is 7 ticks, 70 packets.
+        // 10 packets per tick; no RTT measured yet: 100 ms is 5 ticks, 50 packets.
         sprout.on_delivery_forecast(now, &forecast(5, (1..=8).map(|tick| 10 * tick).collect()));
+        assert_eq!(sprout.window(), 50 * MSS);
+        // A packet that found a queue on a 40 ms path: 140 ms is 7 ticks, 70 packets.
+        sprout.on_ack(now, &ack(now, 90, 40));
         assert_eq!(sprout.window(), 70 * MSS);
         assert_eq!(sprout.state(), "congestion_avoidance");
         // A forecast that slows down over the horizon: 7 ticks deliver 5 * 3 + 10 * 4 packets.
@@ -210,8 +214,8 @@ mod tests {
     fn an_outage_forecast_closes_the_window_to_the_minimum_and_losses_do_not_move_it() {
         let mut sprout = Sprout::new(&config());
         let now = Time::from_millis(1_000);
-        sprout.on_ack(now, &ack(now, 90, 40));
         sprout.on_delivery_forecast(now, &forecast(1, vec![0; 8]));
+        sprout.on_ack(now, &ack(now, 90, 40));
         assert_eq!(sprout.window(), config().minimum_window());
         sprout.on_delivery_forecast(now, &forecast(2, (1..=8).map(|tick| 10 * tick).collect()));
         let window = sprout.window();
@@ -224,7 +228,7 @@ mod tests {
     fn grows_as_slow_start_while_its_packets_find_no_queue() {
         let mut sprout = Sprout::new(&config());
         assert_eq!(sprout.window(), config().initial_window());
-        assert_eq!(sprout.state(), "slow_start");
+        assert_eq!(sprout.state(), "startup");
         let now = Time::from_millis(1_000);
         // The receiver saw only what the sender sent: the forecast is small.
         sprout.on_delivery_forecast(now, &forecast(1, vec![1, 2, 3, 4, 5, 6, 7, 8]));
@@ -232,10 +236,26 @@ mod tests {
             sprout.on_ack(now, &ack(now, 45, 40));
         }
         assert_eq!(sprout.window(), config().initial_window() + 20 * MSS);
+        assert_eq!(sprout.state(), "slow_start");
         // A queue formed: the forecast describes the link again and the window is the forecast's.
         sprout.on_ack(now, &ack(now, 60, 40));
         assert_eq!(sprout.window(), 7 * MSS);
         assert_eq!(sprout.state(), "congestion_avoidance");
+    }
+
+    #[test]
+    fn without_forecasts_slow_start_stops_at_the_first_queue() {
+        let mut sprout = Sprout::new(&config());
+        let now = Time::from_millis(1_000);
+        for _ in 0..10 {
+            sprout.on_ack(now, &ack(now, 45, 40));
+        }
+        sprout.on_ack(now, &ack(now, 90, 40));
+        sprout.on_ack(now, &ack(now, 45, 40));
+        assert_eq!(sprout.window(), config().initial_window() + 11 * MSS);
+        sprout.on_ack(now, &ack(now, 90, 40));
+        assert_eq!(sprout.window(), config().initial_window() + 11 * MSS);
+        assert_eq!(sprout.state(), "startup");
     }
 
     #[test]

@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use tng_wire::EcnCounts;
 
-use crate::cc::{self, CcConfig, CcKind, CongestionController, PathFeedback};
+use crate::cc::{self, CcConfig, CcKind, CongestionController, DeliveryForecaster, PathFeedback};
 use crate::connection::loss::{LossRecovery, SentPacket};
 use crate::connection::pacing::Pacer;
 use crate::connection::received::ReceivedPackets;
 use crate::connection::replay::ReplayWindow;
 use crate::connection::rtt::RttEstimator;
 use crate::time::Time;
+
+/// How long after the last packet arrived a receiver keeps forecasting: long enough for the sender to learn of an
+/// outage (the forecast falls to nothing within a few hundred ms).
+const FORECAST_AFTER_LAST_ARRIVAL: Duration = Duration::from_secs(1);
 
 /// Where a channel is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,6 +128,10 @@ pub(crate) struct Channel {
     pub(crate) cc_kind: CcKind,
     pub(crate) pacer: Pacer,
     pub(crate) received: ReceivedPackets,
+    /// The receiver's side of Sprout: present when this end's controller for the channel uses delivery forecasts.
+    pub(crate) forecaster: Option<DeliveryForecaster>,
+    /// A tick ended: the next packet on the channel carries a DELIVERY_FORECAST (an ACK packet goes if none does).
+    pub(crate) forecast_due: bool,
     pub(crate) replay: ReplayWindow,
     pub(crate) challenge: Option<Challenge>,
     /// The challenge goes out at the next transmit.
@@ -171,6 +179,8 @@ impl Channel {
             cc_kind,
             pacer: Pacer::new(now, cc_config.max_datagram_size),
             received: ReceivedPackets::default(),
+            forecaster: cc_kind.uses_delivery_forecast().then(|| DeliveryForecaster::new(now)),
+            forecast_due: false,
             replay: ReplayWindow::default(),
             challenge: None,
             probe_pending: false,
@@ -186,6 +196,13 @@ impl Channel {
             ecn_reported: EcnCounts::default(),
             counters: ChannelCounters::default(),
         }
+    }
+
+    /// When the forecaster's tick ends, if it forecasts now: only while packets keep arriving (an idle channel
+    /// sends nothing every tick; a sender that stopped needs no forecast).
+    pub(crate) fn forecast_tick_end(&self, now: Time) -> Option<Time> {
+        let forecaster = self.forecaster.as_ref()?;
+        (now.saturating_since(self.last_received) <= FORECAST_AFTER_LAST_ARRIVAL).then(|| forecaster.tick_end())
     }
 
     /// Whether the scheduler may give this channel new data.
