@@ -101,8 +101,12 @@ impl Connection {
         channel.replay.mark(pn);
         channel.received.on_packet(now, pn, ack_eliciting, ecn, packet.feedback);
         channel.last_received = now;
+        if frames.iter().any(|frame| matches!(frame, Frame::Stream { data, .. } if !data.is_empty())) {
+            channel.last_data_received = Some(now);
+        }
         if let Some(forecaster) = channel.forecaster.as_mut() {
-            channel.forecast_due |= forecaster.on_arrival(now);
+            let ticked = forecaster.on_arrival(now);
+            channel.forecast_due |= ticked && channel.forecast_tick_end(now).is_some();
         }
         channel.counters.packets_received += 1;
         channel.counters.bytes_received += datagram_len as u64;
