@@ -335,6 +335,10 @@ mod tests {
             queue_delay: Option<u64>,
             rate_hint: Option<u64>,
         },
+        Forecast {
+            tick: u64,
+            cumulative: Vec<u64>,
+        },
         Advance {
             nanos: u64,
         },
@@ -372,6 +376,8 @@ mod tests {
             amount().prop_map(|sent_ago| Event::EcnCe { sent_ago }),
             (amount(), proptest::option::of(amount()), proptest::option::of(amount()))
                 .prop_map(|(sent_ago, queue_delay, rate_hint)| Event::Feedback { sent_ago, queue_delay, rate_hint }),
+            (amount(), proptest::collection::vec(amount(), 0..10))
+                .prop_map(|(tick, cumulative)| Event::Forecast { tick, cumulative }),
             amount().prop_map(|nanos| Event::Advance { nanos }),
         ]
     }
@@ -409,6 +415,8 @@ mod tests {
                 before(sent_ago),
                 &PathFeedback { queue_delay: queue_delay.map(Duration::from_nanos), rate_hint },
             ),
+            Event::Forecast { tick, ref cumulative } => controller
+                .on_delivery_forecast(at, &DeliveryForecast { tick, received: 0, cumulative: cumulative.clone() }),
             Event::Advance { nanos } => *now = at + Duration::from_nanos(nanos),
         }
     }
