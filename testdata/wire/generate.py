@@ -2,7 +2,8 @@
 """Write the tng wire-format test vectors from docs/wire-format.md.
 
 Built with nothing but `struct`, independently of the codecs the vectors test (Rust, Scapy, P4).
-Run from anywhere: `python3 testdata/wire/generate.py`; it rewrites every *.json beside it.
+Run from anywhere: `python3 testdata/wire/generate.py`; it rewrites every *.json beside it (packets) and in
+frames/ (frames, which travel sealed: only the Rust codec parses them).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import struct
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FRAMES = HERE / "frames"
 
 VERSION = 1
 INITIAL, RETRY, DATA, ACK, PROBE, CLOSE = 1, 2, 3, 4, 5, 6
@@ -269,9 +271,85 @@ INVALID: list[tuple[str, str, bytes, str]] = [
 ]
 
 
+def varint(value: int) -> bytes:
+    """QUIC's variable-length integer, shortest encoding (RFC 9000 section 16)."""
+    for size, prefix in ((1, 0x00), (2, 0x40), (4, 0x80), (8, 0xC0)):
+        if value < 1 << (8 * size - 2):
+            return (value | prefix << (8 * size - 8)).to_bytes(size, "big")
+    raise ValueError(f"{value} exceeds 2^62 - 1")
+
+
+DELIVERY_FORECAST = 0x12
+VARINT_MAX = (1 << 62) - 1
+
+
+def frame(frame_type: int, value: bytes) -> bytes:
+    return varint(frame_type) + varint(len(value)) + value
+
+
+def delivery_forecast(tick: int, received: int, cumulative: list[int]) -> tuple[bytes, dict]:
+    value = varint(tick) + varint(received) + varint(len(cumulative)) + b"".join(map(varint, cumulative))
+    fields = {"frame_type": DELIVERY_FORECAST, "tick": tick, "received": received, "cumulative": cumulative}
+    return frame(DELIVERY_FORECAST, value), fields
+
+
+VALID_FRAMES: list[tuple[str, str, tuple[bytes, dict]]] = [
+    (
+        "delivery-forecast-typical",
+        "DELIVERY_FORECAST after 5 s at about 350 packets/s: 8 ticks of cautious cumulative deliveries.",
+        delivery_forecast(250, 1747, [4, 9, 15, 21, 27, 33, 40, 46]),
+    ),
+    (
+        "delivery-forecast-outage",
+        "DELIVERY_FORECAST during an outage: the link is forecast to deliver nothing.",
+        delivery_forecast(70_000, 1_000_000, [0] * 8),
+    ),
+    (
+        "delivery-forecast-extremes",
+        "DELIVERY_FORECAST with 8-byte varints: largest tick and count, one tick repeated at the maximum.",
+        delivery_forecast(VARINT_MAX, VARINT_MAX, [0, VARINT_MAX, VARINT_MAX]),
+    ),
+]
+
+INVALID_FRAMES: list[tuple[str, str, bytes, str]] = [
+    (
+        "delivery-forecast-no-tick",
+        "DELIVERY_FORECAST whose tick count is zero.",
+        frame(DELIVERY_FORECAST, varint(1) + varint(0) + varint(0)),
+        "malformed_frame",
+    ),
+    (
+        "delivery-forecast-decreasing",
+        "DELIVERY_FORECAST whose cumulative deliveries fall from 5 to 4.",
+        frame(DELIVERY_FORECAST, varint(1) + varint(0) + varint(2) + varint(5) + varint(4)),
+        "malformed_frame",
+    ),
+    (
+        "delivery-forecast-short-count",
+        "DELIVERY_FORECAST announcing 3 ticks and carrying 2.",
+        frame(DELIVERY_FORECAST, varint(1) + varint(0) + varint(3) + varint(5) + varint(6)),
+        "malformed_frame",
+    ),
+    (
+        "delivery-forecast-left-over",
+        "DELIVERY_FORECAST with a byte after its last tick.",
+        frame(DELIVERY_FORECAST, varint(1) + varint(0) + varint(1) + varint(5) + b"\x00"),
+        "malformed_frame",
+    ),
+    (
+        "delivery-forecast-truncated",
+        "DELIVERY_FORECAST whose length runs 2 bytes past the plaintext.",
+        varint(DELIVERY_FORECAST) + varint(6) + varint(1) + varint(0) + varint(1) + varint(5),
+        "frame_truncated",
+    ),
+    ("frame-unknown-core-type", "Core frame type 0x13, not defined.", frame(0x13, b""), "unknown_frame"),
+]
+
+
 def main() -> None:
-    for old in HERE.glob("*.json"):
+    for old in [*HERE.glob("*.json"), *FRAMES.glob("*.json")]:
         old.unlink()
+    FRAMES.mkdir(exist_ok=True)
     for name, description, (raw, fields) in VALID:
         assert len(raw) <= MAX_PACKET, name
         write(
@@ -290,11 +368,18 @@ def main() -> None:
             name,
             {"name": name, "description": description, "hex": raw.hex(), "valid": False, "fields": {}, "error": error},
         )
+    for name, description, (raw, fields) in VALID_FRAMES:
+        vector = {"name": name, "description": description, "hex": raw.hex(), "valid": True, "fields": fields}
+        write(name, {**vector, "error": None}, FRAMES)
+    for name, description, raw, error in INVALID_FRAMES:
+        vector = {"name": name, "description": description, "hex": raw.hex(), "valid": False, "fields": {}}
+        write(name, {**vector, "error": error}, FRAMES)
     print(f"wrote {len(VALID)} valid and {len(INVALID)} malformed vectors to {HERE}")
+    print(f"wrote {len(VALID_FRAMES)} valid and {len(INVALID_FRAMES)} malformed frame vectors to {FRAMES}")
 
 
-def write(name: str, vector: dict) -> None:
-    (HERE / f"{name}.json").write_text(json.dumps(vector, indent=2) + "\n")
+def write(name: str, vector: dict, directory: Path = HERE) -> None:
+    (directory / f"{name}.json").write_text(json.dumps(vector, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ enum Command {
 /// Transport settings shared by every command that runs an endpoint.
 #[derive(Args, Clone)]
 struct TransportArgs {
-    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr, verus (kernel names for tcp/mptcp).
+    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr, verus, sprout (kernel names for
+    /// tcp/mptcp; sprout needs it at both ends: the receiver forecasts the link).
     #[arg(long)]
     cc: Option<String>,
     /// Multipath scheduler: ack-clocked, lowest-rtt, weighted.

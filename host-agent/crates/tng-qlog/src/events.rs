@@ -244,6 +244,12 @@ fn frame(frame: &Frame<'_>) -> Value {
             "reason": String::from_utf8_lossy(reason),
         }),
         Frame::NewAddress(new) => json!({ "frame_type": "new_address", "address": address(new) }),
+        Frame::DeliveryForecast { tick, received, cumulative } => json!({
+            "frame_type": "delivery_forecast",
+            "tick": tick,
+            "received": received,
+            "cumulative": cumulative,
+        }),
         Frame::Extension { frame_type, data } => {
             json!({ "frame_type": "unknown", "raw_frame_type": frame_type, "length": data.len() })
         }

@@ -70,7 +70,7 @@ impl Mode {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TransportSpec {
-    /// Congestion controller name (newreno, cubic, vegas, copa, bbr, verus).
+    /// Congestion controller name (newreno, cubic, vegas, copa, bbr, verus, sprout).
     pub cc: Option<String>,
     /// Multipath scheduler name.
     pub scheduler: Option<String>,

@@ -5,7 +5,12 @@
 //! minute on two cores).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tng_proto::qlog::{QlogConfig, QlogEvent, QlogFactory, QlogSink, TraceStart};
+use tng_proto::streams::Side;
+use tng_proto::Time;
 
 use tng_sim::document::{load_scenario, Override};
 use tng_sim::engine::{run, RunOptions};
@@ -17,12 +22,16 @@ fn scenario_path(file: &str) -> PathBuf {
 }
 
 fn run_scenario(file: &str, overrides: &[&str]) -> Report {
+    run_scenario_with(file, overrides, RunOptions::default())
+}
+
+fn run_scenario_with(file: &str, overrides: &[&str], options: RunOptions) -> Report {
     let path = scenario_path(file);
     let overrides: Vec<Override> =
         overrides.iter().map(|text| Override::parse(text).expect("valid override")).collect();
     let scenario = load_scenario(&path, &overrides).unwrap_or_else(|error| panic!("{error}"));
     let base_dir = path.parent().expect("scenario directory").to_path_buf();
-    let outcome = run(&scenario, &base_dir, RunOptions::default()).unwrap_or_else(|error| panic!("{error}"));
+    let outcome = run(&scenario, &base_dir, options).unwrap_or_else(|error| panic!("{error}"));
     let report = build_report(file, &outcome, false);
     eprintln!("{file} {overrides:?}:\n{}", report.summary());
     report
@@ -140,6 +149,61 @@ fn two_connections_share_a_bottleneck_fairly() {
     assert_integrity(&report);
     assert_eq!(report.client_goodput_mbps.len(), 2);
     assert!(report.jain_fairness >= 0.95, "Jain index {:.3}: {:?}", report.jain_fairness, report.client_goodput_mbps);
+}
+
+/// The server's smoothed RTT after each of its metrics updates.
+type SrttLog = Arc<Mutex<Vec<(Time, Duration)>>>;
+
+struct SrttRecorder(SrttLog);
+
+impl QlogSink for SrttRecorder {
+    fn emit(&mut self, now: Time, event: &QlogEvent<'_>) {
+        if let QlogEvent::MetricsUpdated(metrics) = event {
+            self.0.lock().expect("log").push((now, metrics.smoothed_rtt));
+        }
+    }
+}
+
+struct ServerSrtt(SrttLog);
+
+impl QlogFactory for ServerSrtt {
+    fn start(&self, trace: &TraceStart) -> Option<Box<dyn QlogSink>> {
+        (trace.side == Side::Server).then(|| Box::new(SrttRecorder(self.0.clone())) as Box<dyn QlogSink>)
+    }
+}
+
+/// The server's smoothed RTT every 20 ms from `from` on (the latest value at each instant), sorted.
+fn srtt_samples(log: &SrttLog, from: Duration) -> Vec<Duration> {
+    let log = log.lock().expect("log");
+    let end = log.last().map_or(Time::ZERO, |(at, _)| *at);
+    let mut samples = Vec::new();
+    let mut index = 0;
+    let mut at = Time::ZERO + from;
+    while at <= end {
+        while index + 1 < log.len() && log[index + 1].0 <= at {
+            index += 1;
+        }
+        samples.push(log[index].1);
+        at += Duration::from_millis(20);
+    }
+    samples.sort();
+    samples
+}
+
+#[test]
+#[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
+fn sprout_keeps_its_delay_near_the_target_on_a_cellular_trace() {
+    let log = SrttLog::default();
+    let options = RunOptions { qlog: Some(QlogConfig(Arc::new(ServerSrtt(log.clone())))), ..RunOptions::default() };
+    let report = run_scenario_with("cellular.toml", &["transport.cc=\"sprout\""], options);
+    assert_integrity(&report);
+    let utilization = report.paths[0].utilization;
+    let samples = srtt_samples(&log, Duration::from_secs(2));
+    let p95 = samples[samples.len() * 95 / 100];
+    eprintln!("sprout: utilization {utilization:.3}, p95 SRTT {p95:?} over {} samples", samples.len());
+    assert!(utilization >= 0.9, "sprout used {utilization:.3} of the trace");
+    // 40 ms propagation RTT + Sprout's 100 ms queueing target + one 20 ms tick of forecast age.
+    assert!(p95 <= Duration::from_millis(160), "p95 SRTT {p95:?}");
 }
 
 #[test]

@@ -12,9 +12,11 @@ mod bbr;
 mod copa;
 mod cubic;
 mod delay_profile;
+mod delivery_forecast;
 mod newreno;
 mod pacing;
 mod recovery;
+mod sprout;
 #[cfg(test)]
 mod testing;
 mod vegas;
@@ -30,8 +32,10 @@ use crate::time::Time;
 pub use bbr::Bbr;
 pub use copa::Copa;
 pub use cubic::Cubic;
+pub use delivery_forecast::{DeliveryForecast, DeliveryForecaster, FORECAST_TICKS, TICK as FORECAST_TICK};
 pub use newreno::NewReno;
 pub use pacing::FALLBACK_RTT;
+pub use sprout::Sprout;
 pub use vegas::Vegas;
 pub use verus::Verus;
 
@@ -92,6 +96,9 @@ pub trait CongestionController: fmt::Debug + Send {
     /// The peer echoed in-network feedback. Loss-based controllers treat a queue above the policy threshold as a
     /// congestion signal (queue sharing: the in-path queue is the last router of this section).
     fn on_feedback(&mut self, now: Time, sent_time: Time, feedback: &PathFeedback);
+    /// The receiver's forecast of this channel's deliveries arrived (the DELIVERY_FORECAST frame, sent only to a
+    /// controller whose [`CcKind::uses_delivery_forecast`] holds); the other controllers never see one.
+    fn on_delivery_forecast(&mut self, _now: Time, _forecast: &DeliveryForecast) {}
     /// Congestion window in bytes.
     fn window(&self) -> u64;
     /// Pacing rate in bytes per second, given the channel's smoothed RTT (zero = no estimate yet: controllers then
@@ -167,11 +174,18 @@ pub enum CcKind {
     Copa,
     Bbr,
     Verus,
+    Sprout,
 }
 
 impl CcKind {
-    pub const ALL: [CcKind; 6] =
-        [CcKind::NewReno, CcKind::Cubic, CcKind::Vegas, CcKind::Copa, CcKind::Bbr, CcKind::Verus];
+    pub const ALL: [CcKind; 7] =
+        [CcKind::NewReno, CcKind::Cubic, CcKind::Vegas, CcKind::Copa, CcKind::Bbr, CcKind::Verus, CcKind::Sprout];
+
+    /// Whether the controller needs the receiver's delivery forecast: the receiving side of a channel whose
+    /// controller is this kind runs a [`DeliveryForecaster`] and sends its forecast every tick.
+    pub fn uses_delivery_forecast(self) -> bool {
+        self == CcKind::Sprout
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -181,6 +195,7 @@ impl CcKind {
             CcKind::Copa => "copa",
             CcKind::Bbr => "bbr",
             CcKind::Verus => "verus",
+            CcKind::Sprout => "sprout",
         }
     }
 }
@@ -213,6 +228,7 @@ pub fn new_controller(kind: CcKind, config: &CcConfig, now: Time) -> Box<dyn Con
         CcKind::Copa => Box::new(Copa::new(config, now)),
         CcKind::Bbr => Box::new(Bbr::new(config, now)),
         CcKind::Verus => Box::new(Verus::new(config, now)),
+        CcKind::Sprout => Box::new(Sprout::new(config)),
     }
 }
 
@@ -256,6 +272,9 @@ mod tests {
         let config = CcConfig { max_datagram_size: mss, ..CcConfig::default() };
         for kind in CcKind::ALL {
             let mut sim = testing::Simulation::new(link, mss, new_controller(kind, &config, Time::ZERO));
+            if kind.uses_delivery_forecast() {
+                sim = sim.with_delivery_forecasts();
+            }
             let mut records = Vec::new();
             sim.run_until(Time::from_millis(12_000), |record, _| {
                 if record.now >= Time::from_millis(4_000) {
@@ -316,6 +335,10 @@ mod tests {
             queue_delay: Option<u64>,
             rate_hint: Option<u64>,
         },
+        Forecast {
+            tick: u64,
+            cumulative: Vec<u64>,
+        },
         Advance {
             nanos: u64,
         },
@@ -353,6 +376,8 @@ mod tests {
             amount().prop_map(|sent_ago| Event::EcnCe { sent_ago }),
             (amount(), proptest::option::of(amount()), proptest::option::of(amount()))
                 .prop_map(|(sent_ago, queue_delay, rate_hint)| Event::Feedback { sent_ago, queue_delay, rate_hint }),
+            (amount(), proptest::collection::vec(amount(), 0..10))
+                .prop_map(|(tick, cumulative)| Event::Forecast { tick, cumulative }),
             amount().prop_map(|nanos| Event::Advance { nanos }),
         ]
     }
@@ -390,6 +415,8 @@ mod tests {
                 before(sent_ago),
                 &PathFeedback { queue_delay: queue_delay.map(Duration::from_nanos), rate_hint },
             ),
+            Event::Forecast { tick, ref cumulative } => controller
+                .on_delivery_forecast(at, &DeliveryForecast { tick, received: 0, cumulative: cumulative.clone() }),
             Event::Advance { nanos } => *now = at + Duration::from_nanos(nanos),
         }
     }

@@ -6,12 +6,13 @@
 //! time), so the simulation is a loop over sends and ACK arrivals. The sender plays the flow layer: RFC 9002 RTT
 //! estimation, delivery-rate samples as in draft-cheng-iccrg-delivery-rate-estimation, pacing, and loss detection
 //! that declares a dropped packet lost when a later packet is acknowledged (the link never reorders) or, failing
-//! that, after a probe timeout of two smoothed RTTs.
+//! that, after a probe timeout of two smoothed RTTs. For Sprout the receiver can also run a
+//! [`DeliveryForecaster`] on the packets' arrivals and send its forecast every tick, one propagation delay away.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::{AckSample, CongestionController, LossEvent};
+use super::{AckSample, CongestionController, DeliveryForecast, DeliveryForecaster, LossEvent};
 use crate::time::Time;
 
 /// The bottleneck.
@@ -73,6 +74,15 @@ struct SentPacket {
     first_sent_time: Time,
 }
 
+/// The receiver's forecaster and what travels between it and the sender.
+struct ForecastingReceiver {
+    forecaster: DeliveryForecaster,
+    /// Arrival times of the packets on their way, in order (the link is FIFO).
+    arrivals: VecDeque<Time>,
+    /// Forecasts on their way back, with their arrival time at the sender.
+    forecasts: VecDeque<(Time, DeliveryForecast)>,
+}
+
 /// One controller sending as fast as it is allowed over one [`Link`].
 pub(crate) struct Simulation<C: ?Sized> {
     link: Link,
@@ -92,6 +102,7 @@ pub(crate) struct Simulation<C: ?Sized> {
     first_sent_time: Time,
     /// Bytes declared lost so far.
     pub lost: u64,
+    receiver: Option<ForecastingReceiver>,
 }
 
 impl<C: CongestionController + ?Sized> Simulation<C> {
@@ -112,7 +123,18 @@ impl<C: CongestionController + ?Sized> Simulation<C> {
             delivered_time: Time::ZERO,
             first_sent_time: Time::ZERO,
             lost: 0,
+            receiver: None,
         }
+    }
+
+    /// The receiver forecasts deliveries and sends the forecast every tick (what a Sprout sender needs).
+    pub(crate) fn with_delivery_forecasts(mut self) -> Self {
+        self.receiver = Some(ForecastingReceiver {
+            forecaster: DeliveryForecaster::new(self.now),
+            arrivals: VecDeque::new(),
+            forecasts: VecDeque::new(),
+        });
+        self
     }
 
     /// Smoothed RTT as the flow layer would report it (zero before the first sample).
@@ -126,7 +148,10 @@ impl<C: CongestionController + ?Sized> Simulation<C> {
             let next_ack = self.in_flight.iter().find_map(|p| p.acked_at);
             let probe_timeout = self.probe_deadline();
             let next_send = self.may_send().then_some(self.next_send.max(self.now));
-            let Some(next) = [next_ack, probe_timeout, next_send].into_iter().flatten().min() else {
+            let next_forecast = self.receiver.as_ref().and_then(|r| r.forecasts.front()).map(|(at, _)| *at);
+            let next_tick = self.receiver.as_ref().map(|r| r.forecaster.tick_end());
+            let candidates = [next_ack, probe_timeout, next_forecast, next_tick, next_send];
+            let Some(next) = candidates.into_iter().flatten().min() else {
                 self.now = end;
                 return;
             };
@@ -140,10 +165,29 @@ impl<C: CongestionController + ?Sized> Simulation<C> {
                 observe(&record, &self.controller);
             } else if probe_timeout == Some(next) {
                 self.declare_lost(self.in_flight.len());
+            } else if next_forecast == Some(next) {
+                if let Some((_, forecast)) = self.receiver.as_mut().and_then(|r| r.forecasts.pop_front()) {
+                    self.controller.on_delivery_forecast(next, &forecast);
+                }
+            } else if next_tick == Some(next) {
+                self.receiver_tick();
             } else {
                 self.send();
             }
         }
+    }
+
+    /// The receiver's tick ends: it takes the arrivals before it, forecasts, and sends the forecast.
+    fn receiver_tick(&mut self) {
+        let now = self.now;
+        let delay = self.link.one_way_delay;
+        let Some(receiver) = self.receiver.as_mut() else { return };
+        while let Some(at) = receiver.arrivals.front().copied().filter(|&at| at < now) {
+            receiver.arrivals.pop_front();
+            receiver.forecaster.on_arrival(at);
+        }
+        receiver.forecaster.advance_to(now);
+        receiver.forecasts.push_back((now + delay, receiver.forecaster.forecast()));
     }
 
     fn may_send(&self) -> bool {
@@ -172,6 +216,9 @@ impl<C: CongestionController + ?Sized> Simulation<C> {
             self.link_free_at = transmitted;
             let departs = self.link.release_time(transmitted);
             let waited = queued + (departs - transmitted);
+            if let Some(receiver) = self.receiver.as_mut() {
+                receiver.arrivals.push_back(departs + self.link.one_way_delay);
+            }
             (Some(departs + 2 * self.link.one_way_delay), waited)
         };
         self.in_flight.push_back(SentPacket {

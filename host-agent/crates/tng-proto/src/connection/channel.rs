@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use tng_wire::EcnCounts;
 
-use crate::cc::{self, CcConfig, CcKind, CongestionController, PathFeedback};
+use crate::cc::{self, CcConfig, CcKind, CongestionController, DeliveryForecaster, PathFeedback};
 use crate::connection::loss::{LossRecovery, SentPacket};
 use crate::connection::pacing::Pacer;
 use crate::connection::received::ReceivedPackets;
 use crate::connection::replay::ReplayWindow;
 use crate::connection::rtt::RttEstimator;
 use crate::time::Time;
+
+/// How long after the last data arrived a receiver keeps forecasting: long enough for the sender to learn of an
+/// outage (the forecast falls to nothing within a few hundred ms).
+const FORECAST_AFTER_LAST_DATA: Duration = Duration::from_secs(1);
 
 /// Where a channel is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,6 +128,12 @@ pub(crate) struct Channel {
     pub(crate) cc_kind: CcKind,
     pub(crate) pacer: Pacer,
     pub(crate) received: ReceivedPackets,
+    /// The receiver's side of Sprout: present when this end's controller for the channel uses delivery forecasts.
+    pub(crate) forecaster: Option<DeliveryForecaster>,
+    /// A tick ended: the next packet on the channel carries a DELIVERY_FORECAST (an ACK packet goes if none does).
+    pub(crate) forecast_due: bool,
+    /// When the last packet with stream data arrived: forecasts describe a direction that carries data.
+    pub(crate) last_data_received: Option<Time>,
     pub(crate) replay: ReplayWindow,
     pub(crate) challenge: Option<Challenge>,
     /// The challenge goes out at the next transmit.
@@ -171,6 +181,9 @@ impl Channel {
             cc_kind,
             pacer: Pacer::new(now, cc_config.max_datagram_size),
             received: ReceivedPackets::default(),
+            forecaster: cc_kind.uses_delivery_forecast().then(|| DeliveryForecaster::new(now)),
+            forecast_due: false,
+            last_data_received: None,
             replay: ReplayWindow::default(),
             challenge: None,
             probe_pending: false,
@@ -186,6 +199,14 @@ impl Channel {
             ecn_reported: EcnCounts::default(),
             counters: ChannelCounters::default(),
         }
+    }
+
+    /// When the forecaster's tick ends, if it forecasts now: only while data keeps arriving (an idle channel, or
+    /// one that brings only acknowledgements, sends nothing every tick; a sender that stopped needs no forecast).
+    pub(crate) fn forecast_tick_end(&self, now: Time) -> Option<Time> {
+        let forecaster = self.forecaster.as_ref()?;
+        let last = self.last_data_received?;
+        (now.saturating_since(last) <= FORECAST_AFTER_LAST_DATA).then(|| forecaster.tick_end())
     }
 
     /// Whether the scheduler may give this channel new data.
@@ -206,6 +227,19 @@ impl Channel {
             .unwrap_or(u64::MAX)
             .max(1);
         self.cc.pacing_rate(self.rtt.smoothed()).max(floor)
+    }
+
+    /// A fresh controller of `kind`; the receiver's forecaster runs while this end's controller uses it (one that
+    /// goes on keeps its ticks, which the peer's controller orders forecasts by).
+    pub(crate) fn set_controller(&mut self, kind: CcKind, cc_config: &CcConfig, now: Time) {
+        self.cc_kind = kind;
+        self.cc = cc::new_controller(kind, cc_config, now);
+        if !kind.uses_delivery_forecast() {
+            self.forecaster = None;
+            self.forecast_due = false;
+        } else if self.forecaster.is_none() {
+            self.forecaster = Some(DeliveryForecaster::new(now));
+        }
     }
 
     /// A fresh flow layer for a path that changed (revived, or moved to new addresses): new controller, RTT and

@@ -332,8 +332,7 @@ impl Connection {
         for channel in self.channels.values_mut() {
             let kind = self.cc_per_channel.get(&channel.id).copied().unwrap_or(self.cc_default);
             if kind != channel.cc_kind || parameters_changed {
-                channel.cc_kind = kind;
-                channel.cc = crate::cc::new_controller(kind, &cc_config, now);
+                channel.set_controller(kind, &cc_config, now);
                 if let Some(sink) = self.qlog.sink() {
                     let event = QlogEvent::ControllerUpdated {
                         channel: channel.id,

@@ -10,7 +10,7 @@ use super::crypto::packet_nonce;
 use super::loss::SentPacket;
 use super::received::EcnCodepoint;
 use super::{Connection, Event, State};
-use crate::cc::{AckSample, LossEvent, PathFeedback};
+use crate::cc::{AckSample, DeliveryForecast, LossEvent, PathFeedback};
 use crate::config::TailLossMode;
 use crate::endpoint::DropReason;
 use crate::error::ConnectionError;
@@ -25,7 +25,10 @@ const MAX_PENDING_RESPONSES: usize = 4;
 fn frame_allowed(packet_type: PacketType, frame: &Frame<'_>) -> bool {
     match packet_type {
         PacketType::Data => true,
-        PacketType::Ack => matches!(frame, Frame::Ack(_) | Frame::FeedbackEcho { .. } | Frame::Padding(_)),
+        PacketType::Ack => matches!(
+            frame,
+            Frame::Ack(_) | Frame::FeedbackEcho { .. } | Frame::DeliveryForecast { .. } | Frame::Padding(_)
+        ),
         PacketType::Probe => {
             matches!(frame, Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::Padding(_))
         }
@@ -98,6 +101,13 @@ impl Connection {
         channel.replay.mark(pn);
         channel.received.on_packet(now, pn, ack_eliciting, ecn, packet.feedback);
         channel.last_received = now;
+        if frames.iter().any(|frame| matches!(frame, Frame::Stream { data, .. } if !data.is_empty())) {
+            channel.last_data_received = Some(now);
+        }
+        if let Some(forecaster) = channel.forecaster.as_mut() {
+            let ticked = forecaster.on_arrival(now);
+            channel.forecast_due |= ticked && channel.forecast_tick_end(now).is_some();
+        }
         channel.counters.packets_received += 1;
         channel.counters.bytes_received += datagram_len as u64;
         if let Some(budget) = channel.budget_for((local, remote)) {
@@ -179,6 +189,13 @@ impl Connection {
                 }
             }
             Frame::PathResponse(token) => self.on_path_response(now, id, *token, remote),
+            Frame::DeliveryForecast { tick, received, cumulative } => {
+                if let Some(channel) = self.channels.get_mut(&id) {
+                    let forecast =
+                        DeliveryForecast { tick: *tick, received: *received, cumulative: cumulative.clone() };
+                    channel.cc.on_delivery_forecast(now, &forecast);
+                }
+            }
             Frame::PathStatus { channel_id, status } => match status {
                 PathStatus::Abandon => self.remove_channel(*channel_id),
                 PathStatus::Standby | PathStatus::Available => {

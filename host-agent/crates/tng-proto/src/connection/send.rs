@@ -48,17 +48,18 @@ enum Tracking {
     Data(Contents),
 }
 
-/// A plaintext under construction: the ACK and FEEDBACK_ECHO prefix is added last so that its state is consumed
-/// only if the packet really leaves.
+/// A plaintext under construction: the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix is added last so that its
+/// state is consumed only if the packet really leaves.
 struct Plaintext {
     body: Vec<u8>,
     with_ack: bool,
     with_echo: bool,
+    with_forecast: bool,
 }
 
 impl Plaintext {
     fn bare(body: Vec<u8>) -> Plaintext {
-        Plaintext { body, with_ack: false, with_echo: false }
+        Plaintext { body, with_ack: false, with_echo: false, with_forecast: false }
     }
 }
 
@@ -171,7 +172,7 @@ impl Connection {
             return self.send_data(now, id, Purpose::Ping);
         }
         let ack_due = channel.received.ack_deadline(self.config.max_ack_delay).is_some_and(|due| due <= now);
-        if ack_due {
+        if ack_due || channel.forecast_due {
             let plaintext = self.plaintext_with_prefix(now, id, Vec::new());
             let path = (channel.local, channel.remote);
             let transmit = self.seal(now, id, PacketType::Ack, plaintext, Tracking::AckOnly, path);
@@ -180,6 +181,7 @@ impl Connection {
                 // next packet from the peer asks again.
                 if let Some(channel) = self.channels.get_mut(&id) {
                     channel.received.on_ack_sent();
+                    channel.forecast_due = false;
                 }
             }
             return transmit;
@@ -294,7 +296,7 @@ impl Connection {
         self.seal(now, id, PacketType::Data, plaintext, Tracking::Data(contents), path)
     }
 
-    /// Bytes the ACK and FEEDBACK_ECHO prefix of a packet on `channel` would take.
+    /// Bytes the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix of a packet on `channel` would take.
     fn prefix_len(&self, channel: &Channel, now: Time) -> usize {
         let ack = if channel.received.awaits_ack() {
             channel.received.ack_frame(now).map_or(0, |ack| Frame::Ack(ack).encoded_len())
@@ -302,10 +304,10 @@ impl Connection {
             0
         };
         let echo = if channel.received.feedback().peek().is_some() { FEEDBACK_ECHO_LEN } else { 0 };
-        ack + echo
+        ack + echo + due_forecast(channel).map_or(0, |forecast| forecast.encoded_len())
     }
 
-    /// `body` behind the ACK and FEEDBACK_ECHO the channel owes (not yet marked as sent).
+    /// `body` behind the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST the channel owes (not yet marked as sent).
     fn plaintext_with_prefix(&self, now: Time, id: u8, body: Vec<u8>) -> Plaintext {
         // A packet's plaintext: allocated once at its largest size instead of grown frame by frame.
         let mut plaintext = Plaintext::bare(Vec::with_capacity(self.max_plaintext().max(body.len())));
@@ -318,6 +320,10 @@ impl Connection {
                 Frame::FeedbackEcho { max_queue_level: feedback.queue_level, min_rate_hint: feedback.rate_hint }
                     .encode(&mut plaintext.body);
                 plaintext.with_echo = true;
+            }
+            if let Some(forecast) = due_forecast(channel) {
+                forecast.encode(&mut plaintext.body);
+                plaintext.with_forecast = true;
             }
         }
         plaintext.body.extend_from_slice(&body);
@@ -378,6 +384,9 @@ impl Connection {
         if plaintext.with_echo {
             channel.received.feedback_mut().take();
         }
+        if plaintext.with_forecast {
+            channel.forecast_due = false;
+        }
         match tracking {
             Tracking::Untracked => {
                 channel.recovery.skip_untracked();
@@ -437,6 +446,12 @@ impl Connection {
 
 /// FEEDBACK_ECHO: type, length, 2 + 4 bytes of value.
 const FEEDBACK_ECHO_LEN: usize = 1 + 1 + 6;
+
+/// The DELIVERY_FORECAST the channel owes, if a tick ended since the last one left.
+fn due_forecast(channel: &Channel) -> Option<Frame<'static>> {
+    let forecast = channel.forecaster.as_ref().filter(|_| channel.forecast_due)?.forecast();
+    Some(Frame::DeliveryForecast { tick: forecast.tick, received: forecast.received, cumulative: forecast.cumulative })
+}
 
 fn control_frame(frame: &ControlFrame) -> Frame<'static> {
     match frame {

@@ -48,6 +48,7 @@ impl Connection {
         for channel in self.channels.values() {
             consider(channel.probe_at);
             consider(channel.received.ack_deadline(max_ack_delay));
+            consider(channel.forecast_tick_end(self.now));
             if channel.state == ChannelState::Active {
                 consider(channel.recovery.timer(&channel.rtt, max_ack_delay));
                 consider(self.keepalive_at(channel));
@@ -128,6 +129,11 @@ impl Connection {
         let keepalive_due = self.channels.get(&id).and_then(|c| self.keepalive_at(c)).is_some_and(|at| at <= now);
         let token = self.random_token();
         let Some(channel) = self.channels.get_mut(&id) else { return };
+        if channel.forecast_tick_end(now).is_some_and(|end| end <= now) {
+            if let Some(forecaster) = channel.forecaster.as_mut() {
+                channel.forecast_due |= forecaster.advance_to(now);
+            }
+        }
         if channel.probe_at.is_some_and(|at| at <= now) {
             channel.probe_at = None;
             match channel.challenge {

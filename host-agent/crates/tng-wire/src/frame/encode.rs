@@ -23,8 +23,8 @@ impl Frame<'_> {
     ///
     /// # Panics
     /// If an integer field that travels as a varint exceeds [`varint::MAX`] (2^62 - 1). Other invariants
-    /// documented on the fields (ACK and STREAM_ACK range order, a compact STREAM frame being the last) are the
-    /// caller's to keep.
+    /// documented on the fields (ACK and STREAM_ACK range order, a compact STREAM frame being the last, a
+    /// non-empty, non-decreasing DELIVERY_FORECAST) are the caller's to keep.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let value_len = self.value_len();
         out.reserve(self.encoded_len());
@@ -89,6 +89,14 @@ impl Frame<'_> {
                 }
                 out.extend_from_slice(&address.port().to_be_bytes());
             }
+            Self::DeliveryForecast { tick, received, cumulative } => {
+                varint::encode(*tick, out);
+                varint::encode(*received, out);
+                varint::encode(cumulative.len() as u64, out);
+                for &packets in cumulative {
+                    varint::encode(packets, out);
+                }
+            }
             Self::Extension { data, .. } => out.extend_from_slice(data),
         }
     }
@@ -116,6 +124,9 @@ impl Frame<'_> {
             Self::Close { error_code, reason } => varints(&[*error_code]) + reason.len(),
             Self::NewAddress(SocketAddr::V4(_)) => 1 + 4 + 2,
             Self::NewAddress(SocketAddr::V6(_)) => 1 + 16 + 2,
+            Self::DeliveryForecast { tick, received, cumulative } => {
+                varints(&[*tick, *received, cumulative.len() as u64]) + varints(cumulative)
+            }
             Self::Extension { data, .. } => data.len(),
         }
     }

@@ -35,8 +35,9 @@ mod frame_type {
     pub(super) const STREAM_TO_END: u64 = 0x10;
     /// The same with FIN set.
     pub(super) const STREAM_TO_END_FIN: u64 = 0x11;
+    pub(super) const DELIVERY_FORECAST: u64 = 0x12;
     /// The highest core type defined; the core types above it are unknown.
-    pub(super) const LAST_CORE: u64 = STREAM_TO_END_FIN;
+    pub(super) const LAST_CORE: u64 = DELIVERY_FORECAST;
     /// Types from here on are extensions, which receivers may skip.
     pub(super) const FIRST_EXTENSION: u64 = 0x20;
 
@@ -130,6 +131,16 @@ pub enum Frame<'a> {
     },
     /// An address the peer may open a channel to (flow info and scope id are not carried).
     NewAddress(SocketAddr),
+    /// The receiver's cautious forecast of the channel's deliveries (Sprout), one per 20 ms tick.
+    DeliveryForecast {
+        /// The receiver's tick count when it made the forecast; later forecasts have larger ones.
+        tick: u64,
+        /// Packets the receiver has received on the channel so far.
+        received: u64,
+        /// Packets the channel delivers, with 95% probability, by the end of each of the next ticks: cumulative,
+        /// non-decreasing, at least one tick.
+        cumulative: Vec<u64>,
+    },
     /// A frame of extension type (0x20 or above) this codec does not interpret.
     Extension {
         /// Frame type, at least 0x20.
@@ -191,13 +202,22 @@ impl Frame<'_> {
             Self::Ping => frame_type::PING,
             Self::Close { .. } => frame_type::CLOSE,
             Self::NewAddress(_) => frame_type::NEW_ADDRESS,
+            Self::DeliveryForecast { .. } => frame_type::DELIVERY_FORECAST,
             Self::Extension { frame_type, .. } => *frame_type,
         }
     }
 
     /// Whether a packet carrying this frame must be acknowledged (as in QUIC: all but PADDING, ACK, CLOSE, and
-    /// FEEDBACK_ECHO, which rides in non-eliciting ACK packets). Unknown extensions count as eliciting.
+    /// FEEDBACK_ECHO and DELIVERY_FORECAST, which ride in non-eliciting ACK packets). Unknown extensions count as
+    /// eliciting.
     pub fn is_ack_eliciting(&self) -> bool {
-        !matches!(self, Self::Padding(_) | Self::Ack(_) | Self::FeedbackEcho { .. } | Self::Close { .. })
+        !matches!(
+            self,
+            Self::Padding(_)
+                | Self::Ack(_)
+                | Self::FeedbackEcho { .. }
+                | Self::DeliveryForecast { .. }
+                | Self::Close { .. }
+        )
     }
 }

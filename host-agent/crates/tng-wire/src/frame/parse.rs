@@ -137,6 +137,25 @@ fn decode_value(frame_type: u64, value: &[u8]) -> Result<Frame<'_>, Malformed> {
             };
             Frame::NewAddress(SocketAddr::new(ip, reader.u16().ok_or(VALUE_TOO_SHORT)?))
         }
+        frame_type::DELIVERY_FORECAST => {
+            let tick = varint(&mut reader)?;
+            let received = varint(&mut reader)?;
+            let count = varint(&mut reader)?;
+            if count == 0 {
+                return Err("DELIVERY_FORECAST covers no tick");
+            }
+            // Each tick takes at least one byte: bound the allocation by the input, not by the count.
+            let capacity = usize::try_from(count).unwrap_or(usize::MAX).min(reader.remaining());
+            let mut cumulative: Vec<u64> = Vec::with_capacity(capacity);
+            for _ in 0..count {
+                let packets = varint(&mut reader)?;
+                if cumulative.last().is_some_and(|&previous| packets < previous) {
+                    return Err("DELIVERY_FORECAST deliveries decrease");
+                }
+                cumulative.push(packets);
+            }
+            Frame::DeliveryForecast { tick, received, cumulative }
+        }
         // `parse_frame` rejected the unknown core types, so only extensions remain.
         frame_type => Frame::Extension { frame_type, data: reader.rest() },
     };

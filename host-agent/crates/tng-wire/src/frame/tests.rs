@@ -50,6 +50,8 @@ fn one_of_each() -> Vec<Frame<'static>> {
         Frame::Close { error_code: 0x1234, reason: "idle timeout".as_bytes() },
         Frame::NewAddress(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4477))),
         Frame::NewAddress(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::LOCALHOST, 65_535, 0, 0))),
+        Frame::DeliveryForecast { tick: 0, received: 0, cumulative: vec![0] },
+        Frame::DeliveryForecast { tick: 1 << 40, received: 123_456, cumulative: vec![3, 7, 7, 20, 70, 140, 141, 200] },
         Frame::Extension { frame_type: 0x20, data: b"" },
         Frame::Extension { frame_type: varint::MAX, data: b"ext" },
     ]
@@ -146,7 +148,7 @@ fn ack_helpers_merge_and_enumerate() {
 
 #[test]
 fn unknown_core_types_are_errors_and_extensions_are_skippable() {
-    for core in 0x12..0x20u8 {
+    for core in 0x13..0x20u8 {
         assert_eq!(parsed(&[core, 0]), [Err(WireError::UnknownFrame { frame_type: u64::from(core) })]);
     }
     // A two-byte extension type 0x4242 followed by a PING: the caller sees both and may ignore the first.
@@ -177,7 +179,7 @@ fn parsing_stops_after_the_first_error() {
 
 #[test]
 fn malformed_values_are_rejected() {
-    let cases: [(&[u8], &str); 13] = [
+    let cases: [(&[u8], &str); 16] = [
         (&[0x00, 0x02, 0x00, 0x01], "non-zero"),
         (&[0x03, 0x03, 0x00, 0x00, 0x02], "fin"),
         (&[0x03, 0x0b, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x01], "2^62"),
@@ -191,6 +193,9 @@ fn malformed_values_are_rejected() {
         (&[0x0d, 0x01, 0x00], "left over"),
         (&[0x0f, 0x07, 0x05, 1, 2, 3, 4, 0, 1], "family"),
         (&[0x02, 0x07, 0, 0, 0, 0, 0, 0, 0], "left over"),
+        (&[0x12, 0x03, 0x01, 0x00, 0x00], "no tick"),
+        (&[0x12, 0x05, 0x01, 0x00, 0x02, 0x05, 0x04], "decrease"),
+        (&[0x12, 0x04, 0x01, 0x00, 0x02, 0x05], "ends inside"),
     ];
     for (bytes, problem) in cases {
         match parsed(bytes).as_slice() {
@@ -219,5 +224,5 @@ fn non_minimal_varints_in_frames_are_accepted() {
 fn ack_eliciting_frames() {
     let not_eliciting: Vec<u64> =
         one_of_each().iter().filter(|frame| !frame.is_ack_eliciting()).map(Frame::frame_type).collect();
-    assert_eq!(not_eliciting, [0x00, 0x00, 0x01, 0x01, 0x02, 0x0e]);
+    assert_eq!(not_eliciting, [0x00, 0x00, 0x01, 0x01, 0x02, 0x0e, 0x12, 0x12]);
 }

@@ -1,0 +1,352 @@
+//! Sprout's receiver-side model (Winstein, Sivaraman and Balakrishnan, NSDI 2013, section 3): packet deliveries
+//! over a tick are Poisson with a rate that does a Brownian walk, with a sticky zero (an outage) it escapes at a
+//! fixed rate. A discretized Bayesian filter over rate bins tracks the rate from the arrivals of each tick, and the
+//! forecast is the cautious (5th percentile) cumulative number of deliveries over the next ticks.
+//!
+//! Differences from the paper, each for a reason:
+//! - The rate bins reach 2048 packets/s (the paper: 1000) so that links up to about 20 Mbit/s fit the model.
+//! - The distribution of cumulative deliveries from each rate bin is moment-matched by a normal (Poisson variance
+//!   plus the variance the Brownian walk adds), where the paper tabulates it offline; the mixture over the
+//!   posterior is exact.
+
+use std::time::Duration;
+
+use crate::time::Time;
+
+/// The model's tick (the paper's tau).
+pub const TICK: Duration = Duration::from_millis(20);
+/// Ticks the forecast covers (160 ms: more than the sender's horizon on the paths Sprout is meant for).
+pub const FORECAST_TICKS: usize = 8;
+/// Number of rate bins; bin 0 is the outage rate, zero.
+const BINS: usize = 256;
+/// Largest rate modelled, in packets per second.
+const MAX_RATE: f64 = 2048.0;
+/// Brownian volatility of the rate, packets per second per square-root second (the paper's sigma).
+const VOLATILITY: f64 = 200.0;
+/// Rate at which an outage ends, per second (the paper's lambda_z).
+const OUTAGE_ESCAPE_RATE: f64 = 1.0;
+/// The forecast's quantile: deliveries the link exceeds with 95% probability.
+const CAUTION_QUANTILE: f64 = 0.05;
+/// At most this many silent ticks are filtered one by one after a gap; by then the posterior has settled in the
+/// outage bin and further empty ticks change nothing measurable.
+const MAX_CATCH_UP_TICKS: u64 = 256;
+/// Bins with less posterior probability than this do not enter the forecast.
+const NEGLIGIBLE: f64 = 1e-9;
+
+/// The cautious forecast of one channel's deliveries, as the receiver sends it to the sender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryForecast {
+    /// The receiver's tick count when the forecast was made: a later forecast has a larger one.
+    pub tick: u64,
+    /// Packets the receiver has received on the channel so far.
+    pub received: u64,
+    /// `cumulative[i]`: packets the link delivers by the end of tick `i + 1` after the forecast, with 95%
+    /// probability; non-decreasing.
+    pub cumulative: Vec<u64>,
+}
+
+/// The receiver's Bayesian filter over the link rate of one channel.
+#[derive(Clone, Debug)]
+pub struct DeliveryForecaster {
+    /// Posterior probability of each rate bin, summing to one.
+    probabilities: Vec<f64>,
+    /// Gaussian step of the rate over one tick, in bins, for offsets `-half_width..=half_width`.
+    step: Vec<f64>,
+    tick_end: Time,
+    tick: u64,
+    arrivals_this_tick: u64,
+    received: u64,
+}
+
+impl DeliveryForecaster {
+    /// A forecaster whose first tick starts at `now`, with a uniform prior over the rate.
+    pub fn new(now: Time) -> Self {
+        let sigma_bins = VOLATILITY * TICK.as_secs_f64().sqrt() / bin_width();
+        let half_width = (4.0 * sigma_bins).ceil() as i64;
+        let step: Vec<f64> = (-half_width..=half_width)
+            .map(|offset| {
+                let x = offset as f64 / sigma_bins;
+                (-0.5 * x * x).exp()
+            })
+            .collect();
+        let total: f64 = step.iter().sum();
+        DeliveryForecaster {
+            probabilities: vec![1.0 / BINS as f64; BINS],
+            step: step.into_iter().map(|weight| weight / total).collect(),
+            tick_end: now + TICK,
+            tick: 0,
+            arrivals_this_tick: 0,
+            received: 0,
+        }
+    }
+
+    /// When the current tick ends: the receiver's next forecast is due then.
+    pub fn tick_end(&self) -> Time {
+        self.tick_end
+    }
+
+    /// A packet arrived at `now`; returns whether a tick ended before it (a new forecast is then due).
+    pub fn on_arrival(&mut self, now: Time) -> bool {
+        let ticked = self.advance_to(now);
+        self.arrivals_this_tick += 1;
+        self.received += 1;
+        ticked
+    }
+
+    /// Filters every tick that ended by `now`; returns whether any did (a new forecast is then due).
+    pub fn advance_to(&mut self, now: Time) -> bool {
+        if now < self.tick_end {
+            return false;
+        }
+        let elapsed = (now - self.tick_end).as_nanos() / TICK.as_nanos() + 1;
+        let ticks = u64::try_from(elapsed).unwrap_or(u64::MAX);
+        for _ in 0..ticks.min(MAX_CATCH_UP_TICKS) {
+            self.evolve();
+            self.observe(self.arrivals_this_tick);
+            self.arrivals_this_tick = 0;
+        }
+        self.tick = self.tick.saturating_add(ticks);
+        self.tick_end += TICK * u32::try_from(ticks).unwrap_or(u32::MAX);
+        true
+    }
+
+    /// The cautious forecast for the ticks after the last one filtered.
+    pub fn forecast(&self) -> DeliveryForecast {
+        let mut floor = 0;
+        let cumulative = (1..=FORECAST_TICKS)
+            .map(|ticks| {
+                floor = self.cumulative_quantile(ticks, CAUTION_QUANTILE).max(floor);
+                floor
+            })
+            .collect();
+        DeliveryForecast { tick: self.tick, received: self.received, cumulative }
+    }
+
+    /// The posterior mean rate, in packets per second.
+    pub fn mean_rate(&self) -> f64 {
+        self.probabilities.iter().enumerate().map(|(bin, p)| p * rate_of(bin)).sum()
+    }
+
+    /// Expected deliveries over the next `ticks` ticks.
+    pub fn mean_cumulative(&self, ticks: usize) -> f64 {
+        self.mean_rate() * TICK.as_secs_f64() * ticks as f64
+    }
+
+    /// The rate walks one tick: the Brownian step, with what falls below zero stuck in the outage bin, of which
+    /// only the escaping share walks on.
+    fn evolve(&mut self) {
+        let half_width = (self.step.len() / 2) as i64;
+        let escape = OUTAGE_ESCAPE_RATE * TICK.as_secs_f64();
+        let mut next = vec![0.0; BINS];
+        next[0] = self.probabilities[0] * (1.0 - escape);
+        for (bin, &p) in self.probabilities.iter().enumerate() {
+            let walking = if bin == 0 { p * escape } else { p };
+            if walking < NEGLIGIBLE * NEGLIGIBLE {
+                continue;
+            }
+            for (index, &weight) in self.step.iter().enumerate() {
+                let mut target = bin as i64 + index as i64 - half_width;
+                if bin == 0 {
+                    // Escaping the outage moves the rate up.
+                    target = target.abs();
+                }
+                let target = target.clamp(0, BINS as i64 - 1) as usize;
+                next[target] += walking * weight;
+            }
+        }
+        self.probabilities = next;
+    }
+
+    /// Bayes' rule with the Poisson likelihood of `arrivals` in one tick.
+    fn observe(&mut self, arrivals: u64) {
+        let k = arrivals as f64;
+        let log_likelihood: Vec<f64> = (0..BINS)
+            .map(|bin| {
+                let mean = rate_of(bin) * TICK.as_secs_f64();
+                if mean == 0.0 {
+                    if arrivals == 0 {
+                        0.0
+                    } else {
+                        f64::NEG_INFINITY
+                    }
+                } else {
+                    // ln(k!) is common to every bin and cancels in the normalization.
+                    k * mean.ln() - mean
+                }
+            })
+            .collect();
+        let best = log_likelihood
+            .iter()
+            .zip(&self.probabilities)
+            .filter(|(_, &p)| p > 0.0)
+            .map(|(&ll, _)| ll)
+            .fold(f64::NEG_INFINITY, f64::max);
+        if !best.is_finite() {
+            return;
+        }
+        let mut total = 0.0;
+        for (p, ll) in self.probabilities.iter_mut().zip(&log_likelihood) {
+            *p *= (ll - best).exp();
+            total += *p;
+        }
+        if total > 0.0 && total.is_finite() {
+            self.probabilities.iter_mut().for_each(|p| *p /= total);
+        }
+    }
+
+    /// The `quantile` of the deliveries over the next `ticks` ticks, in whole packets (rounded down).
+    fn cumulative_quantile(&self, ticks: usize, quantile: f64) -> u64 {
+        let tau = TICK.as_secs_f64();
+        let t = ticks as f64;
+        // Variance of the summed rate over the horizon from the Brownian walk: sigma^2 tau^3 t(t+1)(2t+1)/6.
+        let walk_variance = VOLATILITY * VOLATILITY * tau.powi(3) * t * (t + 1.0) * (2.0 * t + 1.0) / 6.0;
+        let components: Vec<(f64, f64, f64)> = self
+            .probabilities
+            .iter()
+            .enumerate()
+            .filter(|(_, &p)| p > NEGLIGIBLE)
+            .map(|(bin, &p)| {
+                let mean = rate_of(bin) * tau * t;
+                let deviation = (mean + walk_variance).sqrt().max(0.5);
+                (p, mean, deviation)
+            })
+            .collect();
+        let weight: f64 = components.iter().map(|(p, _, _)| p).sum();
+        let cdf = |x: f64| components.iter().map(|&(p, mean, sd)| p * normal_cdf((x - mean) / sd)).sum::<f64>();
+        let target = quantile * weight;
+        let mut low = 0.0;
+        let mut high = components.iter().map(|&(_, mean, sd)| mean + 6.0 * sd).fold(1.0, f64::max);
+        if cdf(low) >= target {
+            return 0;
+        }
+        for _ in 0..40 {
+            let middle = 0.5 * (low + high);
+            if cdf(middle) < target {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        low as u64
+    }
+}
+
+fn bin_width() -> f64 {
+    MAX_RATE / (BINS - 1) as f64
+}
+
+fn rate_of(bin: usize) -> f64 {
+    bin as f64 * bin_width()
+}
+
+/// Standard normal CDF, from the complementary error function (Numerical Recipes' erfc, relative error < 1.2e-7).
+fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let polynomial = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let erfc = t * polynomial.exp();
+    if x >= 0.0 {
+        1.0 - 0.5 * erfc
+    } else {
+        0.5 * erfc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `rate` packets per second, evenly spaced, for `seconds`, starting at `start`; returns the end.
+    fn feed(forecaster: &mut DeliveryForecaster, start: Time, rate: f64, seconds: f64) -> Time {
+        let end = start + Duration::from_secs_f64(seconds);
+        if rate > 0.0 {
+            let gap = Duration::from_secs_f64(1.0 / rate);
+            let mut at = start;
+            while at < end {
+                forecaster.on_arrival(at);
+                at += gap;
+            }
+        }
+        forecaster.advance_to(end);
+        end
+    }
+
+    #[test]
+    fn normal_cdf_matches_known_values() {
+        assert!((normal_cdf(0.0) - 0.5).abs() < 1e-7);
+        assert!((normal_cdf(1.644_853_6) - 0.95).abs() < 1e-6);
+        assert!((normal_cdf(-1.959_964) - 0.025).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_posterior_converges_to_a_constant_link_rate() {
+        let mut forecaster = DeliveryForecaster::new(Time::ZERO);
+        // The uniform prior's mean is half the range.
+        assert!((forecaster.mean_rate() - MAX_RATE / 2.0).abs() < 1.0);
+        feed(&mut forecaster, Time::ZERO, 500.0, 5.0);
+        let mean = forecaster.mean_rate();
+        assert!((mean - 500.0).abs() < 25.0, "posterior mean {mean:.1} packets/s");
+        let spread: f64 =
+            forecaster.probabilities.iter().enumerate().map(|(bin, p)| p * (rate_of(bin) - mean).powi(2)).sum();
+        assert!(spread.sqrt() < 100.0, "posterior deviation {:.1} packets/s", spread.sqrt());
+    }
+
+    #[test]
+    fn the_cautious_forecast_is_below_the_mean_and_grows_with_the_horizon() {
+        let mut forecaster = DeliveryForecaster::new(Time::ZERO);
+        feed(&mut forecaster, Time::ZERO, 500.0, 5.0);
+        let forecast = forecaster.forecast();
+        assert_eq!(forecast.cumulative.len(), FORECAST_TICKS);
+        assert_eq!(forecast.tick, 250);
+        assert!((2495..=2500).contains(&forecast.received), "received {}", forecast.received);
+        for (index, &cautious) in forecast.cumulative.iter().enumerate() {
+            let mean = forecaster.mean_cumulative(index + 1);
+            assert!((cautious as f64) < mean, "tick {}: cautious {cautious}, mean {mean:.1}", index + 1);
+        }
+        assert!(forecast.cumulative.windows(2).all(|pair| pair[0] < pair[1]), "{:?}", forecast.cumulative);
+        // Over 8 ticks (160 ms) at 500 packets/s the mean is 80; the walk's uncertainty keeps the 5th percentile
+        // well below it but not at zero.
+        let last = forecast.cumulative[FORECAST_TICKS - 1];
+        assert!((40..80).contains(&last), "{:?}", forecast.cumulative);
+    }
+
+    #[test]
+    fn an_outage_drives_the_forecast_toward_zero() {
+        let mut forecaster = DeliveryForecaster::new(Time::ZERO);
+        let end = feed(&mut forecaster, Time::ZERO, 500.0, 5.0);
+        let before = forecaster.forecast().cumulative[FORECAST_TICKS - 1];
+        feed(&mut forecaster, end, 0.0, 0.2);
+        let during = forecaster.forecast().cumulative[FORECAST_TICKS - 1];
+        assert!(during < before / 4, "forecast {before} before the outage, {during} 200 ms into it");
+        feed(&mut forecaster, end + Duration::from_millis(200), 0.0, 1.0);
+        assert_eq!(forecaster.forecast().cumulative, vec![0; FORECAST_TICKS]);
+        assert!(forecaster.probabilities[0] > 0.9, "outage bin {:.3}", forecaster.probabilities[0]);
+    }
+
+    #[test]
+    fn the_rate_recovers_after_an_outage() {
+        let mut forecaster = DeliveryForecaster::new(Time::ZERO);
+        let end = feed(&mut forecaster, Time::ZERO, 0.0, 2.0);
+        feed(&mut forecaster, end, 300.0, 1.0);
+        let mean = forecaster.mean_rate();
+        assert!((mean - 300.0).abs() < 40.0, "posterior mean {mean:.1} packets/s a second after the outage");
+    }
+
+    #[test]
+    fn a_long_gap_counts_its_ticks_but_filters_a_bounded_number() {
+        let mut forecaster = DeliveryForecaster::new(Time::ZERO);
+        assert!(!forecaster.advance_to(Time::from_millis(19)));
+        assert!(forecaster.advance_to(Time::from_millis(20)));
+        assert_eq!(forecaster.forecast().tick, 1);
+        assert_eq!(forecaster.tick_end(), Time::from_millis(40));
+        assert!(forecaster.advance_to(Time::from_millis(3_600_000)));
+        assert_eq!(forecaster.forecast().tick, 180_000);
+        assert_eq!(forecaster.tick_end(), Time::from_millis(3_600_020));
+    }
+}

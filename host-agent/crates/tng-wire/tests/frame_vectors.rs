@@ -1,0 +1,133 @@
+//! The shared frame vectors (`testdata/wire/frames/*.json`), one test per vector, plus an inventory check so that
+//! a missing or emptied directory fails instead of passing vacuously. Frames travel sealed, so this codec is their
+//! only consumer; the vectors pin the frames wire-format section 7 gives a vector to.
+
+use std::path::{Path, PathBuf};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::{json, Map, Value};
+use tng_wire::{parse_frames, Frame};
+
+const MIN_VALID_VECTORS: usize = 2;
+const MIN_INVALID_VECTORS: usize = 3;
+
+fn vector_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../testdata/wire/frames")
+}
+
+fn vector_paths() -> Result<Vec<PathBuf>, String> {
+    let dir = vector_dir();
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
+        if path.extension().is_some_and(|ext| ext == "json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+fn load(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
+}
+
+fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
+    if !hex.len().is_multiple_of(2) {
+        return Err(format!("odd-length hex string {hex:?}"));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            let pair = hex.get(i..i + 2).ok_or_else(|| format!("non-ASCII hex string {hex:?}"))?;
+            u8::from_str_radix(pair, 16).map_err(|e| format!("bad hex {pair:?}: {e}"))
+        })
+        .collect()
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The parsed frame in the vectors' field vocabulary (wire-format section 9).
+fn fields_of(frame: &Frame<'_>) -> Result<Map<String, Value>, String> {
+    let fields = match frame {
+        Frame::DeliveryForecast { tick, received, cumulative } => json!({
+            "frame_type": frame.frame_type(),
+            "tick": tick,
+            "received": received,
+            "cumulative": cumulative,
+        }),
+        other => return Err(format!("no vector vocabulary for frame type {:#x}", other.frame_type())),
+    };
+    Ok(fields.as_object().cloned().unwrap_or_default())
+}
+
+fn check_vector(path: &Path) -> Result<(), Failed> {
+    let vector = load(path)?;
+    let bytes = from_hex(vector["hex"].as_str().ok_or("vector has no \"hex\" string")?)?;
+    let parsed: Vec<_> = parse_frames(&bytes).collect();
+    match vector["valid"].as_bool() {
+        Some(true) => {
+            let frame = match parsed.as_slice() {
+                [Ok(frame)] => frame,
+                other => return Err(format!("expected one frame, parsed {other:?}").into()),
+            };
+            let expected = vector["fields"].as_object().ok_or("valid vector has no \"fields\" object")?;
+            let actual = fields_of(frame)?;
+            if &actual != expected {
+                return Err(format!("parsed {actual:?}, vector says {expected:?}").into());
+            }
+            let mut encoded = Vec::new();
+            frame.encode(&mut encoded);
+            if encoded != bytes {
+                return Err(
+                    format!("re-encoding differs:\n  got  {}\n  want {}", to_hex(&encoded), to_hex(&bytes)).into()
+                );
+            }
+            Ok(())
+        }
+        Some(false) => {
+            let expected = vector["error"].as_str().ok_or("invalid vector has no \"error\" string")?;
+            match parsed.last() {
+                Some(Err(e)) if e.as_str() == expected => Ok(()),
+                Some(Err(e)) => Err(format!("rejected as {} ({e}), expected {expected}", e.as_str()).into()),
+                _ => Err(format!("accepted, expected {expected}: {parsed:?}").into()),
+            }
+        }
+        None => Err("vector has no boolean \"valid\"".into()),
+    }
+}
+
+fn check_inventory() -> Result<(), Failed> {
+    let paths = vector_paths()?;
+    let mut invalid = 0;
+    for path in &paths {
+        if load(path)?["valid"] == Value::Bool(false) {
+            invalid += 1;
+        }
+    }
+    if paths.len() - invalid < MIN_VALID_VECTORS || invalid < MIN_INVALID_VECTORS {
+        return Err(format!(
+            "{} holds {} vectors ({invalid} invalid); expected at least {MIN_VALID_VECTORS} valid and \
+             {MIN_INVALID_VECTORS} invalid",
+            vector_dir().display(),
+            paths.len()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = vec![Trial::test("inventory", check_inventory)];
+    // A listing error shows up as the inventory test's failure.
+    for path in vector_paths().unwrap_or_default() {
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        trials.push(Trial::test(name, move || check_vector(&path)));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
