@@ -65,7 +65,7 @@ async def test_invalid_requests_name_the_field_and_write_nothing(api) -> None:
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == (
         'policy.match.dst_prefix: "10.0.0.0/33" is not an IPv4 prefix a.b.c.d/len; '
-        'policy.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, copa, bbr, verus'
+        'policy.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, copa, bbr, verus, sprout'
     )
     assert api.fleet.writes == []
     assert api.store.list() == []

@@ -22,7 +22,8 @@ from tng_controller.store import StoredPolicy
 # Values near the edges of what the fields and the pipeline's parameters hold, and a few ordinary ones.
 EDGE_INTS = (0, 1, 2, 7, 8, 100, 255, 256, 1000, 1460, 65535, 65536, 10**6, 2**31 - 1, 2**32 - 1)
 WORDS = (
-    "", "a", "web", "video-1", "Bad Name", "x" * 64, "cubic", "copa", "vegas", "bbr", "newreno", "verus", "reno",
+    "", "a", "web", "video-1", "Bad Name", "x" * 64, "cubic", "copa", "vegas", "bbr", "newreno", "verus", "sprout",
+    "reno",
     "ack-clocked", "lowest-rtt", "weighted", "same-path", "alternate-path", "bulk.download", "-lead",
     "10.0.0.0/8", "10.1.2.0/24", "192.0.2.1/32", "0.0.0.0/0", "10.0.0.1/8", "300.1.1.1/8", "10.0.0.0/33", "10.0.0.0",
 )  # fmt: skip

@@ -171,7 +171,8 @@ def test_valid_policies_have_no_errors() -> None:
         ),
         (
             lambda p: setattr(p.host_policy, "congestion_control", "foo"),
-            'policy.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, copa, bbr, verus',
+            'policy.host_policy.congestion_control: "foo" is not one of '
+            "newreno, cubic, vegas, copa, bbr, verus, sprout",
         ),
         (
             lambda p: p.host_policy.congestion_control_per_path.update({300: "bbr"}),

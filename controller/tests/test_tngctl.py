@@ -156,7 +156,7 @@ async def test_errors_are_one_line_with_exit_status(api, tmp_path: Path, capsys)
     assert (await tngctl(api.address, "policy", "set", str(bad)))[0] == 1
     assert capsys.readouterr().err == (
         'tngctl: INVALID_ARGUMENT: policy.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, '
-        "copa, bbr, verus\n"
+        "copa, bbr, verus, sprout\n"
     )
     assert (await tngctl(api.address, "policy", "get", "absent"))[0] == 1
     assert capsys.readouterr().err == "tngctl: NOT_FOUND: no policy named 'absent'\n"

@@ -14,7 +14,7 @@ from tng_controller.pb import policy_pb2 as pb
 
 NAME_PATTERN = r"[a-z0-9][a-z0-9-]{0,62}"
 TRAFFIC_CLASS_PATTERN = r"[a-z0-9][a-z0-9._-]{0,62}"
-CONGESTION_CONTROLS = ("newreno", "cubic", "vegas", "copa", "bbr", "verus")
+CONGESTION_CONTROLS = ("newreno", "cubic", "vegas", "copa", "bbr", "verus", "sprout")
 SCHEDULERS = ("ack-clocked", "lowest-rtt", "weighted")
 TAIL_LOSS_MODES = ("same-path", "alternate-path")
 MAX_PRIORITY = 0xFFFF
