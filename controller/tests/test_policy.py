@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
+from tng_controller import policy
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import (
     PolicyConflict,
@@ -287,3 +290,11 @@ def test_a_switch_half_for_a_traffic_class_alone_is_valid_and_clashes_only_withi
     check_conflicts(for_class("video", "video", 1), [for_class("video-lo", "video", 0)])
     with pytest.raises(PolicyConflict):
         check_conflicts(for_class("video", "video"), [for_class("video-2", "video")])
+
+
+def test_congestion_controls_are_the_ones_the_host_agent_has() -> None:
+    """A host policy names a controller tng-proto implements: the list agrees with CcKind::name (the agent's one
+    source of the names), in its order."""
+    source = (Path(__file__).parents[2] / "host-agent/crates/tng-proto/src/cc/mod.rs").read_text()
+    names = source[source.index("pub fn name(self)") :].split("\n    }\n", 1)[0]
+    assert tuple(re.findall(r'CcKind::\w+ => "([a-z]+)"', names)) == policy.CONGESTION_CONTROLS
