@@ -1,7 +1,9 @@
 """Benchmark of the controller, as JSON on standard output (`make bench`): against 1 and 8 BMv2 switches with 1000
-stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients;
-then the fan-out of every change to 1000 WatchPolicies subscribers (bench_watch.py); the controller's CPU and memory
-in both. Without BMv2 the switch runs are skipped with a one-line reason and the fan-out still runs."""
+stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients,
+how the changes were batched and the CPU of controller, switches and clients, beside what the same clients get from
+a server that answers at once (the gRPC floor); then the fan-out of every change to 1000 WatchPolicies subscribers
+(bench_watch.py); the controller's CPU and memory in both. Without BMv2 the switch runs are skipped with a one-line
+reason and the fan-out still runs."""
 
 from __future__ import annotations
 
@@ -182,6 +184,17 @@ async def _drive(
     return elapsed, latencies, {name: weight for name, (_, weight) in acknowledged.items()}
 
 
+def round_robin(switch_policies: int, clients: int) -> Callable[[int, int], pb.Policy]:
+    """The requests of the throughput runs: client c changes its own share of the switch policies round robin, each
+    call a new weight."""
+    share = switch_policies // clients
+
+    def request(client: int, n: int) -> pb.Policy:
+        return bench_policy(client + clients * (n % share), 3 + n % 1000)
+
+    return request
+
+
 def controller_counters(address: str) -> dict[str, float]:
     """The controller's metric samples (GetStats), summed over their labels, by name."""
     with grpc.insecure_channel(address) as channel:
@@ -225,14 +238,11 @@ def measure_throughput(
     """Clients change the weights of their own share of the switch policies round robin (each call a new weight) for
     `seconds`; returns the updates the API acknowledged per second, their latencies, how they were batched, the CPU
     of the controller, of the switches and of the clients (this process), and the last weights acknowledged."""
-    share = switch_policies // clients
-
-    def request(client: int, n: int) -> pb.Policy:
-        return bench_policy(client + clients * (n % share), 3 + n % 1000)
-
     counters_before = controller_counters(address)
     cpu_before, switches_before, own_before = usage.cpu_s(), [u.cpu_s() for u in switch_usage], _own_cpu_s()
-    elapsed, latencies, last = asyncio.run(_drive(address, clients, window, seconds, request))
+    elapsed, latencies, last = asyncio.run(
+        _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
+    )
     cpu = usage.cpu_s() - cpu_before
     switch_cpu = [u.cpu_s() - before for u, before in zip(switch_usage, switches_before, strict=True)]
     own_cpu = _own_cpu_s() - own_before
@@ -284,16 +294,10 @@ def measure_api_floor(switch_policies: int, seconds: float, clients: int, window
         if not mine.poll(30):
             raise TimeoutError("the answer-at-once server did not start")
         usage = ProcessUsage(server.pid)
-        share = switch_policies // clients
         cpu_before = usage.cpu_s()
+        address = f"127.0.0.1:{mine.recv()}"
         elapsed, latencies, _ = asyncio.run(
-            _drive(
-                f"127.0.0.1:{mine.recv()}",
-                clients,
-                window,
-                seconds,
-                lambda client, n: bench_policy(client + clients * (n % share), 3 + n % 1000),
-            )
+            _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
         )
         cpu = usage.cpu_s() - cpu_before
     finally:
