@@ -1,13 +1,16 @@
 """Benchmark of the controller, as JSON on standard output (`make bench`): against 1 and 8 BMv2 switches with 1000
-stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients;
-then the fan-out of every change to 1000 WatchPolicies subscribers (bench_watch.py); the controller's CPU and memory
-in both. Without BMv2 the switch runs are skipped with a one-line reason and the fan-out still runs."""
+stored policies, SetPolicy -> entry-readable latency and sustained policy updates per second from concurrent clients,
+how the changes were batched and the CPU of controller, switches and clients, beside what the same clients get from
+a server that answers at once (the gRPC floor); then the fan-out of every change to 1000 WatchPolicies subscribers
+(bench_watch.py); the controller's CPU and memory in both. Without BMv2 the switch runs are skipped with a one-line
+reason and the fan-out still runs."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -15,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from tng_p4.bmv2 import Bmv2, nanomsg_config
 from tng_controller.bench_watch import run_fanout
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.config import DEFAULT_P4INFO
+from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.testbed import (
@@ -179,20 +184,69 @@ async def _drive(
     return elapsed, latencies, {name: weight for name, (_, weight) in acknowledged.items()}
 
 
-def measure_throughput(
-    address: str, switch_policies: int, seconds: float, clients: int, window: int, usage: ProcessUsage
-) -> tuple[dict[str, Any], dict[str, int]]:
-    """Clients change the weights of their own share of the switch policies round robin (each call a new weight) for
-    `seconds`; returns the updates the API acknowledged per second, their latencies, the controller's CPU, and the
-    last weights acknowledged."""
+def round_robin(switch_policies: int, clients: int) -> Callable[[int, int], pb.Policy]:
+    """The requests of the throughput runs: client c changes its own share of the switch policies round robin, each
+    call a new weight."""
     share = switch_policies // clients
 
     def request(client: int, n: int) -> pb.Policy:
         return bench_policy(client + clients * (n % share), 3 + n % 1000)
 
-    cpu_before = usage.cpu_s()
-    elapsed, latencies, last = asyncio.run(_drive(address, clients, window, seconds, request))
+    return request
+
+
+def controller_counters(address: str) -> dict[str, float]:
+    """The controller's metric samples (GetStats), summed over their labels, by name."""
+    with grpc.insecure_channel(address) as channel:
+        stats = pb_grpc.PolicyServiceStub(channel).GetStats(pb.GetStatsRequest(), timeout=RPC_TIMEOUT_S)
+    sums: dict[str, float] = {}
+    for sample in stats.controller_metrics:
+        sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
+
+
+def batching(before: dict[str, float], after: dict[str, float], switches: int) -> dict[str, Any]:
+    """How the changes between two readings of the controller's counters were written: batches, changes per batch,
+    WriteRequests per switch and updates per WriteRequest."""
+
+    def delta(name: str) -> float:
+        return after.get(PREFIX + name, 0.0) - before.get(PREFIX + name, 0.0)
+
+    batches, writes = delta("policy_batches_total"), delta("switch_writes_total")
+    return {
+        "batches": int(batches),
+        "changes_per_batch": round(delta("policy_batch_size_sum") / batches, 1) if batches else None,
+        "write_requests_per_switch": round(writes / switches, 1),
+        "updates_per_write_request": round(delta("switch_write_updates_total") / writes, 1) if writes else None,
+    }
+
+
+def _own_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def measure_throughput(
+    address: str,
+    switch_policies: int,
+    seconds: float,
+    clients: int,
+    window: int,
+    usage: ProcessUsage,
+    switch_usage: Sequence[ProcessUsage],
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Clients change the weights of their own share of the switch policies round robin (each call a new weight) for
+    `seconds`; returns the updates the API acknowledged per second, their latencies, how they were batched, the CPU
+    of the controller, of the switches and of the clients (this process), and the last weights acknowledged."""
+    counters_before = controller_counters(address)
+    cpu_before, switches_before, own_before = usage.cpu_s(), [u.cpu_s() for u in switch_usage], _own_cpu_s()
+    elapsed, latencies, last = asyncio.run(
+        _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
+    )
     cpu = usage.cpu_s() - cpu_before
+    switch_cpu = [u.cpu_s() - before for u, before in zip(switch_usage, switches_before, strict=True)]
+    own_cpu = _own_cpu_s() - own_before
+    written = batching(counters_before, controller_counters(address), len(switch_usage))
     result = {
         "clients": clients,
         "in_flight_per_client": window,
@@ -200,10 +254,61 @@ def measure_throughput(
         "updates": len(latencies),
         "updates_per_s": round(len(latencies) / elapsed, 1),
         "rpc_ms": summary_ms(latencies),
+        "written": written,
         "controller_cpu_percent": round(100 * cpu / elapsed, 1),
+        "controller_cpu_ms_per_update": round(1000 * cpu / len(latencies), 3) if latencies else None,
         "controller_rss_mb": usage.rss_mb(),
+        "switches_cpu_percent": {
+            "sum": round(100 * sum(switch_cpu) / elapsed, 1),
+            "busiest": round(100 * max(switch_cpu) / elapsed, 1),
+        },
+        "clients_cpu_percent": round(100 * own_cpu / elapsed, 1),
     }
     return result, last
+
+
+class _AnswerAtOnce(pb_grpc.PolicyServiceServicer):
+    async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
+        return pb.SetPolicyResponse(policy=request.policy)
+
+
+def _serve_answer_at_once(port: Connection) -> None:
+    async def serve() -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_PolicyServiceServicer_to_server(_AnswerAtOnce(), server)
+        port.send(server.add_insecure_port("127.0.0.1:0"))
+        await server.start()
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+def measure_api_floor(switch_policies: int, seconds: float, clients: int, window: int) -> dict[str, Any]:
+    """The same clients against a PolicyService that answers SetPolicy at once (grpc.aio, its own process): what gRPC
+    alone allows on this machine, and its CPU per call."""
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    server = context.Process(target=_serve_answer_at_once, args=(theirs,), daemon=True)
+    server.start()
+    try:
+        if not mine.poll(30):
+            raise TimeoutError("the answer-at-once server did not start")
+        usage = ProcessUsage(server.pid)
+        cpu_before = usage.cpu_s()
+        address = f"127.0.0.1:{mine.recv()}"
+        elapsed, latencies, _ = asyncio.run(
+            _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
+        )
+        cpu = usage.cpu_s() - cpu_before
+    finally:
+        server.kill()
+        server.join()
+    return {
+        "updates_per_s": round(len(latencies) / elapsed, 1),
+        "rpc_ms": summary_ms(latencies),
+        "server_cpu_percent": round(100 * cpu / elapsed, 1),
+        "server_cpu_ms_per_call": round(1000 * cpu / len(latencies), 3) if latencies else None,
+    }
 
 
 def install(address: str, switch_policies: int, host_policies: int) -> dict[str, Any]:
@@ -259,6 +364,7 @@ def run_fleet(
         address = controller.start()
         stack.callback(controller.stop)
         usage = ProcessUsage(controller.pid)
+        switch_usage = [ProcessUsage(b.pid) for b in bmv2s if b.pid is not None]
         readers = [SwitchReader(b.config.grpc_address, DEFAULT_P4INFO, b.config.device_id) for b in bmv2s]
         for reader in readers:
             stack.callback(reader.close)
@@ -267,9 +373,11 @@ def run_fleet(
         ids = policy_ids(readers[-1], switch_policies)
         with grpc.insecure_channel(address) as channel:
             latency = measure_latency(pb_grpc.PolicyServiceStub(channel), readers[-1], ids, LATENCY_SAMPLES)
-        sequential, last = measure_throughput(address, switch_policies, args.seconds, 1, 1, usage)
+        sequential, last = measure_throughput(address, switch_policies, args.seconds, 1, 1, usage, switch_usage)
         check_installed(readers, ids, last)
-        concurrent, last = measure_throughput(address, switch_policies, args.seconds, args.clients, args.window, usage)
+        concurrent, last = measure_throughput(
+            address, switch_policies, args.seconds, args.clients, args.window, usage, switch_usage
+        )
         check_installed(readers, ids, last)
         return {
             "switches": switches,
@@ -317,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                 "them with a switch half (a flow_policy and a steering.modes entry each); updates change a switch "
                 "policy's weights (one entry modify per switch)"
             )
+            result["api_floor"] = measure_api_floor(args.switch_policies, args.seconds, args.clients, args.window)
             result["runs"] = []
             for size in sizes:
                 run_dir = Path(directory) / f"fleet-{size}"
