@@ -2,54 +2,17 @@
 //! a missing or emptied directory fails instead of passing vacuously. Frames travel sealed, so this codec is their
 //! only consumer; the vectors pin the frames wire-format section 7 gives a vector to.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{from_hex, load, to_hex, vector_dir, vector_paths};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{json, Map, Value};
 use tng_wire::{parse_frames, Frame};
 
 const MIN_VALID_VECTORS: usize = 2;
 const MIN_INVALID_VECTORS: usize = 3;
-
-fn vector_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../testdata/wire/frames")
-}
-
-fn vector_paths() -> Result<Vec<PathBuf>, String> {
-    let dir = vector_dir();
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
-        if path.extension().is_some_and(|ext| ext == "json") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    Ok(paths)
-}
-
-fn load(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
-}
-
-fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if !hex.len().is_multiple_of(2) {
-        return Err(format!("odd-length hex string {hex:?}"));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            let pair = hex.get(i..i + 2).ok_or_else(|| format!("non-ASCII hex string {hex:?}"))?;
-            u8::from_str_radix(pair, 16).map_err(|e| format!("bad hex {pair:?}: {e}"))
-        })
-        .collect()
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The parsed frame in the vectors' field vocabulary (wire-format section 9).
 fn fields_of(frame: &Frame<'_>) -> Result<Map<String, Value>, String> {
@@ -102,7 +65,7 @@ fn check_vector(path: &Path) -> Result<(), Failed> {
 }
 
 fn check_inventory() -> Result<(), Failed> {
-    let paths = vector_paths()?;
+    let paths = vector_paths(&vector_dir("frames"))?;
     let mut invalid = 0;
     for path in &paths {
         if load(path)?["valid"] == Value::Bool(false) {
@@ -113,7 +76,7 @@ fn check_inventory() -> Result<(), Failed> {
         return Err(format!(
             "{} holds {} vectors ({invalid} invalid); expected at least {MIN_VALID_VECTORS} valid and \
              {MIN_INVALID_VECTORS} invalid",
-            vector_dir().display(),
+            vector_dir("frames").display(),
             paths.len()
         )
         .into());
@@ -125,7 +88,7 @@ fn main() {
     let args = Arguments::from_args();
     let mut trials = vec![Trial::test("inventory", check_inventory)];
     // A listing error shows up as the inventory test's failure.
-    for path in vector_paths().unwrap_or_default() {
+    for path in vector_paths(&vector_dir("frames")).unwrap_or_default() {
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         trials.push(Trial::test(name, move || check_vector(&path)));
     }

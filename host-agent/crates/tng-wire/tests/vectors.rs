@@ -1,54 +1,17 @@
 //! The shared wire vectors (`testdata/wire/*.json`), one test per vector, plus an inventory check so that a
 //! missing or emptied directory fails instead of passing vacuously.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{from_hex, load, to_hex, vector_dir, vector_paths};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Map, Value};
 use tng_wire::{Packet, Payload, VERSION};
 
 const MIN_VECTORS: usize = 20;
 const MIN_INVALID_VECTORS: usize = 6;
-
-fn vector_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../testdata/wire")
-}
-
-fn vector_paths() -> Result<Vec<PathBuf>, String> {
-    let dir = vector_dir();
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
-        if path.extension().is_some_and(|ext| ext == "json") {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    Ok(paths)
-}
-
-fn load(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
-}
-
-fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if !hex.len().is_multiple_of(2) {
-        return Err(format!("odd-length hex string {hex:?}"));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            let pair = hex.get(i..i + 2).ok_or_else(|| format!("non-ASCII hex string {hex:?}"))?;
-            u8::from_str_radix(pair, 16).map_err(|e| format!("bad hex {pair:?}: {e}"))
-        })
-        .collect()
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The parsed packet in the vectors' field vocabulary (wire-format section 9).
 fn fields_of(packet: &Packet<'_>) -> Map<String, Value> {
@@ -119,7 +82,7 @@ fn check_vector(path: &Path) -> Result<(), Failed> {
 }
 
 fn check_inventory() -> Result<(), Failed> {
-    let paths = vector_paths()?;
+    let paths = vector_paths(&vector_dir(""))?;
     let mut invalid = 0;
     for path in &paths {
         if load(path)?["valid"] == Value::Bool(false) {
@@ -129,7 +92,7 @@ fn check_inventory() -> Result<(), Failed> {
     if paths.len() < MIN_VECTORS || invalid < MIN_INVALID_VECTORS {
         return Err(format!(
             "{} holds {} vectors ({invalid} invalid); expected at least {MIN_VECTORS} ({MIN_INVALID_VECTORS} invalid)",
-            vector_dir().display(),
+            vector_dir("").display(),
             paths.len()
         )
         .into());
@@ -141,7 +104,7 @@ fn main() {
     let args = Arguments::from_args();
     let mut trials = vec![Trial::test("inventory", check_inventory)];
     // A listing error shows up as the inventory test's failure.
-    for path in vector_paths().unwrap_or_default() {
+    for path in vector_paths(&vector_dir("")).unwrap_or_default() {
         let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
         trials.push(Trial::test(name, move || check_vector(&path)));
     }
