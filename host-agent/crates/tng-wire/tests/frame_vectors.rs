@@ -6,8 +6,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{from_hex, load, to_hex, vector_dir, vector_paths};
-use libtest_mimic::{Arguments, Failed, Trial};
+use common::{from_hex, inventory, load, run, to_hex, vector_dir};
+use libtest_mimic::Failed;
 use serde_json::{json, Map, Value};
 use tng_wire::{parse_frames, Frame};
 
@@ -65,19 +65,13 @@ fn check_vector(path: &Path) -> Result<(), Failed> {
 }
 
 fn check_inventory() -> Result<(), Failed> {
-    let paths = vector_paths(&vector_dir("frames"))?;
-    let mut invalid = 0;
-    for path in &paths {
-        if load(path)?["valid"] == Value::Bool(false) {
-            invalid += 1;
-        }
-    }
-    if paths.len() - invalid < MIN_VALID_VECTORS || invalid < MIN_INVALID_VECTORS {
+    let (count, invalid) = inventory(&vector_dir("frames"))?;
+    if count - invalid < MIN_VALID_VECTORS || invalid < MIN_INVALID_VECTORS {
         return Err(format!(
             "{} holds {} vectors ({invalid} invalid); expected at least {MIN_VALID_VECTORS} valid and \
              {MIN_INVALID_VECTORS} invalid",
             vector_dir("frames").display(),
-            paths.len()
+            count
         )
         .into());
     }
@@ -85,12 +79,5 @@ fn check_inventory() -> Result<(), Failed> {
 }
 
 fn main() {
-    let args = Arguments::from_args();
-    let mut trials = vec![Trial::test("inventory", check_inventory)];
-    // A listing error shows up as the inventory test's failure.
-    for path in vector_paths(&vector_dir("frames")).unwrap_or_default() {
-        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
-        trials.push(Trial::test(name, move || check_vector(&path)));
-    }
-    libtest_mimic::run(&args, trials).exit();
+    run(vector_dir("frames"), check_inventory, check_vector);
 }

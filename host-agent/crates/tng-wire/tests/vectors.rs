@@ -5,8 +5,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{from_hex, load, to_hex, vector_dir, vector_paths};
-use libtest_mimic::{Arguments, Failed, Trial};
+use common::{from_hex, inventory, load, run, to_hex, vector_dir};
+use libtest_mimic::Failed;
 use serde_json::{Map, Value};
 use tng_wire::{Packet, Payload, VERSION};
 
@@ -82,18 +82,12 @@ fn check_vector(path: &Path) -> Result<(), Failed> {
 }
 
 fn check_inventory() -> Result<(), Failed> {
-    let paths = vector_paths(&vector_dir(""))?;
-    let mut invalid = 0;
-    for path in &paths {
-        if load(path)?["valid"] == Value::Bool(false) {
-            invalid += 1;
-        }
-    }
-    if paths.len() < MIN_VECTORS || invalid < MIN_INVALID_VECTORS {
+    let (count, invalid) = inventory(&vector_dir(""))?;
+    if count < MIN_VECTORS || invalid < MIN_INVALID_VECTORS {
         return Err(format!(
             "{} holds {} vectors ({invalid} invalid); expected at least {MIN_VECTORS} ({MIN_INVALID_VECTORS} invalid)",
             vector_dir("").display(),
-            paths.len()
+            count
         )
         .into());
     }
@@ -101,12 +95,5 @@ fn check_inventory() -> Result<(), Failed> {
 }
 
 fn main() {
-    let args = Arguments::from_args();
-    let mut trials = vec![Trial::test("inventory", check_inventory)];
-    // A listing error shows up as the inventory test's failure.
-    for path in vector_paths(&vector_dir("")).unwrap_or_default() {
-        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
-        trials.push(Trial::test(name, move || check_vector(&path)));
-    }
-    libtest_mimic::run(&args, trials).exit();
+    run(vector_dir(""), check_inventory, check_vector);
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 
 /// `testdata/wire/` joined with `sub` ("" for the packet vectors, "frames" for the frame vectors).
@@ -44,4 +45,28 @@ pub fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
 
 pub fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How many vectors `dir` holds, and how many of them are invalid (`"valid": false`).
+pub fn inventory(dir: &Path) -> Result<(usize, usize), String> {
+    let paths = vector_paths(dir)?;
+    let mut invalid = 0;
+    for path in &paths {
+        if load(path)?["valid"] == Value::Bool(false) {
+            invalid += 1;
+        }
+    }
+    Ok((paths.len(), invalid))
+}
+
+/// Runs the `inventory` trial, then `check` on every vector of `dir`, one trial each (a listing error shows up as
+/// the inventory trial's failure).
+pub fn run(dir: PathBuf, inventory: fn() -> Result<(), Failed>, check: fn(&Path) -> Result<(), Failed>) -> ! {
+    let args = Arguments::from_args();
+    let mut trials = vec![Trial::test("inventory", inventory)];
+    for path in vector_paths(&dir).unwrap_or_default() {
+        let name = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        trials.push(Trial::test(name, move || check(&path)));
+    }
+    libtest_mimic::run(&args, trials).exit();
 }
