@@ -90,6 +90,21 @@ def test_a_switch_on_veths_in_a_namespace() -> None:
     assert config.thrift_address == "127.0.0.1:9090"
 
 
+def test_a_real_time_switch_starts_under_chrt_inside_its_namespace() -> None:
+    config = Bmv2Config(
+        binary=Path("/usr/local/bin/simple_switch_grpc"),
+        log_path=Path("/tmp/bmv2.log"),
+        grpc_port=9559,
+        thrift_port=9090,
+        interfaces=((1, "srv"),),
+        netns="lab-switch",
+        realtime_priority=10,
+    )
+    assert config.command()[:8] == [
+        "ip", "netns", "exec", "lab-switch", "chrt", "--fifo", "10", "/usr/local/bin/simple_switch_grpc"
+    ]  # fmt: skip
+
+
 def test_a_switch_needs_ports() -> None:
     with pytest.raises(ValueError, match="needs a packet socket"):
         Bmv2Config(binary=Path("x"), log_path=Path("log"), grpc_port=1, thrift_port=2)

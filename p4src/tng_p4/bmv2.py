@@ -42,6 +42,9 @@ class Bmv2Config:
     packet_socket: str | None = None  # nanomsg address whose ports PTF's nn platform drives
     interfaces: tuple[tuple[int, str], ...] = ()  # (port, interface) pairs
     netns: str | None = None  # network namespace to run in (its gRPC and Thrift ports are only reachable there)
+    # SCHED_FIFO priority (chrt -f) for every thread, when the switch stands in for hardware that the host's other
+    # processes must not delay (needs CAP_SYS_NICE); None: the default scheduler
+    realtime_priority: int | None = None
 
     def __post_init__(self) -> None:
         if self.packet_socket is None and not self.interfaces:
@@ -58,6 +61,8 @@ class Bmv2Config:
     def command(self) -> list[str]:
         """The simple_switch_grpc command line (inside the namespace, when there is one)."""
         argv = ["ip", "netns", "exec", self.netns] if self.netns else []
+        if self.realtime_priority is not None:
+            argv += ["chrt", "--fifo", str(self.realtime_priority)]
         argv += [str(self.binary), "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
         if self.packet_socket is not None:
             argv += ["--packet-in", self.packet_socket]

@@ -8,9 +8,10 @@ from tng_controller import config as controller_config
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import check
 from tng_controller.tngctl import load_policies
-from tng_lab import bmv2, controller, scenario, switch
+from tng_lab import bmv2, controller, linkem, scenario, switch
 from tng_lab.delay import Service
 from tng_lab.linkem import Counters, LinkCounters
+from tng_lab.linkspec import Direction
 from tng_lab.plan import make_plan
 from tng_lab.scenario import ScenarioError
 from tng_lab.timeline import Sample, path_result
@@ -238,6 +239,23 @@ def test_modes_without_weights_get_none_and_the_controller_accepts_them(steering
 def test_capacities_and_queue_depths() -> None:
     assert [controller.capacity(r) for r in (10e6, 1.5e6, 123.0, 2e9)] == ["10mbit", "1500kbit", "123bit", "2gbit"]
     assert bmv2.queue_rate_pps(10e6) == 833 and bmv2.queue_rate_pps(30e6) == 2500
+
+
+def test_linkem_runs_faster_than_the_switch_it_follows(lwip) -> None:
+    lte = lwip.link("lte").down
+    faster = bmv2.linkem_direction(lte)
+    assert faster.rate_bps == pytest.approx(10e6 * bmv2.LINKEM_HEADROOM) and bmv2.LINKEM_HEADROOM > 1
+    assert (faster.delay_s, faster.extra) == (lte.delay_s, lte.extra), "only the rate changes"
+    assert faster.spec().startswith(f"rate={round(10e6 * bmv2.LINKEM_HEADROOM)}bit,delay=25000us")
+    unlimited = Direction(delay_s=0.005)
+    assert bmv2.linkem_direction(unlimited) is unlimited
+
+
+def test_the_switch_runs_as_a_real_time_process_like_linkem(lwip, tmp_path: Path) -> None:
+    plan = make_plan(lwip, "tlabtest", tmp_path, bmv2=True)
+    argv = bmv2.config(Path("/usr/local/bin/simple_switch_grpc"), plan, tmp_path / "log").command()
+    chrt = argv.index("chrt")
+    assert argv[chrt : chrt + 4] == ["chrt", "--fifo", linkem.REALTIME_PRIORITY, "/usr/local/bin/simple_switch_grpc"]
 
 
 def _counters(queue_packets: int = 0) -> Counters:

@@ -286,7 +286,8 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     for link in scenario.links:
         down_trace = _trace_file(options, link.name, "down", link.down)
         up_trace = _trace_file(options, link.name, "up", link.up)
-        specs[link.name] = (link.down.spec(down_trace), link.up.spec(up_trace))
+        linkem_down = bmv2.linkem_direction(link.down) if choice.bmv2 else link.down
+        specs[link.name] = (linkem_down.spec(down_trace), link.up.spec(up_trace))
         services[link.name] = _service(link.down, down_trace)
         results.links[link.name] = {
             "down": link.down.describe(),
