@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from tng_controller import protogen
-from tng_controller.config import DEFAULT_P4INFO, ConfigError, load, parse
+from tng_controller.config import DEFAULT_P4INFO, ConfigError, EtcdConfig, load, parse
 
 
 def test_full_config(tmp_path: Path) -> None:
@@ -145,3 +145,13 @@ def test_protogen_check_reports_stale_files(tmp_path: Path) -> None:
     (tmp_path / "policy_pb2.pyi").unlink()
     assert protogen.stale(generated, tmp_path) == ["policy_pb2.py", "policy_pb2.pyi"]
     assert "from . import policy_pb2" in generated["policy_pb2_grpc.py"]
+
+
+def test_the_replicated_store_is_read_with_its_defaults() -> None:
+    config = parse({"store": {"etcd": ["http://127.0.0.1:2379", "http://10.0.0.2"]}}, Path("."))
+    assert config.etcd == EtcdConfig(("http://127.0.0.1:2379", "http://10.0.0.2"), "/tng", 2, "")
+    named = parse(
+        {"store": {"etcd": ["http://e:1"], "etcd_prefix": "/lab", "lease_ttl_s": 5, "replica_name": "a"}}, Path(".")
+    )
+    assert named.etcd == EtcdConfig(("http://e:1",), "/lab", 5, "a")
+    assert parse({}, Path(".")).etcd is None

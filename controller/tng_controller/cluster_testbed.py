@@ -99,14 +99,16 @@ class EtcdProcess:
                 self._process.wait()
 
 
-def _state(address: str) -> tuple[bool, list[str]]:
-    """Whether the replica at `address` leads (its leader gauge), and its switches' states; raises grpc.RpcError."""
+def _leads_in_sync(address: str) -> bool:
+    """Whether the replica at `address` leads with every switch in sync (followers report theirs STANDBY; without
+    switches, its leader gauge says); raises grpc.RpcError."""
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.PolicyServiceStub(channel)
-        stats = stub.GetStats(pb.GetStatsRequest(), timeout=2)
         switches = stub.ListSwitches(pb.ListSwitchesRequest(), timeout=2).switches
-    leads = any(s.name.endswith("controller_leader") and s.value == 1.0 for s in stats.controller_metrics)
-    return leads, [s.state for s in switches]
+        if switches:
+            return all(s.state == IN_SYNC for s in switches)
+        stats = stub.GetStats(pb.GetStatsRequest(), timeout=2)
+    return any(s.name.endswith("controller_leader") and s.value == 1.0 for s in stats.controller_metrics)
 
 
 @dataclass(slots=True)
@@ -154,11 +156,10 @@ class Replicas:
         while time.monotonic() < deadline:
             for number in candidates:
                 try:
-                    leads, states = _state(self.processes[number].address)
+                    if _leads_in_sync(self.processes[number].address):
+                        return number
                 except grpc.RpcError:
                     continue
-                if leads and all(state == IN_SYNC for state in states):
-                    return number
             time.sleep(POLL_S)
         raise TimeoutError(f"no replica of {list(candidates)} leads with its switches in sync after {timeout_s} s")
 
