@@ -171,3 +171,17 @@ def test_a_subscriber_reconnecting_to_another_replica_keeps_getting_changes(repl
             )
     finally:
         again.close()
+
+
+def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:
+    stored = _set(replicas.addresses()[1], bench_policy(1, 3))
+    replicas.wait_for_leader()
+    replicas.etcd.stop()
+    for address in replicas.addresses():
+        assert _names(address) == {"bench-1": stored.revision}
+    with pytest.raises(grpc.RpcError) as refused:
+        _set(replicas.addresses()[1], bench_policy(2, 3))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "etcd" in (refused.value.details() or "")
+    with pytest.raises(TimeoutError):  # the leader stops once its lease cannot be renewed
+        replicas.wait_for_leader(timeout_s=TAKEOVER_BOUND_S / 2)

@@ -20,7 +20,7 @@ from tng_controller.metrics import Metrics, gauge
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.policy import PolicyConflict, PolicyError, check, check_name, traffic_class_errors
-from tng_controller.store import Full, NotFound, PolicyReader, PolicyStore, RevisionConflict
+from tng_controller.store import Full, NotFound, PolicyReader, PolicyStore, RevisionConflict, StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
 WATCH_QUEUE = 1024  # events a watcher may lag behind before it is cut off
@@ -33,6 +33,7 @@ _ERROR_CODES: dict[type[Exception], grpc.StatusCode] = {
     NotFound: grpc.StatusCode.NOT_FOUND,
     RevisionConflict: grpc.StatusCode.ABORTED,
     Full: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    StoreUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 
 
@@ -59,7 +60,8 @@ def _with_status(
         except RolloutError as exc:
             await context.abort(exc.code, f"not applied: {exc}")
         except tuple(_ERROR_CODES) as exc:
-            await context.abort(_ERROR_CODES[type(exc)], str(exc))
+            code = next(code for kind, code in _ERROR_CODES.items() if isinstance(exc, kind))
+            await context.abort(code, str(exc))
         raise AssertionError("context.abort returned")
 
     return wrapped

@@ -21,14 +21,14 @@ from aetcd import rtypes
 
 from tng_controller.config import etcd_endpoint
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.store import Committed, StoredPolicy, Transaction
+from tng_controller.store import Committed, StoredPolicy, StoreUnavailable, Transaction
 
 LOGGER = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
 RESUME_DELAY_S = 0.5  # between attempts to watch again after etcd went away
 
 
-class EtcdError(Exception):
+class EtcdError(StoreUnavailable):
     """etcd cannot be reached or refused a request; the message says which endpoint and why."""
 
 

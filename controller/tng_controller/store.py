@@ -80,6 +80,10 @@ class StoreError(Exception):
     """A change the store refuses; the message says why."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (etcd); the change was not made."""
+
+
 class NotFound(StoreError):
     """No policy has this name."""
 
