@@ -238,7 +238,7 @@ def _etcd(reader: _Reader, store: dict[str, Any]) -> EtcdConfig | None:
     prefix = reader.string(store, "store.etcd_prefix", "/tng")
     if not prefix.startswith("/") or prefix == "/" or prefix.endswith("/"):
         raise reader.error("store.etcd_prefix", f"{prefix!r} is not a key prefix like /tng (a slash first, none last)")
-    ttl = reader.integer({"lease_ttl_s": store.get("lease_ttl_s", 2)}, "store.lease_ttl_s", 2, 60, "number of seconds")
+    ttl = reader.integer(store, "store.lease_ttl_s", 2, 60, "number of seconds") if "lease_ttl_s" in store else 2
     name = reader.string(store, "store.replica_name", "")
     if "/" in name:
         raise reader.error("store.replica_name", f"{name!r} has a slash")
