@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,6 +177,10 @@ def test_a_subscriber_reconnecting_to_another_replica_keeps_getting_changes(repl
 def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:
     stored = _set(replicas.addresses()[1], bench_policy(1, 3))
     replicas.wait_for_leader()
+    for address in replicas.addresses():  # every replica has seen the change before etcd goes
+        deadline = time.monotonic() + 10
+        while _names(address) != {"bench-1": stored.revision} and time.monotonic() < deadline:
+            time.sleep(0.05)
     replicas.etcd.stop()
     for address in replicas.addresses():
         assert _names(address) == {"bench-1": stored.revision}

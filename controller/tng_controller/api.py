@@ -60,7 +60,7 @@ def _with_status(
         except RolloutError as exc:
             await context.abort(exc.code, f"not applied: {exc}")
         except tuple(_ERROR_CODES) as exc:
-            code = next(code for kind, code in _ERROR_CODES.items() if isinstance(exc, kind))
+            code = next(_ERROR_CODES[kind] for kind in type(exc).__mro__ if kind in _ERROR_CODES)  # most specific
             await context.abort(code, str(exc))
         raise AssertionError("context.abort returned")
 
