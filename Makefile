@@ -17,7 +17,7 @@ BENCH_ROUNDS ?= 3
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
 APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
-	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump
+	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump etcd-server
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
@@ -74,6 +74,7 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
 	$(PY) -m tng_controller.bench | tee build/bench/controller.json
+	$(PY) -m tng_controller.bench --replicas 3 | tee build/bench/controller-takeover.json
 	$(PY) -m tng_lab.bench_lwip | tee build/bench/lwip.json
 
 # BMv2 is the LWIP switch when the P4 toolchain is installed (then switch-steered TCP with and without VISIBLE runs

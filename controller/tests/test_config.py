@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from tng_controller import protogen
-from tng_controller.config import DEFAULT_P4INFO, ConfigError, load, parse
+from tng_controller.config import DEFAULT_P4INFO, ConfigError, EtcdConfig, load, parse
 
 
 def test_full_config(tmp_path: Path) -> None:
@@ -79,7 +79,23 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
         ({"api": {"tls_cert": "a.pem"}}, "config: api.tls_key: is required with the other TLS keys"),
         ({"api": {"tls_client_ca": "ca.pem"}}, "config: api.tls_client_ca: needs tls_cert and tls_key"),
         ({"api": {"listen": 5}}, "config: api.listen: 5 is not a string"),
-        ({"store": {"file": "x"}}, "config: store.file: unknown key (known: path)"),
+        (
+            {"store": {"file": "x"}},
+            "config: store.file: unknown key (known: etcd, etcd_prefix, lease_ttl_s, path, replica_name)",
+        ),
+        ({"store": {"etcd": []}}, "config: store.etcd: must be a non-empty array of client URLs"),
+        ({"store": {"etcd": ["127.0.0.1:2379"]}}, "config: store.etcd[0]: '127.0.0.1:2379' is not an etcd client URL"),
+        ({"store": {"etcd": ["https://e:2379"]}}, "config: store.etcd[0]: 'https://e:2379' is not an etcd client URL"),
+        (
+            {"store": {"etcd": ["http://e:2379"], "path": "p.db"}},
+            "config: store.path: the policies are in etcd (store.etcd) or in SQLite (store.path), not both",
+        ),
+        ({"store": {"lease_ttl_s": 5}}, "config: store.lease_ttl_s: only applies with store.etcd"),
+        ({"store": {"etcd": ["http://e:2379"], "lease_ttl_s": 1}}, "config: store.lease_ttl_s: 1 is not a number"),
+        (
+            {"store": {"etcd": ["http://e"], "etcd_prefix": "tng"}},
+            "config: store.etcd_prefix: 'tng' is not a key prefix",
+        ),
         ({"switch": {"name": "a"}}, "config: switch: must be an array of tables ([[switch]])"),
         ({"switch": [{"address": "h:1"}]}, "config: switch[0].name: is required"),
         ({"switch": [{"name": "LWIP", "address": "h:1"}]}, "config: switch[0].name: 'LWIP' does not match"),
@@ -129,3 +145,13 @@ def test_protogen_check_reports_stale_files(tmp_path: Path) -> None:
     (tmp_path / "policy_pb2.pyi").unlink()
     assert protogen.stale(generated, tmp_path) == ["policy_pb2.py", "policy_pb2.pyi"]
     assert "from . import policy_pb2" in generated["policy_pb2_grpc.py"]
+
+
+def test_the_replicated_store_is_read_with_its_defaults() -> None:
+    config = parse({"store": {"etcd": ["http://127.0.0.1:2379", "http://10.0.0.2"]}}, Path("."))
+    assert config.etcd == EtcdConfig(("http://127.0.0.1:2379", "http://10.0.0.2"), "/tng", 2, "")
+    named = parse(
+        {"store": {"etcd": ["http://e:1"], "etcd_prefix": "/lab", "lease_ttl_s": 5, "replica_name": "a"}}, Path(".")
+    )
+    assert named.etcd == EtcdConfig(("http://e:1",), "/lab", 5, "a")
+    assert parse({}, Path(".")).etcd is None

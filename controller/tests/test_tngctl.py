@@ -287,6 +287,28 @@ def test_serve_with_a_bad_config_says_why(tmp_path: Path) -> None:
     )
 
 
+def test_without_etcd_a_replica_and_tngctl_cluster_say_which_endpoint_failed(tmp_path: Path) -> None:
+    unused = f"http://127.0.0.1:{free_port()}"
+    config = tmp_path / "controller.toml"
+    config.write_text(f'[api]\nlisten = "127.0.0.1:0"\n[store]\netcd = ["{unused}"]\n')
+    serve = subprocess.run(
+        [sys.executable, "-m", "tng_controller.tngctl", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert serve.returncode == 2
+    assert serve.stderr.startswith(f"tngctl: store.etcd: no etcd endpoint answers ({unused}: ")
+    cluster = subprocess.run(
+        [sys.executable, "-m", "tng_controller.tngctl", "cluster", "--etcd", unused],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cluster.returncode == 1
+    assert cluster.stderr.startswith(f"tngctl: no etcd endpoint answers ({unused}: ")
+
+
 async def test_serve_programs_a_switch(tmp_path: Path, policy_file: Path, contract_pipeline) -> None:
     """`tngctl serve` with a [[switch]] (finsy's fake P4Runtime server) writes policies to it."""
     p4info, blob = contract_pipeline

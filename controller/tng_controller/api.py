@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from prometheus_client.core import Metric
@@ -20,7 +20,7 @@ from tng_controller.metrics import Metrics, gauge
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.policy import PolicyConflict, PolicyError, check, check_name, traffic_class_errors
-from tng_controller.store import Full, NotFound, PolicyStore, RevisionConflict
+from tng_controller.store import Full, NotFound, PolicyReader, PolicyStore, RevisionConflict, StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
 WATCH_QUEUE = 1024  # events a watcher may lag behind before it is cut off
@@ -33,6 +33,7 @@ _ERROR_CODES: dict[type[Exception], grpc.StatusCode] = {
     NotFound: grpc.StatusCode.NOT_FOUND,
     RevisionConflict: grpc.StatusCode.ABORTED,
     Full: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    StoreUnavailable: grpc.StatusCode.UNAVAILABLE,
 }
 
 
@@ -59,26 +60,49 @@ def _with_status(
         except RolloutError as exc:
             await context.abort(exc.code, f"not applied: {exc}")
         except tuple(_ERROR_CODES) as exc:
-            await context.abort(_ERROR_CODES[type(exc)], str(exc))
+            code = next(_ERROR_CODES[kind] for kind in type(exc).__mro__ if kind in _ERROR_CODES)  # most specific
+            await context.abort(code, str(exc))
         raise AssertionError("context.abort returned")
 
     return wrapped
 
 
+class Changes(Protocol):
+    """What applies the API's policy changes: the change batcher of one controller, or a replica's etcd writer."""
+
+    async def set(self, policy: pb.Policy) -> Applied: ...
+
+    async def delete(self, name: str) -> Applied: ...
+
+    async def close(self) -> None: ...
+
+
 class PolicyServicer(pb_grpc.PolicyServiceServicer):
-    """PolicyService: every change is written to all writable switches or to none, then stored, then announced."""
+    """PolicyService: every change is written to all writable switches or to none, then stored, then announced (a
+    replica instead stores it in etcd; the leader writes it to the switches and every replica announces it)."""
 
     def __init__(
-        self, store: PolicyStore, fleet: Fleet, changes: asyncio.Lock | None = None, metrics: Metrics | None = None
+        self,
+        store: PolicyReader,
+        fleet: Fleet,
+        changes: asyncio.Lock | None = None,
+        metrics: Metrics | None = None,
+        *,
+        applier: Changes | None = None,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
         self._fleet = fleet
         self._watchers: set[_Watcher] = set()
         self._metrics = metrics or Metrics()
         self._metrics.gauges(self._gauges)
-        # Changes are applied in batches, one batch at a time, so that switch writes and the store stay in step; the
-        # fleet holds the lock too while it syncs a switch that (re)connected.
-        self.changes = ChangeBatcher(store, fleet, changes or asyncio.Lock(), self._announce, self._metrics)
+        self._leading = leading
+        if applier is None:
+            assert isinstance(store, PolicyStore), "one controller's changes need the SQLite store"
+            # Changes are applied in batches, one batch at a time, so that switch writes and the store stay in step;
+            # the fleet holds the lock too while it syncs a switch that (re)connected.
+            applier = ChangeBatcher(store, fleet, changes or asyncio.Lock(), self.announce, self._metrics)
+        self.changes: Changes = applier
 
     @_with_status
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
@@ -144,8 +168,12 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
             gauge("policies", "Stored policies", [], [([], float(len(self._store)))]),
             gauge("policy_revision", "The store's revision (of its latest change)", [], [([], self._store.revision())]),
             gauge("watchers", "WatchPolicies subscribers", [], [([], float(len(self._watchers)))]),
-            # One controller writes the switches alone: it is always the leader.
-            gauge("leader", "1 while this controller is the one that writes the switches", [], [([], 1.0)]),
+            gauge(
+                "leader",
+                "1 while this controller is the one that writes the switches",
+                [],
+                [([], float(self._leading()))],
+            ),
         ]
 
     @contextmanager
@@ -157,7 +185,8 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         finally:
             self._watchers.discard(watcher)
 
-    def _announce(self, applied: Applied) -> None:
+    def announce(self, applied: Applied) -> None:
+        """Sends a committed change to the watchers that want it."""
         new, old = applied.new, applied.old
         # One message per kind, shared by every watcher that gets it.
         changed = pb.PolicyEvent(

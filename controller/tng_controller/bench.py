@@ -27,7 +27,9 @@ import grpc
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config
 
+from tng_controller.bench_takeover import run_takeover
 from tng_controller.bench_watch import run_fanout
+from tng_controller.cluster_testbed import skip_reason as etcd_skip_reason
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.metrics import PREFIX
@@ -405,7 +407,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--subscriber-processes", type=int, default=2, help="processes the subscribers are spread over (default 2)"
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="instead: the takeover time of this many controller replicas on etcd after kill -9 of the leader",
+    )
+    parser.add_argument("--kills", type=int, default=5, help="leader kills with --replicas (default 5)")
     args = parser.parse_args(argv)
+    if args.replicas:
+        return _takeover(args, parser)
     if not 1 <= args.switch_policies <= min(255, args.policies):
         parser.error("--switch-policies must be 1-255 and at most --policies (switch policy ids are 8 bits)")
     if not 1 <= args.clients <= args.switch_policies:
@@ -436,6 +447,33 @@ def main(argv: list[str] | None = None) -> int:
             result["fanout"] = run_fanout(
                 Path(directory), args.subscribers, args.changes, args.subscriber_processes, FANOUT_STORED
             )
+    result["load_average"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+    }
+    result["cpus"] = os.cpu_count()
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _takeover(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.replicas < 2 or args.kills < 1:
+        parser.error("--replicas must be at least 2 and --kills at least 1")
+    load_before = os.getloadavg()
+    result: dict[str, Any] = {"benchmark": "controller-takeover"}
+    reason = etcd_skip_reason()
+    found = toolchain.detect()
+    bmv2_reason = found.skip_reason("bmv2")
+    if reason is not None:
+        result["skipped"] = reason
+        print(f"controller bench: takeover {reason}", file=sys.stderr)
+    else:
+        if bmv2_reason is not None:
+            result["switch_skipped"] = bmv2_reason
+        binary = found.simple_switch_grpc.path if bmv2_reason is None else None
+        policies = [bench_policy(i, 1) for i in range(args.switch_policies)]
+        with tempfile.TemporaryDirectory(prefix="tng-ctl-takeover-") as directory:
+            result["takeover"] = run_takeover(Path(directory), args.replicas, args.kills, policies, binary)
     result["load_average"] = {
         "before": [round(x, 2) for x in load_before],
         "after": [round(x, 2) for x in os.getloadavg()],

@@ -136,7 +136,7 @@ class ChangeBatcher:
                 if request.future.cancelled():
                     continue  # its caller gave up (deadline, disconnect) before it was applied: it is not
                 try:
-                    old, new = _change(tx, request)
+                    old, new = change_in(tx, request.policy, request.name)
                 except Exception as exc:
                     self._fail(request, exc)
                     continue
@@ -165,14 +165,15 @@ class ChangeBatcher:
         return [(request, Applied(switches, old, new, deleted)) for request, old, new, deleted in results]
 
 
-def _change(tx: Transaction, request: _Request) -> tuple[StoredPolicy | None, StoredPolicy]:
-    """Applies one request inside `tx`: (the policy before, the policy after or as deleted)."""
-    old = tx.get(request.name)
-    if request.policy is None:
+def change_in(tx: Transaction, policy: pb.Policy | None, name: str) -> tuple[StoredPolicy | None, StoredPolicy]:
+    """Applies one change inside `tx` (`policy` None: delete `name`): (the policy before, the policy after or as
+    deleted)."""
+    old = tx.get(name)
+    if policy is None:
         if old is None:
-            raise NotFound(f"no policy named {request.name!r}")
-        return old, tx.delete(request.name)
-    holder = tx.match_holder(request.policy)
+            raise NotFound(f"no policy named {name!r}")
+        return old, tx.delete(name)
+    holder = tx.match_holder(policy)
     if holder is not None:
-        check_conflicts(request.policy, [holder.policy])
-    return old, tx.put(request.policy, request.policy.revision)
+        check_conflicts(policy, [holder.policy])
+    return old, tx.put(policy, policy.revision)

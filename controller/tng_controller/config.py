@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -139,9 +140,22 @@ class DigestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdConfig:
+    """The replicated store: etcd's client URLs, the key prefix of this controller cluster, the leadership lease's
+    time to live (a dead leader is replaced after about this long) and this replica's name (default: its API
+    address)."""
+
+    endpoints: tuple[str, ...]
+    prefix: str = "/tng"
+    lease_ttl_s: int = 2
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     store: Path = Path("tng-controller.db")
+    etcd: EtcdConfig | None = None  # None: one controller, policies in the SQLite file `store`
     switches: tuple[SwitchConfig, ...] = ()
     traffic_classes: tuple[TrafficClassRule, ...] = ()
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
@@ -181,7 +195,7 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
             "certificates), or allow_insecure_remote = true",
         )
     store = reader.table(data, "store")
-    reader.only(store, "store.", {"path"})
+    reader.only(store, "store.", {"path", "etcd", "etcd_prefix", "lease_ttl_s", "replica_name"})
     switches = []
     names: set[str] = set()
     raw_switches = data.get("switch", [])
@@ -196,12 +210,51 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
     return Config(
         api=ApiConfig(listen=listen, tls=tls),
         store=reader.path(store, "store.path", Path("tng-controller.db")),
+        etcd=_etcd(reader, store),
         switches=tuple(switches),
         traffic_classes=_traffic_classes(reader, data.get("traffic_class", [])),
         monitor=_monitor(reader, reader.table(data, "monitor")),
         digests=_digests(reader, reader.table(data, "digests")),
         metrics_listen=_metrics(reader, reader.table(data, "metrics")),
     )
+
+
+def _etcd(reader: _Reader, store: dict[str, Any]) -> EtcdConfig | None:
+    if "etcd" not in store:
+        for key in ("etcd_prefix", "lease_ttl_s", "replica_name"):
+            if key in store:
+                raise reader.error(f"store.{key}", "only applies with store.etcd (the replicated store)")
+        return None
+    if "path" in store:
+        raise reader.error("store.path", "the policies are in etcd (store.etcd) or in SQLite (store.path), not both")
+    endpoints = store["etcd"]
+    if not isinstance(endpoints, list) or not endpoints:
+        raise reader.error("store.etcd", 'must be a non-empty array of client URLs, e.g. ["http://127.0.0.1:2379"]')
+    for index, url in enumerate(endpoints):
+        try:
+            etcd_endpoint(url if isinstance(url, str) else repr(url))
+        except ValueError as exc:
+            raise reader.error(f"store.etcd[{index}]", str(exc)) from exc
+    prefix = reader.string(store, "store.etcd_prefix", "/tng")
+    if not prefix.startswith("/") or prefix == "/" or prefix.endswith("/"):
+        raise reader.error("store.etcd_prefix", f"{prefix!r} is not a key prefix like /tng (a slash first, none last)")
+    ttl = reader.integer(store, "store.lease_ttl_s", 2, 60, "number of seconds") if "lease_ttl_s" in store else 2
+    name = reader.string(store, "store.replica_name", "")
+    if "/" in name:
+        raise reader.error("store.replica_name", f"{name!r} has a slash")
+    return EtcdConfig(tuple(endpoints), prefix, ttl, name)
+
+
+def etcd_endpoint(url: str) -> tuple[str, int]:
+    """host and port of an etcd client URL (http://host:port); raises ValueError naming what is wrong."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"{url!r} is not an etcd client URL like http://127.0.0.1:2379 (TLS is not supported)")
+    try:
+        port = parts.port or 2379
+    except ValueError as exc:
+        raise ValueError(f"{url!r}: {exc}") from exc
+    return parts.hostname, port
 
 
 def _metrics(reader: _Reader, raw: dict[str, Any]) -> str | None:

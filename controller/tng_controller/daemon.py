@@ -1,22 +1,27 @@
-"""The controller process: store, switches and policy API from one configuration, until SIGINT or SIGTERM."""
+"""The controller process: store, switches and policy API from one configuration, until SIGINT or SIGTERM; one
+controller with SQLite, or a replica of several with etcd."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack, suppress
+from typing import Any
 
 import finsy as fy
 
 from tng_controller.api import PolicyServicer, start_server
-from tng_controller.config import Config, ConfigError
+from tng_controller.config import Config, ConfigError, EtcdConfig
+from tng_controller.etcd_store import EtcdError, EtcdPolicyStore, Observed, connect
 from tng_controller.fleet import Fleet, NoSwitches
+from tng_controller.leadership import Leadership
 from tng_controller.metrics import Metrics
 from tng_controller.metrics import serve as serve_metrics
+from tng_controller.replica import LeaderFleet, ReplicaChanges, SwitchLeader, announcer
 from tng_controller.southbound import SwitchFleet
-from tng_controller.store import PolicyStore
+from tng_controller.store import PolicyReader, PolicyStore, StoredPolicy
 
 LOGGER = logging.getLogger(__name__)
 GRACE_S = 2.0
@@ -30,28 +35,15 @@ async def run(config: Config, on_ready: Callable[[int, int | None], None] = lamb
             path = getattr(switch, key)
             if not path.is_file():
                 raise ConfigError(f"switch[{index}].{key}: {path} does not exist (compile the pipeline: make p4)")
-    store = PolicyStore(config.store)
-    changes = asyncio.Lock()
     metrics = Metrics()
-    fleet: Fleet = (
-        SwitchFleet(
-            config.switches,
-            store,
-            changes,
-            traffic_classes=config.traffic_classes,
-            monitor=config.monitor,
-            digests=config.digests,
-            metrics=metrics,
-        )
-        if config.switches
-        else NoSwitches()
-    )
     async with AsyncExitStack() as stack:
-        stack.callback(store.close)
-        if isinstance(fleet, SwitchFleet):
-            await stack.enter_async_context(fy.Controller(fleet.switches()))
-        servicer = PolicyServicer(store, fleet, changes, metrics)
-        server, port = await start_server(servicer, config.api)
+        if config.etcd is None:
+            servicer = await _single(config, metrics, stack)
+            server, port = await start_server(servicer, config.api)
+        else:
+            servicer, campaign = await _replica(config, config.etcd, metrics, stack)
+            server, port = await start_server(servicer, config.api)
+            campaign(f"{config.api.listen.rsplit(':', 1)[0]}:{port}")
         metrics_port = None
         if config.metrics_listen is not None:
             host, wanted = config.metrics_listen.rsplit(":", 1)
@@ -68,3 +60,72 @@ async def run(config: Config, on_ready: Callable[[int, int | None], None] = lamb
         LOGGER.info("stopping")
         await server.stop(GRACE_S)
         await servicer.changes.close()
+
+
+def _fleet(config: Config, store: PolicyReader, changes: asyncio.Lock, metrics: Metrics) -> SwitchFleet:
+    return SwitchFleet(
+        config.switches,
+        store,
+        changes,
+        traffic_classes=config.traffic_classes,
+        monitor=config.monitor,
+        digests=config.digests,
+        metrics=metrics,
+    )
+
+
+async def _single(config: Config, metrics: Metrics, stack: AsyncExitStack) -> PolicyServicer:
+    """One controller: policies in SQLite, the switches always connected."""
+    store = PolicyStore(config.store)
+    stack.callback(store.close)
+    changes = asyncio.Lock()
+    fleet: Fleet = _fleet(config, store, changes, metrics) if config.switches else NoSwitches()
+    if isinstance(fleet, SwitchFleet):
+        await stack.enter_async_context(fy.Controller(fleet.switches()))
+    return PolicyServicer(store, fleet, changes, metrics)
+
+
+async def _replica(
+    config: Config, etcd: EtcdConfig, metrics: Metrics, stack: AsyncExitStack
+) -> tuple[PolicyServicer, Callable[[str], None]]:
+    """A replica: policies in etcd, followed from the start; the switches connected while it leads. Returns the
+    servicer and what starts the campaign for leadership once the API listens (with its address)."""
+    try:
+        client = await connect(etcd.endpoints)
+    except EtcdError as exc:
+        raise ConfigError(f"store.etcd: {exc}") from exc
+    store = EtcdPolicyStore(client, etcd.prefix)
+    stack.push_async_callback(store.close)
+    await store.load()
+    lock = asyncio.Lock()
+    fleet = LeaderFleet(_fleet(config, store, lock, metrics) if config.switches else None)
+    leader = SwitchLeader(fleet, lock, store)
+    servicer = PolicyServicer(
+        store, fleet, metrics=metrics, applier=ReplicaChanges(store), leading=lambda: fleet.leading
+    )
+    announce = announcer(servicer.announce)
+
+    async def changed(before: list[StoredPolicy], observed: list[Observed]) -> None:
+        for change in observed:
+            announce(change)
+        await leader.changed(before, observed)
+
+    _background(stack, store.follow(changed, lock), "etcd-follow")
+    stack.push_async_callback(leader.deposed)
+
+    def campaign(api: str) -> None:
+        leadership = Leadership(client, etcd.prefix, etcd.name or api, api, etcd.lease_ttl_s)
+        _background(stack, leadership.run(leader.elected, leader.deposed), "leadership")
+
+    return servicer, campaign
+
+
+def _background(stack: AsyncExitStack, work: Coroutine[Any, Any, None], name: str) -> None:
+    task = asyncio.get_running_loop().create_task(work, name=name)
+
+    async def stop() -> None:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(stop)

@@ -32,7 +32,7 @@ from tng_controller.prober import LinkProber
 from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands, reset_seen_flows_commands
 from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
-from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.store import PolicyReader, StoredPolicy
 from tng_controller.stream import SharedStream
 from tng_controller.topology import TOPOLOGY_TABLES, helper_clone_session, topology_entries
 
@@ -102,9 +102,10 @@ class SwitchFleet:
     def __init__(
         self,
         configs: Sequence[SwitchConfig],
-        store: PolicyStore,
+        store: PolicyReader,
         changes: asyncio.Lock,
         *,
+        election_id: int = fy.SwitchOptions.initial_election_id,
         traffic_classes: Sequence[TrafficClassRule] = (),
         monitor: MonitorConfig | None = None,
         digests: DigestConfig | None = None,
@@ -125,6 +126,7 @@ class SwitchFleet:
                 p4info=config.p4info,
                 p4blob=config.bmv2_json,
                 device_id=config.device_id,
+                initial_election_id=election_id,
                 ready_handler=self._on_ready,
             )
             switch = fy.Switch(config.name, config.address, options)
@@ -276,6 +278,17 @@ class SwitchFleet:
             ],
             ports=ports,
         )
+
+    def set_election_id(self, election_id: int) -> None:
+        """The P4Runtime election id of the next connections (while the switches are not running)."""
+        for member in self._members.values():
+            member.switch.options = member.switch.options(initial_election_id=election_id)
+
+    async def resync(self, switch: str) -> None:
+        """Reads what the switch holds and corrects it to the stored policies (after a write it refused)."""
+        member = self._members[switch]
+        self._forget(member)
+        await self._sync(member)
 
     async def _on_ready(self, switch: fy.Switch) -> None:
         """finsy calls this when the pipeline is in place; as primary, sync until it works (or the channel drops),

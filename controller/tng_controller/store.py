@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import switch_match_key
@@ -63,8 +64,24 @@ class StoredPolicy:
         return self.policy.revision
 
 
+class PolicyReader(Protocol):
+    """The committed policies as the API and the switches read them (SQLite's store, or the etcd store's mirror)."""
+
+    def get(self, name: str) -> StoredPolicy | None: ...
+
+    def list(self) -> list[StoredPolicy]: ...
+
+    def revision(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+
 class StoreError(Exception):
     """A change the store refuses; the message says why."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (etcd); the change was not made."""
 
 
 class NotFound(StoreError):
@@ -101,7 +118,7 @@ def _place(ordered: list[StoredPolicy], name: str, stored: StoredPolicy | None) 
         ordered.insert(at, stored)
 
 
-class _Committed:
+class Committed:
     """The committed policies in memory: by name (and in name order), their ids and the holders of switch-visible
     matches."""
 
@@ -140,10 +157,10 @@ class _Committed:
 
 
 class Transaction:
-    """Reads and changes inside one SQLite transaction; nothing is visible to others until `commit`."""
+    """Reads and changes checked against the committed policies and held here; nothing is visible to others until
+    the store that made the transaction commits it."""
 
-    def __init__(self, db: sqlite3.Connection, committed: _Committed) -> None:
-        self._db = db
+    def __init__(self, committed: Committed) -> None:
         self._committed = committed
         self._changed: dict[str, StoredPolicy | None] = {}  # by name; None: deleted
         self._matches: dict[MatchKey, str] = {}  # switch-visible matches of the changed policies
@@ -188,13 +205,8 @@ class Transaction:
         stored = pb.Policy()
         stored.CopyFrom(policy)
         stored.revision = self._bump()
-        self._db.execute(
-            "INSERT INTO policies (name, policy_id, revision, body) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET policy_id = excluded.policy_id, revision = excluded.revision, "
-            "body = excluded.body",
-            (stored.name, policy_id or None, stored.revision, stored.SerializeToString(deterministic=True)),
-        )
         result = StoredPolicy(stored, policy_id)
+        self._write(result)
         self._changed[stored.name] = result
         key = _match_key(stored)
         if key is not None:
@@ -206,16 +218,20 @@ class Transaction:
         current = self.get(name)
         if current is None:
             raise NotFound(f"no policy named {name!r}")
-        self._db.execute("DELETE FROM policies WHERE name = ?", (name,))
+        self._erase(name)
         deleted = pb.Policy()
         deleted.CopyFrom(current.policy)
         deleted.revision = self._bump()
         self._changed[name] = None
         return StoredPolicy(deleted, current.policy_id)
 
+    @property
+    def changed(self) -> dict[str, StoredPolicy | None]:
+        """The policies this transaction changed, by name (None: deleted), as they are in it."""
+        return dict(self._changed)
+
     def commit(self) -> None:
-        self._db.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (self._revision,))
-        self._db.execute("COMMIT")
+        """Makes the changes the committed ones (the store has made them durable)."""
         self.committed = True
         for name, stored in self._changed.items():
             if stored is None:
@@ -236,6 +252,41 @@ class Transaction:
     def _bump(self) -> int:
         self._revision += 1
         return self._revision
+
+    def _write(self, stored: StoredPolicy) -> None:
+        """Called for each put; a store that writes as it goes does it here."""
+
+    def _erase(self, name: str) -> None:
+        """Called for each delete; a store that writes as it goes does it here."""
+
+
+class _SqliteTransaction(Transaction):
+    """A transaction that writes its rows into an open SQLite transaction and commits that."""
+
+    def __init__(self, db: sqlite3.Connection, committed: Committed) -> None:
+        super().__init__(committed)
+        self._db = db
+
+    def _write(self, stored: StoredPolicy) -> None:
+        self._db.execute(
+            "INSERT INTO policies (name, policy_id, revision, body) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET policy_id = excluded.policy_id, revision = excluded.revision, "
+            "body = excluded.body",
+            (
+                stored.name,
+                stored.policy_id or None,
+                stored.revision,
+                stored.policy.SerializeToString(deterministic=True),
+            ),
+        )
+
+    def _erase(self, name: str) -> None:
+        self._db.execute("DELETE FROM policies WHERE name = ?", (name,))
+
+    def commit(self) -> None:
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (self.revision(),))
+        self._db.execute("COMMIT")
+        super().commit()
 
 
 class PolicyStore:
@@ -259,7 +310,7 @@ class PolicyStore:
         if schema != SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema version {schema}, this controller reads {SCHEMA_VERSION}")
         rows = self._db.execute("SELECT body, policy_id FROM policies").fetchall()
-        self._committed = _Committed(rows, self._meta("revision"))
+        self._committed = Committed(rows, self._meta("revision"))
 
     def get(self, name: str) -> StoredPolicy | None:
         return self._committed.policies.get(name)
@@ -279,7 +330,7 @@ class PolicyStore:
     def transaction(self) -> Iterator[Transaction]:
         """An exclusive transaction; it is rolled back unless the block calls `commit()`."""
         self._db.execute("BEGIN IMMEDIATE")
-        tx = Transaction(self._db, self._committed)
+        tx = _SqliteTransaction(self._db, self._committed)
         try:
             yield tx
         finally:

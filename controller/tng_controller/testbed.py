@@ -40,9 +40,14 @@ def controller_config(switch: Bmv2, store: Path, topology: str = "", address: st
     )
 
 
-def fleet_config(switches: Sequence[Bmv2], store: Path) -> str:
-    """A controller configuration (TOML) for several BMv2 switches without topology, named s1, s2, ..."""
-    text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
+def fleet_config(switches: Sequence[Bmv2], store: Path | Sequence[str], replica: str = "") -> str:
+    """A controller configuration (TOML) for several BMv2 switches without topology, named s1, s2, ...; `store` is
+    the SQLite file, or etcd's client URLs for the replica named `replica`."""
+    if isinstance(store, Path):
+        text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
+    else:
+        urls = ", ".join(f'"{url}"' for url in store)
+        text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\netcd = [{urls}]\nreplica_name = "{replica}"\n'
     for number, switch in enumerate(switches, 1):
         text += (
             f'[[switch]]\nname = "s{number}"\naddress = "{switch.config.grpc_address}"\n'

@@ -20,10 +20,13 @@ from google.protobuf.message import Message
 
 from tng_controller import config as config_file
 from tng_controller import daemon
+from tng_controller.cluster import cluster_status
+from tng_controller.etcd_store import EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
 DEFAULT_SERVER = os.environ.get("TNG_CONTROLLER", config_file.DEFAULT_LISTEN)
+DEFAULT_ETCD = os.environ.get("TNG_ETCD", "http://127.0.0.1:2379")
 USAGE_ERROR = 2
 API_ERROR = 1
 PROTOCOLS = {6: "tcp", 17: "udp"}
@@ -39,6 +42,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args, out)
+        if args.command == "cluster":
+            return _cluster(args, out)
         with _channel(args) as channel:
             return args.run(pb_grpc.PolicyServiceStub(channel), args, out)
     except UsageError as exc:
@@ -92,6 +97,16 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("stats", help="counters per policy and per port").set_defaults(run=_stats)
     commands.add_parser("switches", help="the switches and their connection state").set_defaults(run=_switches)
+    cluster = commands.add_parser("cluster", help="the replicas of a replicated controller (from etcd), who leads")
+    cluster.add_argument(
+        "--etcd",
+        action="append",
+        default=[],
+        help=f"etcd client URL, repeatable (default $TNG_ETCD or {DEFAULT_ETCD})",
+    )
+    cluster.add_argument(
+        "--prefix", default="/tng", help="the cluster's key prefix, [store] etcd_prefix (default /tng)"
+    )
     return parser
 
 
@@ -107,10 +122,11 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         metrics = None
         if config.metrics_listen is not None and metrics_port is not None:
             metrics = f"http://{config.metrics_listen.rsplit(':', 1)[0]}:{metrics_port}/metrics"
+        store = str(config.store) if config.etcd is None else " ".join(config.etcd.endpoints)
         if args.json:
-            ready_line = json.dumps({"api": api, "store": str(config.store), "metrics": metrics}, sort_keys=True)
+            ready_line = json.dumps({"api": api, "store": store, "metrics": metrics}, sort_keys=True)
         else:
-            ready_line = f"tngctl: serving the policy API on {api}, policies in {config.store}"
+            ready_line = f"tngctl: serving the policy API on {api}, policies in {store}"
             if metrics is not None:
                 ready_line += f", metrics on {metrics}"
         print(ready_line, file=out, flush=True)
@@ -121,6 +137,39 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(str(exc)) from exc
     except OSError as exc:
         raise UsageError(f"cannot serve: {exc}") from exc
+    return 0
+
+
+def _cluster(args: argparse.Namespace, out: TextIO) -> int:
+    endpoints = tuple(args.etcd or [DEFAULT_ETCD])
+    for url in endpoints:
+        try:
+            config_file.etcd_endpoint(url)
+        except ValueError as exc:
+            raise UsageError(f"--etcd: {exc}") from exc
+    try:
+        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout))
+    except EtcdError as exc:
+        _complain(str(exc))
+        return API_ERROR
+    if args.json:
+        _print_json(status.as_dict(), out)
+        return 0
+    print(f"etcd revision {status.etcd_revision}, leader {status.leader or '(none)'}", file=out)
+    rows = [
+        [
+            r.name,
+            r.api,
+            "leader" if r.name == status.leader else "follower",
+            str(r.election_id),
+            f"{r.lease} ({r.lease_ttl_s} s left)",
+            "-" if r.revision is None else str(r.revision),
+            r.health,
+            r.switches or "-",
+        ]
+        for r in status.replicas
+    ]
+    _print_table(["REPLICA", "API", "ROLE", "ELECTION ID", "LEASE", "REVISION", "HEALTH", "SWITCHES"], rows, out)
     return 0
 
 

@@ -1,0 +1,192 @@
+"""Three controller replicas on a real etcd (started here on free ports), without switches: any replica takes
+changes and every one serves and announces them; kill -9 of the leader hands leadership to a follower; a subscriber
+that reconnects to another replica keeps getting changes. Skipped when the etcd binary is absent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from tng_controller.bench import bench_policy
+from tng_controller.cluster_testbed import Replicas, skip_reason
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.pb import policy_pb2_grpc as pb_grpc
+
+SKIP_REASON = skip_reason()
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+TAKEOVER_BOUND_S = 10.0  # generous: CI machines are loaded; the bench measures the real time
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[Replicas]:
+    cluster = Replicas(tmp_path)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _stub(address: str) -> tuple[grpc.Channel, pb_grpc.PolicyServiceStub]:
+    channel = grpc.insecure_channel(address)
+    return channel, pb_grpc.PolicyServiceStub(channel)
+
+
+def _set(address: str, policy: pb.Policy) -> pb.Policy:
+    channel, stub = _stub(address)
+    with channel:
+        return stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=10).policy
+
+
+def _names(address: str) -> dict[str, int]:
+    channel, stub = _stub(address)
+    with channel:
+        return {p.name: p.revision for p in stub.ListPolicies(pb.ListPoliciesRequest(), timeout=10).policies}
+
+
+class _Watch:
+    """WatchPolicies on one replica in a thread: the events it got (kind, name, revision)."""
+
+    def __init__(self, address: str) -> None:
+        self._channel, stub = _stub(address)
+        self.events: list[tuple[int, str, int]] = []
+        self.synced = threading.Event()
+        self.changed = threading.Condition()
+        self._call = stub.WatchPolicies(pb.WatchPoliciesRequest())
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        assert self.synced.wait(10), "no KIND_SYNCED"
+
+    def _read(self) -> None:
+        try:
+            for event in self._call:
+                with self.changed:
+                    self.events.append((event.kind, event.policy.name, event.policy.revision))
+                    self.changed.notify_all()
+                if event.kind == pb.PolicyEvent.KIND_SYNCED:
+                    self.synced.set()
+        except grpc.RpcError:
+            pass
+
+    def wait_for(self, kind: int, name: str, revision: int) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: (kind, name, revision) in self.events, 10), self.events
+
+    def close(self) -> None:
+        self._call.cancel()
+        self._channel.close()
+
+
+def test_a_change_on_any_replica_is_served_and_announced_by_every_replica(replicas: Replicas) -> None:
+    watches = [_Watch(address) for address in replicas.addresses()]
+    try:
+        first = _set(replicas.addresses()[2], bench_policy(1, 3))
+        second = _set(replicas.addresses()[1], bench_policy(2, 4))
+        assert second.revision > first.revision
+        for address in replicas.addresses():
+            # A replica answers a change once its own copy has it: a read right after it sees it anywhere it was
+            # made, and the others have it once they announce it.
+            assert _names(address) == {"bench-1": first.revision, "bench-2": second.revision}
+        for watch in watches:
+            watch.wait_for(pb.PolicyEvent.KIND_SET, "bench-1", first.revision)
+            watch.wait_for(pb.PolicyEvent.KIND_SET, "bench-2", second.revision)
+    finally:
+        for watch in watches:
+            watch.close()
+
+
+def test_changes_checked_on_two_replicas_are_serialised(replicas: Replicas) -> None:
+    created = _set(replicas.addresses()[0], bench_policy(1, 3))
+    stale = bench_policy(1, 5)
+    stale.revision = created.revision
+    assert _set(replicas.addresses()[1], stale).revision > created.revision
+    with pytest.raises(grpc.RpcError) as refused:
+        _set(replicas.addresses()[2], stale)  # checked against the revision the other replica replaced
+    assert refused.value.code() == grpc.StatusCode.ABORTED
+    # Creations on three replicas at once all land (each checked again when another replica's came first).
+    threads = [
+        threading.Thread(target=_set, args=(replicas.addresses()[i % 3], bench_policy(10 + i, 1))) for i in range(12)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(_names(replicas.addresses()[0])) == {"bench-1", *(f"bench-{10 + i}" for i in range(12))}
+
+
+def test_killing_the_leader_hands_leadership_to_a_follower(replicas: Replicas) -> None:
+    before = _set(replicas.addresses()[1], bench_policy(1, 3))
+    old, new, takeover_s = replicas.kill_leader()
+    assert old == 0 and new in (1, 2)
+    assert takeover_s < TAKEOVER_BOUND_S
+    after = _set(replicas.addresses()[new], bench_policy(2, 3))
+    assert after.revision > before.revision
+    for number in (1, 2):
+        assert _names(replicas.addresses()[number]) == {"bench-1": before.revision, "bench-2": after.revision}
+    # The old leader comes back as a follower: its new registration is younger than the leader's.
+    replicas.start_replica(0)
+    status = subprocess.run(
+        [sys.executable, "-m", "tng_controller.tngctl", "--json", "cluster", "--etcd", replicas.etcd.url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    cluster = json.loads(status.stdout)
+    assert cluster["leader"] == f"r{new}"
+    assert [r["name"] for r in cluster["replicas"]][-1] == "r0"
+    ids = [r["election_id"] for r in cluster["replicas"]]
+    assert ids == sorted(ids) and len(set(ids)) == 3
+    assert all(r["health"] == "ok" for r in cluster["replicas"])
+    assert [r["leading"] for r in cluster["replicas"]] == [True, False, False]
+
+
+def test_a_subscriber_reconnecting_to_another_replica_keeps_getting_changes(replicas: Replicas) -> None:
+    first = _set(replicas.addresses()[1], bench_policy(1, 3))
+    watch = _Watch(replicas.addresses()[0])
+    try:
+        second = _set(replicas.addresses()[1], bench_policy(2, 3))
+        watch.wait_for(pb.PolicyEvent.KIND_SET, "bench-2", second.revision)
+    finally:
+        watch.close()
+    replicas.kill_leader()  # replica 0, the one it watched
+    again = _Watch(replicas.addresses()[2])
+    try:
+        snapshot = {(name, revision) for kind, name, revision in again.events if kind == pb.PolicyEvent.KIND_SNAPSHOT}
+        assert snapshot == {("bench-1", first.revision), ("bench-2", second.revision)}
+        third = _set(replicas.addresses()[1], bench_policy(3, 3))
+        again.wait_for(pb.PolicyEvent.KIND_SET, "bench-3", third.revision)
+        channel, stub = _stub(replicas.addresses()[1])
+        with channel:
+            stub.DeletePolicy(pb.DeletePolicyRequest(name="bench-1"), timeout=10)
+        with again.changed:
+            assert again.changed.wait_for(
+                lambda: any(k == pb.PolicyEvent.KIND_DELETED and n == "bench-1" for k, n, _ in again.events), 10
+            )
+    finally:
+        again.close()
+
+
+def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:
+    stored = _set(replicas.addresses()[1], bench_policy(1, 3))
+    replicas.wait_for_leader()
+    for address in replicas.addresses():  # every replica has seen the change before etcd goes
+        deadline = time.monotonic() + 10
+        while _names(address) != {"bench-1": stored.revision} and time.monotonic() < deadline:
+            time.sleep(0.05)
+    replicas.etcd.stop()
+    for address in replicas.addresses():
+        assert _names(address) == {"bench-1": stored.revision}
+    with pytest.raises(grpc.RpcError) as refused:
+        _set(replicas.addresses()[1], bench_policy(2, 3))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "etcd" in (refused.value.details() or "")
+    with pytest.raises(TimeoutError):  # the leader stops once its lease cannot be renewed
+        replicas.wait_for_leader(timeout_s=TAKEOVER_BOUND_S / 2)

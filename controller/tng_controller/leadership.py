@@ -1,0 +1,149 @@
+"""Leadership among controller replicas, on an etcd lease: each replica puts a key under `P/replicas/` bound to its
+lease (its name and API address as JSON); the replica whose key was created first (lowest create_revision) leads.
+
+Its election id for P4Runtime arbitration is that create_revision: a later leader's key was created after every
+earlier leader's (they were all older than it when they led, or it would not be the oldest now), so each leader's id
+is higher than every former leader's, and a switch refuses the writes of a deposed leader that still has its stream.
+A replica that cannot renew its lease stops leading when the lease would run out, before etcd gives it to another
+(its deadline is counted from when it sent the last renewal that etcd granted, etcd's from when it got it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+import aetcd
+import grpc
+from aetcd import rpc, rtypes
+
+from tng_controller.etcd_store import CALL_TIMEOUT_S
+
+LOGGER = logging.getLogger(__name__)
+RETRY_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """A replica as registered in etcd."""
+
+    name: str
+    api: str
+    election_id: int  # its key's create_revision
+    lease: int
+
+
+def replicas_prefix(prefix: str) -> bytes:
+    return f"{prefix.rstrip('/')}/replicas/".encode()
+
+
+async def replicas(client: aetcd.Client, prefix: str) -> list[Replica]:
+    """The live replicas, the leader first."""
+    rows = await asyncio.wait_for(client.get_prefix(replicas_prefix(prefix)), CALL_TIMEOUT_S)
+    found = []
+    for kv in rows:
+        value = json.loads(kv.value)
+        found.append(Replica(value["name"], value["api"], kv.create_revision, kv.lease))
+    return sorted(found, key=lambda r: r.election_id)
+
+
+class LeaseLost(Exception):
+    """The lease ran out (or etcd forgot it) before it was renewed."""
+
+
+class Leadership:
+    """Campaigns for leadership as long as it runs: `elected(election_id)` when this replica becomes the leader,
+    `deposed()` when it stops being it (its lease lost or about to run out)."""
+
+    def __init__(self, client: aetcd.Client, prefix: str, name: str, api: str, ttl_s: int) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._key = replicas_prefix(prefix) + name.encode()
+        self._value = json.dumps({"name": name, "api": api}).encode()
+        self._ttl_s = ttl_s
+        self.election_id = 0  # while leading: the P4Runtime election id
+        self.leading = False
+
+    async def run(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
+        """Until cancelled: registers with a new lease, renews it and follows who leads; starts over when the lease
+        is lost."""
+        while True:
+            try:
+                lease = await asyncio.wait_for(self._client.lease(self._ttl_s), CALL_TIMEOUT_S)
+                granted = time.monotonic()
+                # A key left by this replica's former process (same name) goes with its lease; this one replaces it.
+                await asyncio.wait_for(self._client.put(self._key, self._value, lease=lease.id), CALL_TIMEOUT_S)
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        group.create_task(self._renew(lease.id, granted))
+                        group.create_task(self._follow(elected, deposed))
+                except asyncio.CancelledError:
+                    # Stopping: hand leadership over now rather than when the lease runs out.
+                    with suppress(aetcd.ClientError, TimeoutError, OSError):
+                        await asyncio.wait_for(self._client.revoke_lease(lease.id), CALL_TIMEOUT_S)
+                    raise
+            except* (LeaseLost, aetcd.ClientError, TimeoutError, OSError) as group_error:
+                LOGGER.warning("leadership: %s", "; ".join(str(e) or type(e).__name__ for e in group_error.exceptions))
+            if self.leading:
+                self.leading = False
+                LOGGER.warning("leadership: no longer the leader")
+                await deposed()
+            await asyncio.sleep(RETRY_S)
+
+    async def _renew(self, lease: int, granted: float) -> None:
+        """Renews the lease every third of its TTL on one keep-alive stream (opened again after an error); raises
+        LeaseLost when the deadline passes without a renewal."""
+        deadline = granted + self._ttl_s
+        stream = None
+        try:
+            while True:
+                await asyncio.sleep(self._ttl_s / 3)
+                sent = time.monotonic()
+                try:
+                    if stream is None:
+                        stream = self._client.leasestub.LeaseKeepAlive(metadata=self._client.metadata)
+                    await stream.write(rpc.LeaseKeepAliveRequest(ID=lease))
+                    reply = await asyncio.wait_for(stream.read(), max(deadline - sent, 0.01))
+                except (grpc.RpcError, TimeoutError, OSError) as exc:
+                    if stream is not None:
+                        stream.cancel()
+                        stream = None
+                    if time.monotonic() >= deadline:
+                        raise LeaseLost(f"lease {lease:x} not renewed in time ({type(exc).__name__})") from exc
+                    continue
+                if reply is grpc.aio.EOF or reply.TTL <= 0:
+                    raise LeaseLost(f"etcd no longer knows lease {lease:x}")
+                deadline = sent + reply.TTL
+        finally:
+            if stream is not None:
+                stream.cancel()
+
+    async def _follow(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
+        watch = await self._client.watch_prefix(replicas_prefix(self._prefix))
+        try:
+            await self._decide(elected, deposed)
+            async for event in watch:
+                if event.kind == rtypes.EventKind.DELETE and event.kv.key == self._key:
+                    raise LeaseLost("this replica's key was deleted")
+                await self._decide(elected, deposed)
+        finally:
+            await watch.cancel()
+
+    async def _decide(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
+        live = await replicas(self._client, self._prefix)
+        mine = next((r for r in live if replicas_prefix(self._prefix) + r.name.encode() == self._key), None)
+        if mine is None:
+            raise LeaseLost("this replica's key is gone")
+        leads = live[0] is mine
+        if leads and not self.leading:
+            self.leading, self.election_id = True, mine.election_id
+            LOGGER.info("leadership: leading with election id %d", mine.election_id)
+            await elected(mine.election_id)
+        elif not leads and self.leading:
+            self.leading = False
+            LOGGER.warning("leadership: %s leads now", live[0].name)
+            await deposed()
