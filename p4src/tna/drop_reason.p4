@@ -1,0 +1,65 @@
+/*
+ * TNA: the wire checks of v1model/parser.p4 and v1model/drop_reason.p4, as one control over the extracted fields
+ * (Tofino's parser cannot raise custom errors). The rules are checked in wire-format section 8's order, so a packet
+ * gets the same reason as on v1model; a frame that ends inside a header the parser needed is PACKET_TOO_SHORT unless
+ * an earlier length rule already names its fault (on v1model those rules run before the short header is extracted).
+ */
+#ifndef TNG_TNA_DROP_REASON_P4
+#define TNG_TNA_DROP_REASON_P4
+
+#include <core.p4>
+#include <tna.p4>
+
+#include "shared/define.p4"
+#include "shared/header.p4"
+
+control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_error,
+                       out drop_reason_t reason) {
+    apply {
+        reason = DROP_REASON_NONE;
+        bool tng = hdr.udp.isValid() && (hdr.udp.dst_port == TNG_UDP_PORT || hdr.udp.src_port == TNG_UDP_PORT);
+        bit<16> payload = hdr.tng_flow.payload_length;
+        if (tng && hdr.udp.length > UDP_HEADER_BYTES + TNG_MAX_PACKET_BYTES) {
+            reason = DROP_TOO_LARGE;
+        } else if (tng && hdr.udp.length < UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
+            reason = DROP_TRUNCATED_HEADER;
+        } else if ((parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
+            reason = DROP_PACKET_TOO_SHORT;
+        } else if (parser_err != PARSER_ERROR_OK) {
+            reason = DROP_OTHER_PARSER_ERROR;
+        } else if (hdr.tng_flow.isValid()) {
+            if (hdr.tng_flow.version != TNG_VERSION) {
+                reason = DROP_BAD_VERSION;
+            } else if (hdr.tng_flow.packet_type < TNG_TYPE_INITIAL || hdr.tng_flow.packet_type > TNG_TYPE_CLOSE) {
+                reason = DROP_UNKNOWN_TYPE;
+            } else if ((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) != 0) {
+                reason = DROP_RESERVED_FLAGS;
+            } else if (payload != hdr.udp.length - (UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES)) {
+                reason = DROP_LENGTH_MISMATCH;
+            } else if (hdr.tng_initial.isValid()) {
+                if (payload < TNG_INITIAL_PREFIX_BYTES
+                        || TNG_INITIAL_PREFIX_BYTES + (bit<32>)hdr.tng_initial.token_length
+                               + (bit<32>)hdr.tng_initial.noise_length > (bit<32>)payload) {
+                    reason = DROP_HANDSHAKE_LENGTH;
+                } else if (hdr.tng_initial.stage < TNG_STAGE_CLIENT_HELLO
+                           || hdr.tng_initial.stage > TNG_STAGE_CLIENT_FINISH) {
+                    reason = DROP_BAD_STAGE;
+                } else if (hdr.tng_initial.stage != TNG_STAGE_SERVER
+                           && payload < TNG_MIN_CLIENT_INITIAL_BYTES - TNG_FLOW_HEADER_BYTES) {
+                    reason = DROP_INITIAL_TOO_SMALL;
+                }
+            } else if (hdr.tng_retry.isValid()) {
+                if (TNG_RETRY_PREFIX_BYTES + (bit<32>)hdr.tng_retry.token_length != (bit<32>)payload) {
+                    reason = DROP_HANDSHAKE_LENGTH;
+                }
+            } else if (payload < TNG_AEAD_TAG_BYTES) {
+                reason = DROP_SHORT_SEALED_PAYLOAD;
+            }
+        }
+        if (reason == DROP_REASON_NONE && ipv4_checksum_error) {
+            reason = DROP_IPV4_CHECKSUM;
+        }
+    }
+}
+
+#endif  // TNG_TNA_DROP_REASON_P4

@@ -1,0 +1,256 @@
+/*
+ * TNA parsers and deparsers of the main pipeline (v1model/pipeline_io.p4's counterpart). Ingress parses like v1model:
+ * a packet-out header first on the CPU port, then a helper encapsulation if the frame has one, the wire headers
+ * (tna/parser.p4), the TCP timestamps option and the SACK blocks in Linux's layout. Its parser also takes the TCP
+ * checksum residual without the fields VISIBLE may rewrite (ACK number, SACK option), which the ingress deparser adds
+ * back; the ingress deparser recomputes the IPv4 checksum, packs the new-flow digest and mirrors copies for the helper
+ * (v1model: clone_preserving_field_list). Egress parses the bridged or mirror header ingress put in front, then the
+ * headers backpressure rewrites, taking the UDP checksum residual without the tng feedback fields.
+ */
+#ifndef TNG_TNA_PIPELINE_IO_P4
+#define TNG_TNA_PIPELINE_IO_P4
+
+#include <core.p4>
+#include <tna.p4>
+
+#include "tna/header.p4"
+#include "tna/parser.p4"
+
+/* Tofino 1's PCIe CPU port on a two-pipe chip (320 on four pipes): the port the controller's packet-outs come in on
+ * and packet-ins leave by. BMv2's is CPU_PORT (255); the control plane learns either from its target config. */
+const port_num_t TNA_CPU_PORT = 192;
+
+parser TngIngressParser(packet_in packet,
+                        out tna_headers_t hdr,
+                        out tna_ingress_metadata_t md,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    TngParser() wire_parser;
+    Checksum() tcp_checksum;
+
+    state start {
+        packet.extract(ig_intr_md);
+        packet.advance(PORT_METADATA_SIZE);
+        md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
+        md.ipv4_checksum_error = false;
+        md.tcp_residual = 0;
+        md.tcp_rewritten = false;
+        md.new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
+        transition select(ig_intr_md.ingress_port) {
+            TNA_CPU_PORT: parse_packet_out;
+            default: check_helper;
+        }
+    }
+
+    state parse_packet_out {
+        packet.extract(hdr.tng.packet_out);
+        transition check_helper;
+    }
+
+    state check_helper {
+        transition select(packet.lookahead<ethernet_t>().ether_type) {
+            ETHERTYPE_TNG_HELPER: parse_helper;
+            default: parse_wire;
+        }
+    }
+
+    state parse_helper {
+        packet.extract(hdr.tng.helper_ethernet);
+        packet.extract(hdr.tng.helper);
+        transition parse_wire;
+    }
+
+    state parse_wire {
+        wire_parser.apply(packet, hdr.tng.wire, md.tng.wire, md.ipv4_checksum_error);
+        transition select(hdr.tng.wire.tcp.isValid()) {
+            true: check_tcp_options;
+            default: accept;
+        }
+    }
+
+    /* The residual leaves out the checksum and the ACK number; the SACK option is subtracted where it is
+     * extracted. Reached only with a valid TCP header, which p4c's flow analysis cannot see through the select on
+     * isValid(). */
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_tcp_options {
+        tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
+        md.tcp_residual = tcp_checksum.get();
+        transition select(hdr.tng.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
+            TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_2: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_3: parse_tcp_timestamps_and_sack;
+            default: accept;
+        }
+    }
+
+    state parse_tcp_timestamps {
+        packet.extract(hdr.tng.tcp_timestamps);
+        transition accept;
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state parse_tcp_timestamps_and_sack {
+        packet.extract(hdr.tng.tcp_timestamps);
+        packet.extract(hdr.tng.tcp_sack);
+        tcp_checksum.subtract({hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length});
+        md.tcp_residual = tcp_checksum.get();
+        transition select(hdr.tng.wire.tcp.data_offset, hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2,
+                          hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
+            (TCP_DATA_OFFSET_SACK_1, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH):
+                parse_sack_block_1;
+            (TCP_DATA_OFFSET_SACK_2, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH):
+                parse_sack_block_2;
+            (TCP_DATA_OFFSET_SACK_3, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH):
+                parse_sack_block_3;
+            default: accept;
+        }
+    }
+
+    state parse_sack_block_3 {
+        packet.extract(hdr.tng.sack_blocks[2]);
+        tcp_checksum.subtract({hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge});
+        transition parse_sack_block_2;
+    }
+
+    state parse_sack_block_2 {
+        packet.extract(hdr.tng.sack_blocks[1]);
+        tcp_checksum.subtract({hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge});
+        transition parse_sack_block_1;
+    }
+
+    state parse_sack_block_1 {
+        packet.extract(hdr.tng.sack_blocks[0]);
+        tcp_checksum.subtract({hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge});
+        md.tcp_residual = tcp_checksum.get();
+        transition accept;
+    }
+}
+
+control TngIngressDeparser(packet_out packet,
+                           inout tna_headers_t hdr,
+                           in tna_ingress_metadata_t md,
+                           in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+    Checksum() tcp_checksum;
+    Mirror(MIRROR_TYPE_HELPER) helper_mirror;
+    @name(".new_flow_digest_t")
+    Digest<new_flow_digest_t>(DIGEST_TYPE_NEW_FLOW) new_flow_digest;
+
+    apply {
+        if (ig_dprsr_md.mirror_type == MIRROR_TYPE_HELPER) {
+            helper_mirror.emit<helper_mirror_t>((MirrorId_t)HELPER_CLONE_SESSION, md.helper_mirror);
+        }
+        if (ig_dprsr_md.digest_type == DIGEST_TYPE_NEW_FLOW) {
+            new_flow_digest.pack(md.new_flow);
+        }
+        if (hdr.tng.wire.ipv4.isValid()) {
+            hdr.tng.wire.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.tng.wire.ipv4.version, hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.dscp, hdr.tng.wire.ipv4.ecn,
+                hdr.tng.wire.ipv4.total_len, hdr.tng.wire.ipv4.identification, hdr.tng.wire.ipv4.flags,
+                hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.ttl, hdr.tng.wire.ipv4.protocol,
+                hdr.tng.wire.ipv4.src_addr, hdr.tng.wire.ipv4.dst_addr});
+        }
+        if (md.tcp_rewritten) {
+            hdr.tng.wire.tcp.checksum = tcp_checksum.update({
+                hdr.tng.wire.tcp.ack_no, hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length,
+                hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge,
+                hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge,
+                hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge,
+                md.tcp_residual});
+        }
+        packet.emit(hdr);
+    }
+}
+
+parser TngEgressParser(packet_in packet,
+                       out tna_headers_t hdr,
+                       out tna_egress_metadata_t md,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    Checksum() udp_checksum;
+
+    state start {
+        packet.extract(eg_intr_md);
+        md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
+        md.udp_residual = 0;
+        md.udp_rewritten = false;
+        transition select(packet.lookahead<bridge_kind_t>()) {
+            BRIDGE_KIND_HELPER_COPY: parse_helper_copy;
+            default: parse_bridged;
+        }
+    }
+
+    /* A copy for the helper: the frame as received follows and leaves unparsed, behind the encapsulation. */
+    state parse_helper_copy {
+        packet.extract(md.helper_mirror);
+        transition accept;
+    }
+
+    state parse_bridged {
+        packet.extract(hdr.bridged);
+        md.tng.policy = hdr.bridged.policy;
+        md.tng.bypass = hdr.bridged.bypass;
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        packet.extract(hdr.tng.wire.ethernet);
+        transition select(hdr.tng.wire.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.tng.wire.ipv4);
+        transition select(hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.protocol) {
+            (IPV4_IHL_MIN, 0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        packet.extract(hdr.tng.wire.udp);
+        transition select(hdr.tng.wire.udp.dst_port, hdr.tng.wire.udp.src_port) {
+            (TNG_UDP_PORT, _): parse_tng_flow;
+            (_, TNG_UDP_PORT): parse_tng_flow;
+            default: accept;
+        }
+    }
+
+    /* Ingress let only valid tng packets through, so the flow header is all there. */
+    state parse_tng_flow {
+        packet.extract(hdr.tng.wire.tng_flow);
+        udp_checksum.subtract({hdr.tng.wire.udp.checksum, hdr.tng.wire.tng_flow.queue_level,
+                               hdr.tng.wire.tng_flow.rate_hint});
+        md.udp_residual = udp_checksum.get();
+        transition accept;
+    }
+}
+
+control TngEgressDeparser(packet_out packet,
+                          inout tna_headers_t hdr,
+                          in tna_egress_metadata_t md) {
+    Checksum() ipv4_checksum;
+    Checksum() udp_checksum;
+
+    apply {
+        if (hdr.tng.wire.ipv4.isValid()) {
+            hdr.tng.wire.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.tng.wire.ipv4.version, hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.dscp, hdr.tng.wire.ipv4.ecn,
+                hdr.tng.wire.ipv4.total_len, hdr.tng.wire.ipv4.identification, hdr.tng.wire.ipv4.flags,
+                hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.ttl, hdr.tng.wire.ipv4.protocol,
+                hdr.tng.wire.ipv4.src_addr, hdr.tng.wire.ipv4.dst_addr});
+        }
+        /* A zero UDP checksum means "none" and stays zero (backpressure sets udp_rewritten only otherwise); a sum
+         * that comes out zero is sent as 0xffff. */
+        if (md.udp_rewritten) {
+            hdr.tng.wire.udp.checksum = udp_checksum.update({
+                hdr.tng.wire.tng_flow.queue_level, hdr.tng.wire.tng_flow.rate_hint, md.udp_residual}, true);
+        }
+        packet.emit(hdr);
+    }
+}
+
+#endif  // TNG_TNA_PIPELINE_IO_P4

@@ -1,0 +1,215 @@
+/*
+ * tng for Tofino (TNA): the main pipeline of v1model/tng.p4, with the same controls, tables, actions, counters and
+ * digest names (the P4Info contract, p4src/README.md), so that one controller drives either target. What differs per
+ * target, and why, is in docs/tofino.md. Compile with p4c's Tofino backend:
+ *   p4c --target tofino --arch tna -I p4src -o <out> p4src/tna/tng.p4
+ *   ingress  wire checks (drop_reason.p4) -> packet-out handling -> port role -> IPv4 forwarding -> flow policy and
+ *            new-flow digest -> LTE/Wi-Fi steering -> VISIBLE; the bridged header carries what egress needs
+ *   egress   helper encapsulation of mirrored copies, packet-in header for the CPU port, source MAC, per-port queue
+ *            state, backpressure
+ */
+#include <core.p4>
+#include <tna.p4>
+
+#include "shared/define.p4"
+#include "shared/pipeline_header.p4"
+#include "shared/size.p4"
+#include "tna/backpressure.p4"
+#include "tna/classify.p4"
+#include "tna/drop_reason.p4"
+#include "tna/forwarding.p4"
+#include "tna/header.p4"
+#include "tna/pipeline_io.p4"
+#include "tna/port_state.p4"
+#include "tna/steering.p4"
+#include "tna/visible.p4"
+
+control ingress(inout tna_headers_t hdr,
+                inout tna_ingress_metadata_t md,
+                in ingress_intrinsic_metadata_t ig_intr_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    Counter<bit<64>, bit<8>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) drops;
+    Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) forwarded;
+    WireDropReason() wire_drop_reason;
+    Forwarding() forwarding;
+    Classify() classify;
+    Steering() steering;
+    Visible() visible;
+
+    action set_port_role(port_role_t role) {
+        md.tng.role = role;
+    }
+
+    table port_role {
+        key = {
+            ig_intr_md.ingress_port: exact @name("ingress_port");
+        }
+        actions = {
+            set_port_role;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    apply {
+        /* Times of the TNA program: units of 1024 ns, 32 bits (they wrap after 73 minutes, like BMv2's us). */
+        bit<32> now = ig_prsr_md.global_tstamp[41:10];
+        drop_reason_t reason;
+        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, reason);
+        bool helper_frame = hdr.tng.helper.isValid();
+
+        if (reason == DROP_REASON_NONE && hdr.tng.packet_out.isValid()) {
+            port_num_t out_port = hdr.tng.packet_out.egress_port;
+            hdr.tng.packet_out.setInvalid();
+            if (out_port != TNA_CPU_PORT) {
+                ig_tm_md.ucast_egress_port = out_port;
+                md.tng.bypass = true;
+                ig_tm_md.bypass_egress = 1;
+                forwarded.count(ig_tm_md.ucast_egress_port);
+                return;
+            }
+            md.tng.injected = true;
+        }
+        port_role.apply();
+        if (md.tng.role == ROLE_HELPER) {
+            md.tng.injected = true;
+        }
+
+        if (reason == DROP_REASON_NONE) {
+            if (!hdr.tng.wire.ipv4.isValid()) {
+                reason = DROP_NO_ROUTE;
+            } else {
+                /* IPv4 total length within the frame (the parser extracted the headers it covers) and covering its
+                 * header; TCP data offset and UDP length within it. */
+                bit<16> ip_header_bytes = (bit<16>)hdr.tng.wire.ipv4.ihl << 2;
+                bit<16> l4_bytes = hdr.tng.wire.ipv4.total_len - ip_header_bytes;
+                bit<16> tcp_header_bytes = (bit<16>)hdr.tng.wire.tcp.data_offset << 2;
+                md.tng.tcp_payload_bytes = l4_bytes - tcp_header_bytes;
+                if (hdr.tng.wire.ipv4.total_len < ip_header_bytes
+                        || (hdr.tng.wire.tcp.isValid()
+                            && (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN || l4_bytes < tcp_header_bytes))
+                        || (hdr.tng.wire.udp.isValid()
+                            && (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || hdr.tng.wire.udp.length > l4_bytes))) {
+                    reason = DROP_BAD_LENGTH;
+                }
+            }
+        }
+        if (reason == DROP_REASON_NONE && helper_frame
+            && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD && hdr.tng.wire.tcp.isValid())) {
+            reason = DROP_HELPER_FRAME;
+        }
+        if (reason == DROP_REASON_NONE && !helper_frame) {
+            if (hdr.tng.wire.tcp.isValid()) {
+                md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+                md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
+            } else if (hdr.tng.wire.udp.isValid()) {
+                md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+                md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
+            }
+            forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
+        }
+        if (reason != DROP_REASON_NONE) {
+            drops.count(reason);
+            ig_dprsr_md.drop_ctl = 1;
+            return;
+        }
+
+        if (!helper_frame) {
+            classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
+            if (md.tng.lwip) {
+                steering.apply(hdr.tng, md.tng, ig_tm_md, now);
+            }
+        }
+        visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
+        md.helper_mirror.setValid();
+        md.helper_mirror.kind = BRIDGE_KIND_HELPER_COPY;
+        md.helper_mirror.reason = md.tng.helper_reason;
+        md.helper_mirror._pad = 0;
+        md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
+        if (ig_dprsr_md.drop_ctl == 0) {
+            forwarded.count(ig_tm_md.ucast_egress_port);
+            hdr.bridged.setValid();
+            hdr.bridged.kind = BRIDGE_KIND_FORWARDED;
+            hdr.bridged.policy = md.tng.policy;
+            hdr.bridged._pad0 = 0;
+            hdr.bridged.ingress_port = ig_intr_md.ingress_port;
+            hdr.bridged._pad1 = 0;
+            hdr.bridged.bypass = false;
+        }
+    }
+}
+
+control egress(inout tna_headers_t hdr,
+               inout tna_egress_metadata_t md,
+               in egress_intrinsic_metadata_t eg_intr_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+
+    Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) port_tx;
+    Backpressure() backpressure;
+    RecordPortState() record_port_state;
+
+    action set_source_mac(mac_addr_t mac) {
+        hdr.tng.wire.ethernet.src_addr = mac;
+    }
+
+    table port_mac {
+        key = {
+            eg_intr_md.egress_port: exact @name("egress_port");
+        }
+        actions = {
+            set_source_mac;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    apply {
+        bit<32> now = eg_prsr_md.global_tstamp[41:10];
+        if (md.helper_mirror.isValid()) {
+            /* A copy for the retransmission helper: the frame as received, behind a helper header. */
+            hdr.tng.helper_ethernet.setValid();
+            hdr.tng.helper_ethernet.dst_addr = 0;
+            hdr.tng.helper_ethernet.src_addr = 0;
+            hdr.tng.helper_ethernet.ether_type = ETHERTYPE_TNG_HELPER;
+            hdr.tng.helper.setValid();
+            hdr.tng.helper.reason = md.helper_mirror.reason;
+            hdr.tng.helper._reserved = 0;
+            if (eg_intr_md.egress_port == TNA_CPU_PORT) {
+                hdr.tng.packet_in.setValid();
+                hdr.tng.packet_in.ingress_port = md.helper_mirror.ingress_port;
+                hdr.tng.packet_in._pad = 0;
+            }
+            return;
+        }
+        port_num_t ingress_port = hdr.bridged.ingress_port;
+        hdr.bridged.setInvalid();
+        if (eg_intr_md.egress_port == TNA_CPU_PORT) {
+            hdr.tng.packet_in.setValid();
+            hdr.tng.packet_in.ingress_port = ingress_port;
+            hdr.tng.packet_in._pad = 0;
+            return;
+        }
+        record_port_state.apply(eg_intr_md, now);
+        port_tx.count(eg_intr_md.egress_port);
+        if (!md.tng.bypass) {
+            port_mac.apply();
+            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.udp_rewritten);
+        }
+    }
+}
+
+Pipeline(TngIngressParser(),
+         ingress(),
+         TngIngressDeparser(),
+         TngEgressParser(),
+         egress(),
+         TngEgressDeparser()) pipe;
+
+Switch(pipe) main;
