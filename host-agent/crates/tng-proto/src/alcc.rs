@@ -20,13 +20,11 @@ use crate::cc::{new_controller, AckSample, CcConfig, CcKind, CongestionControlle
 use crate::time::Time;
 
 /// The `struct tcp_info` fields the adapter reads, as the kernel reports them at one moment (counters are
-/// cumulative since the connection opened).
+/// cumulative since the connection opened). The byte counters need Linux 4.19 or later.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpInfoSample {
     /// `tcpi_snd_mss`: the sender's segment size in bytes.
     pub snd_mss: u32,
-    /// `tcpi_unacked`: segments sent and not yet cumulatively acknowledged.
-    pub unacked: u32,
     /// `tcpi_sacked`: of those, segments selectively acknowledged.
     pub sacked: u32,
     /// `tcpi_lost`: of those, segments marked lost and not yet retransmitted.
@@ -39,7 +37,7 @@ pub struct TcpInfoSample {
     pub min_rtt_us: u32,
     /// `tcpi_notsent_bytes`: bytes written by the application the kernel has not sent yet.
     pub notsent_bytes: u32,
-    /// `tcpi_bytes_acked`: bytes cumulatively acknowledged.
+    /// `tcpi_bytes_acked`: bytes cumulatively acknowledged (the SYN counts one).
     pub bytes_acked: u64,
     /// `tcpi_bytes_sent`: bytes sent, retransmissions included.
     pub bytes_sent: u64,
@@ -50,12 +48,13 @@ pub struct TcpInfoSample {
 }
 
 impl TcpInfoSample {
-    /// Bytes in the network as the kernel counts them (`tcp_packets_in_flight`: unacknowledged segments minus those
-    /// selectively acknowledged or lost, plus retransmissions still out).
+    /// Bytes in the network, as the kernel's `tcp_packets_in_flight` counts them but in bytes: those sent and not
+    /// cumulatively acknowledged (`snd_nxt - snd_una`, exact even when segments are shorter than the MSS), less the
+    /// segments selectively acknowledged or lost and not yet retransmitted.
     pub fn in_flight_bytes(&self) -> u64 {
-        let packets = (u64::from(self.unacked) + u64::from(self.retrans))
-            .saturating_sub(u64::from(self.sacked) + u64::from(self.lost));
-        packets * u64::from(self.snd_mss)
+        let unacked = self.bytes_sent.saturating_sub(self.bytes_retrans).saturating_sub(self.bytes_acked);
+        let left_network = (u64::from(self.sacked) + u64::from(self.lost)).saturating_sub(u64::from(self.retrans));
+        unacked.saturating_sub(left_network * u64::from(self.snd_mss))
     }
 
     fn srtt(&self) -> Duration {
@@ -205,10 +204,8 @@ mod tests {
 
     /// A connection that sent `sent` and had `acked` acknowledged, `rtt_ms` smoothed RTT, nothing lost.
     fn info(sent: u64, acked: u64, rtt_ms: u32) -> TcpInfoSample {
-        let unacked = u32::try_from((sent - acked).div_ceil(u64::from(MSS))).unwrap();
         TcpInfoSample {
             snd_mss: MSS,
-            unacked,
             rtt_us: rtt_ms * 1000,
             min_rtt_us: 40_000,
             bytes_acked: acked,
@@ -218,10 +215,22 @@ mod tests {
     }
 
     #[test]
-    fn in_flight_counts_what_the_kernel_counts() {
-        let sample = TcpInfoSample { snd_mss: 1000, unacked: 10, sacked: 3, lost: 2, retrans: 1, ..info(0, 0, 40) };
-        assert_eq!(sample.in_flight_bytes(), 6 * 1000);
-        let odd = TcpInfoSample { snd_mss: 1000, unacked: 1, sacked: 3, ..info(0, 0, 40) };
+    fn in_flight_counts_what_the_kernel_counts_in_bytes() {
+        // 10 segments of 1000 bytes and a 300-byte one out; 3 SACKed, 2 lost, 1 of those retransmitted.
+        let out = TcpInfoSample {
+            snd_mss: 1000,
+            sacked: 3,
+            lost: 2,
+            retrans: 1,
+            bytes_sent: 50_000 + 10_300 + 1000,
+            bytes_retrans: 1000,
+            bytes_acked: 50_000,
+            ..TcpInfoSample::default()
+        };
+        assert_eq!(out.in_flight_bytes(), 10_300 - 4 * 1000);
+        let short = info(50_300, 50_000, 40);
+        assert_eq!(short.in_flight_bytes(), 300, "a short segment counts its bytes, not an MSS");
+        let odd = TcpInfoSample { snd_mss: 1000, sacked: 3, ..info(1000, 0, 40) };
         assert_eq!(odd.in_flight_bytes(), 0, "a kernel race never makes in-flight negative");
     }
 
