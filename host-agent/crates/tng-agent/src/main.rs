@@ -528,6 +528,12 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
             report.retransmitted_packets,
             report.cpu_percent
         );
+        if let Some(alcc) = &report.alcc {
+            println!(
+                "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads)",
+                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples
+            );
+        }
         if let Some(queueing) = &report.sender_queueing_ms {
             println!("  sender queueing: p50 {:.1} ms, p95 {:.1} ms", queueing.p50, queueing.p95);
         }
