@@ -71,6 +71,13 @@ def test_mptcp_binds_only_the_initial_subflow_and_passes_workload_options() -> N
     assert "--parallel 8 --flow-size 20000" in text and "--cc" not in text
 
 
+def test_an_alcc_workload_names_its_controller_and_the_kernels() -> None:
+    argv = perf.client_command(Path("tng"), "ue", workload("tcp", cc="cubic", alcc="verus"), "s:1", ["a"], 5, 1)
+    text = " ".join(argv)
+    assert "--transport tcp --cc cubic --alcc verus" in text
+    assert "--alcc" not in " ".join(perf.client_command(Path("tng"), "ue", workload("tcp"), "s:1", ["a"], 5, 1))
+
+
 def test_report_fields_are_read() -> None:
     report = perf.parse_report(json.dumps(REPORT))
     assert report.goodput_mbps == 12.5 and report.fct_ms.count == 120 and report.fct_ms.p99 == 400.0

@@ -113,6 +113,12 @@ def test_shipped_scenarios_load(path: Path) -> None:
         (("duration_s = 5", "duration_s = 5\nues = true"), "ues", "expected an integer, got true or false"),
         (('name = "cell"', 'name = "Cell-1"'), "links[1].name", "must be a lowercase letter"),
         (('model = "sprout"', 'model = "verus"'), "links[1].down.trace.model", "'verus' is not one of sprout"),
+        (('cc = "cubic"', 'alcc = "copa"'), "workloads[0].alcc", "needs transport = 'tcp', not 'mptcp'"),
+        (
+            ('transport = "mptcp"\ncc = "cubic"', 'transport = "tcp"\nalcc = "sprout"'),
+            "workloads[0].alcc",
+            "'sprout' is not one of copa",
+        ),
         (
             ('rate = "5mbit"', 'rate = "5mbit", trace = "x.trace"'),
             "links[0].up.trace",

@@ -194,6 +194,8 @@ def client_command(
     argv += ["--mode", workload.mode, "--duration", f"{duration_s:g}", "--transport", workload.transport]
     if workload.cc:
         argv += ["--cc", workload.cc]
+    if workload.alcc:
+        argv += ["--alcc", workload.alcc]
     for flag, value in (
         ("--parallel", workload.parallel),
         ("--flow-size", workload.flow_size),

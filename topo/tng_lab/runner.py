@@ -411,7 +411,7 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
         sh(command)
     cc = workload.cc or lab.default_cc
     kernelcc.set_default(plan.server_ns, cc)  # the server sends the data with its namespace's default
-    return cc
+    return f"{workload.alcc} (alcc) over {cc}" if workload.alcc else cc
 
 
 def _drain(lab: _Lab) -> None:

@@ -45,6 +45,8 @@ STEERING_MODES = (
 LINK_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # becomes part of interface names (15 bytes at most)
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")  # becomes part of file names
 CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
+# The tng controllers `tng perf --alcc` runs over kernel TCP (docs/congestion-control.md, ALCC).
+ALCC_CONTROLLERS = ("copa", "verus")
 TRACE_OPTIONS = ("sigma", "mean_reversion", "outages_per_minute", "outage_mean_seconds")
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "reorder", "loss", "ge", "queue", "ecn")
 MAX_LINKS = 8
@@ -87,6 +89,8 @@ class Workload:
     # "full" also boosts and retransmits locally through the retransmission helper; None: off.
     visible: VisibleUse | None = None
     sack: bool = True  # the UE offers SACK (net.ipv4.tcp_sack) on this workload's kernel TCP connections
+    # ALCC: this tng controller limits what the server writes to its kernel TCP socket (cc still runs underneath)
+    alcc: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +384,11 @@ def _workload(table: _Table, links: set[str], switch: SwitchSpec) -> Workload:
     sack = table.take("sack", bool, True)
     if not sack and transport not in KERNEL_TRANSPORTS:
         raise table.error("sack", f"only applies to kernel TCP (transport tcp or mptcp), not {transport!r}")
+    alcc = table.choice("alcc", ALCC_CONTROLLERS) if "alcc" in table.data else None
+    table.seen.add("alcc")
+    if alcc is not None and transport != "tcp":
+        raise table.error("alcc", f"limits a kernel TCP sender: needs transport = 'tcp', not {transport!r}")
     table.finish()
     return Workload(
-        name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible, sack
+        name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible, sack, alcc
     )

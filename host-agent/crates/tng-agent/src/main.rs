@@ -228,6 +228,11 @@ struct PerfClientArgs {
     /// Transport carrying the workload.
     #[arg(long, value_enum, default_value_t = Transport::Tng)]
     transport: Transport,
+    /// With `--transport tcp`: the server writes to its TCP socket only what this tng controller allows (ALCC:
+    /// copa or verus, fed from the kernel's TCP_INFO); the kernel's controller (`--cc`, default the system's) still
+    /// runs underneath.
+    #[arg(long, value_name = "CC")]
+    alcc: Option<CcKind>,
     /// Parallel clients in shortflows mode.
     #[arg(long, default_value_t = 10)]
     parallel: usize,
@@ -477,6 +482,14 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         bail!("--duration must be a positive number of seconds, not {}", args.duration);
     }
+    if let Some(kind) = args.alcc {
+        if args.transport != Transport::Tcp {
+            bail!("--alcc {kind} needs --transport tcp: ALCC limits what a server writes to a kernel TCP socket");
+        }
+        if !tng_proto::alcc::ALCC_KINDS.contains(&kind) {
+            bail!("--alcc: {}", tng_proto::alcc::UnsupportedAlcc(kind));
+        }
+    }
     let dialer = match args.transport {
         Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),
         Transport::Mptcp => Dialer::Kernel(KernelTransport::Mptcp),
@@ -492,6 +505,7 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         duration: Duration::from_secs_f64(args.duration),
         transport: args.transport,
         cc: args.client.transport.cc.clone(),
+        alcc: args.alcc,
         parallel: args.parallel,
         mean_flow_bytes: args.flow_size,
         response_bytes: args.response_size,
@@ -514,6 +528,12 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
             report.retransmitted_packets,
             report.cpu_percent
         );
+        if let Some(alcc) = &report.alcc {
+            println!(
+                "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads)",
+                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples
+            );
+        }
         if let Some(queueing) = &report.sender_queueing_ms {
             println!("  sender queueing: p50 {:.1} ms, p95 {:.1} ms", queueing.p50, queueing.p95);
         }

@@ -1,9 +1,11 @@
-//! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, and
-//! forced UDP buffer sizes for the daemon.
+//! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, the
+//! kernel state and send limits ALCC works with, and forced UDP buffer sizes for the daemon.
 #![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; the only unsafe code of the agent.
 
 use std::io;
 use std::os::fd::AsRawFd;
+
+use tng_proto::alcc::TcpInfoSample;
 
 /// The fields of Linux `struct tcp_info` the perf tool reports, read by offset so that kernels with a shorter or
 /// longer struct both work.
@@ -18,18 +20,33 @@ pub struct TcpInfo {
 
 const TCP_INFO_BUF: usize = 256;
 // Offsets in include/uapi/linux/tcp.h.
+const OFF_SND_MSS: usize = 16;
+const OFF_SACKED: usize = 28;
+const OFF_LOST: usize = 32;
+const OFF_RETRANS: usize = 36;
 const OFF_RTT: usize = 68;
 const OFF_TOTAL_RETRANS: usize = 100;
 const OFF_BYTES_ACKED: usize = 120;
 const OFF_BYTES_RECEIVED: usize = 128;
 const OFF_SEGS_OUT: usize = 136;
+const OFF_NOTSENT_BYTES: usize = 144;
+const OFF_MIN_RTT: usize = 148;
+const OFF_DELIVERY_RATE: usize = 160;
+const OFF_BYTES_SENT: usize = 200;
+const OFF_BYTES_RETRANS: usize = 208;
+
+fn u32_at(buf: &[u8], o: usize) -> u32 {
+    buf.get(o..o + 4).map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn u64_at(buf: &[u8], o: usize) -> u64 {
+    buf.get(o..o + 8).map_or(0, |b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+}
 
 impl TcpInfo {
     fn parse(buf: &[u8]) -> TcpInfo {
-        let u32_at = |o: usize| buf.get(o..o + 4).map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
-        let u64_at = |o: usize| {
-            buf.get(o..o + 8).map_or(0, |b| u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-        };
+        let u32_at = |o: usize| u32_at(buf, o);
+        let u64_at = |o: usize| u64_at(buf, o);
         TcpInfo {
             rtt_us: u32_at(OFF_RTT),
             total_retrans: u32_at(OFF_TOTAL_RETRANS),
@@ -45,6 +62,44 @@ pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
     let mut buf = [0u8; TCP_INFO_BUF];
     let len = getsockopt(socket, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
     Ok(TcpInfo::parse(&buf[..len]))
+}
+
+/// The kernel state ALCC feeds its controller (`tng_proto::alcc`); an error on kernels older than 4.19, whose
+/// struct ends before the byte counters.
+pub fn alcc_tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfoSample> {
+    let mut raw = [0u8; TCP_INFO_BUF];
+    let len = getsockopt(socket, libc::IPPROTO_TCP, libc::TCP_INFO, &mut raw)?;
+    if len < OFF_BYTES_RETRANS + 8 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("this kernel's TCP_INFO has {len} bytes, without the byte counters ALCC reads (Linux 4.19+)"),
+        ));
+    }
+    let buf = &raw[..len];
+    Ok(TcpInfoSample {
+        snd_mss: u32_at(buf, OFF_SND_MSS),
+        sacked: u32_at(buf, OFF_SACKED),
+        lost: u32_at(buf, OFF_LOST),
+        retrans: u32_at(buf, OFF_RETRANS),
+        rtt_us: u32_at(buf, OFF_RTT),
+        min_rtt_us: u32_at(buf, OFF_MIN_RTT),
+        notsent_bytes: u32_at(buf, OFF_NOTSENT_BYTES),
+        bytes_acked: u64_at(buf, OFF_BYTES_ACKED),
+        bytes_sent: u64_at(buf, OFF_BYTES_SENT),
+        bytes_retrans: u64_at(buf, OFF_BYTES_RETRANS),
+        delivery_rate: u64_at(buf, OFF_DELIVERY_RATE),
+    })
+}
+
+/// `TCP_NOTSENT_LOWAT`: the socket reports itself writable only while fewer than `bytes` written bytes wait unsent.
+pub fn set_notsent_lowat(socket: &impl AsRawFd, bytes: u32) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    setsockopt(socket, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value)
+}
+
+/// `SO_MAX_PACING_RATE`: the kernel paces the socket at no more than `bytes_per_second`.
+pub fn set_max_pacing_rate(socket: &impl AsRawFd, bytes_per_second: u64) -> io::Result<()> {
+    setsockopt(socket, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_second)
 }
 
 // From include/uapi/linux/mptcp.h.
@@ -76,21 +131,28 @@ pub fn mptcp_subflows(socket: &impl AsRawFd) -> io::Result<Vec<TcpInfo>> {
 pub fn force_buffer_sizes(socket: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let value = libc::c_int::try_from(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     for name in [libc::SO_SNDBUFFORCE, libc::SO_RCVBUFFORCE] {
-        // SAFETY: `value` is a valid c_int for the duration of the call and its size is passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                name,
-                std::ptr::from_ref(&value).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        setsockopt(socket, libc::SOL_SOCKET, name, &value)?;
     }
     Ok(())
+}
+
+/// `setsockopt` with a plain integer value.
+fn setsockopt<T: Copy>(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is valid for reads of its size for the duration of the call, and that size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            std::ptr::from_ref(value).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn getsockopt(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
@@ -122,5 +184,25 @@ mod tests {
         assert_eq!(info.bytes_received, 10_000);
         let sent = tcp_info(&client).unwrap();
         assert!(sent.segs_out >= 1 && sent.rtt_us > 0, "{sent:?}");
+        let alcc = alcc_tcp_info(&client).unwrap();
+        assert_eq!((alcc.bytes_sent, alcc.bytes_retrans), (10_000, 0), "{alcc:?}");
+        // The acknowledged sequence space includes the SYN.
+        assert!((10_000..=10_001).contains(&alcc.bytes_acked), "{alcc:?}");
+        assert!(alcc.snd_mss > 0 && alcc.min_rtt_us > 0 && alcc.min_rtt_us <= alcc.rtt_us.max(1) * 8, "{alcc:?}");
+        assert_eq!((alcc.in_flight_bytes(), alcc.notsent_bytes), (0, 0), "everything was read: {alcc:?}");
+    }
+
+    #[test]
+    fn send_limits_take_effect_on_a_tcp_socket() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        set_notsent_lowat(&client, 16_384).unwrap();
+        set_max_pacing_rate(&client, 1_250_000).unwrap();
+        let mut buf = [0u8; 4];
+        let len = getsockopt(&client, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &mut buf).unwrap();
+        assert_eq!((len, i32::from_ne_bytes(buf)), (4, 16_384));
+        let mut rate = [0u8; 8];
+        let len = getsockopt(&client, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &mut rate).unwrap();
+        assert_eq!(u64_at(&rate[..len.max(4)], 0) & u64::from(u32::MAX), 1_250_000);
     }
 }

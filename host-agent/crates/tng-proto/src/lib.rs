@@ -3,6 +3,7 @@
 //! A pure state machine: callers pass `now`, incoming datagrams and timer expiries, and poll for datagrams to send,
 //! the next timeout and application events. No sockets, no clock, no panics on any input.
 
+pub mod alcc;
 pub mod cc;
 pub mod config;
 pub mod connection;

@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 use socket2::SockRef;
-use tng_proto::ConnectionHandle;
+use tng_proto::{CcKind, ConnectionHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::cpu::CpuClock;
@@ -45,6 +45,8 @@ pub struct ClientOptions {
     pub duration: Duration,
     pub transport: Transport,
     pub cc: Option<String>,
+    /// The tng controller that limits what the server writes to its kernel TCP socket (ALCC).
+    pub alcc: Option<CcKind>,
     pub parallel: usize,
     pub mean_flow_bytes: u64,
     pub response_bytes: u64,
@@ -68,6 +70,8 @@ pub struct Report {
     /// The congestion control the data sender (the server) used: read back from its kernel socket, or the tng
     /// controller of its first channel.
     pub sender_cc: Option<String>,
+    /// The ALCC controller that limited the server's writes, and what it saw (kernel TCP with `--alcc` only).
+    pub alcc: Option<AlccReport>,
     /// The measured interval: the duration asked for, or less if the workload ended sooner.
     pub duration_s: f64,
     /// What `goodput_mbps` counts, stated in the report so a reader need not guess.
@@ -88,6 +92,18 @@ pub struct Report {
     /// Seconds from the workload's start until the run ended: its streams closed (at the duration at the latest)
     /// and the server's counters fetched.
     pub run_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AlccReport {
+    pub controller: &'static str,
+    /// TCP_INFO reads on the server, over every connection of the run.
+    pub samples: u64,
+    /// The largest window the controller set, in bytes.
+    pub peak_window_bytes: u64,
+    /// The most bytes the server's kernel held at once (in flight and unsent): at most the peak window when ALCC
+    /// bounded the kernel.
+    pub peak_kernel_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -155,6 +171,12 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
         mode: options.mode,
         cc: options.cc.clone(),
         sender_cc: sender.cc,
+        alcc: options.alcc.zip(sender.alcc).map(|(kind, stats)| AlccReport {
+            controller: kind.name(),
+            samples: stats.samples,
+            peak_window_bytes: stats.peak_window,
+            peak_kernel_bytes: stats.peak_kernel_bytes,
+        }),
         duration_s: elapsed,
         goodput_counts: GOODPUT_COUNTS,
         goodput_mbps: outcome.measured_bytes as f64 * 8.0 / elapsed / 1e6,
@@ -297,11 +319,11 @@ async fn request_data(
     size: u64,
     token: u64,
 ) -> Result<()> {
-    let cc = match dialer {
-        Dialer::Kernel(_) => options.cc.clone(),
-        Dialer::Tng { .. } => None,
+    let (cc, alcc) = match dialer {
+        Dialer::Kernel(_) => (options.cc.clone(), options.alcc),
+        Dialer::Tng { .. } => (None, None),
     };
-    opened.io.write_all(&Request::Data { size, token, cc }.encode()?).await?;
+    opened.io.write_all(&Request::Data { size, token, cc, alcc }.encode()?).await?;
     let mut status = [0u8; 1];
     opened.io.read_exact(&mut status).await.context("the server closed the connection without answering")?;
     match status[0] {

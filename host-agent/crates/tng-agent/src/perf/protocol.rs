@@ -2,7 +2,8 @@
 //!
 //! A client sends a fixed-size request on a byte stream. A data request asks for `size` bytes of a pattern that
 //! depends only on the offset, so the client can check every byte it receives, and may name the kernel congestion
-//! control the server's socket must send with. The server answers it with one status byte: [`DATA_FOLLOWS`] then the
+//! control the server's socket must send with and the tng controller that must limit what the server writes to it
+//! (ALCC, `tng_proto::alcc`). The server answers it with one status byte: [`DATA_FOLLOWS`] then the
 //! data, or [`REFUSED`], a length-prefixed reason and the end of the stream. A stats request asks for the
 //! sender-side counters the server gathered for the client's run (`token`), because retransmissions happen at the
 //! sender.
@@ -11,9 +12,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use tng_proto::alcc::{AlccStats, ALCC_KINDS};
+use tng_proto::CcKind;
 
 pub const REQUEST_LEN: usize = 40;
-pub const STATS_LEN: usize = 48;
+pub const STATS_LEN: usize = 72;
 const MAGIC: &[u8; 4] = b"TNGP";
 /// A bulk response: the server sends until the client closes its side.
 pub const UNBOUNDED: u64 = u64::MAX;
@@ -26,9 +29,9 @@ pub const REFUSED: u8 = 1;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// Send `size` bytes of the pattern with kernel congestion control `cc` (if named); count sender-side statistics
-    /// under `token`.
-    Data { size: u64, token: u64, cc: Option<String> },
+    /// Send `size` bytes of the pattern with kernel congestion control `cc` (if named), writing only what ALCC
+    /// controller `alcc` (if named, one of [`ALCC_KINDS`]) allows; count sender-side statistics under `token`.
+    Data { size: u64, token: u64, cc: Option<String>, alcc: Option<CcKind> },
     /// Return the statistics gathered under `token`.
     Stats { token: u64 },
 }
@@ -54,15 +57,35 @@ fn decode_name(field: &[u8]) -> Result<Option<String>> {
     }
 }
 
+/// The request's ALCC byte: 0 for none, else 1 + the controller's index in [`ALCC_KINDS`].
+fn encode_alcc(alcc: Option<CcKind>) -> Result<u8> {
+    let Some(kind) = alcc else { return Ok(0) };
+    match ALCC_KINDS.iter().position(|k| *k == kind) {
+        Some(index) => Ok(u8::try_from(index)? + 1),
+        None => bail!("{}", tng_proto::alcc::UnsupportedAlcc(kind)),
+    }
+}
+
+fn decode_alcc(code: u8) -> Result<Option<CcKind>> {
+    match code {
+        0 => Ok(None),
+        code => match ALCC_KINDS.get(usize::from(code) - 1) {
+            Some(kind) => Ok(Some(*kind)),
+            None => bail!("unknown ALCC controller code {code}"),
+        },
+    }
+}
+
 impl Request {
     pub fn encode(&self) -> Result<[u8; REQUEST_LEN]> {
-        let (kind, size, token, cc) = match self {
-            Request::Data { size, token, cc } => (1u8, *size, *token, cc.as_deref()),
-            Request::Stats { token } => (2u8, 0, *token, None),
+        let (kind, size, token, cc, alcc) = match self {
+            Request::Data { size, token, cc, alcc } => (1u8, *size, *token, cc.as_deref(), *alcc),
+            Request::Stats { token } => (2u8, 0, *token, None, None),
         };
         let mut out = [0u8; REQUEST_LEN];
         out[..4].copy_from_slice(MAGIC);
         out[4] = kind;
+        out[5] = encode_alcc(alcc)?;
         out[8..16].copy_from_slice(&size.to_be_bytes());
         out[16..24].copy_from_slice(&token.to_be_bytes());
         encode_name(cc, &mut out[24..])?;
@@ -76,7 +99,7 @@ impl Request {
         let size = u64::from_be_bytes(raw[8..16].try_into()?);
         let token = u64::from_be_bytes(raw[16..24].try_into()?);
         match raw[4] {
-            1 => Ok(Request::Data { size, token, cc: decode_name(&raw[24..])? }),
+            1 => Ok(Request::Data { size, token, cc: decode_name(&raw[24..])?, alcc: decode_alcc(raw[5])? }),
             2 => Ok(Request::Stats { token }),
             other => bail!("unknown tng perf request kind {other}"),
         }
@@ -93,6 +116,8 @@ pub struct SenderStats {
     /// Median and 95th percentile of the time the server's bytes waited between its write and their first
     /// transmission (tng only: a kernel socket does not tell).
     pub queueing: Option<Queueing>,
+    /// What the ALCC controller saw, if one limited the sender.
+    pub alcc: Option<AlccStats>,
 }
 
 /// Sender-side queueing delay percentiles.
@@ -118,6 +143,11 @@ impl SenderStats {
         let (p50, p95) = self.queueing.map_or((UNKNOWN, UNKNOWN), |q| (micros(q.p50), micros(q.p95)));
         out[32..40].copy_from_slice(&p50.to_be_bytes());
         out[40..48].copy_from_slice(&p95.to_be_bytes());
+        // Zero samples: no ALCC controller ran.
+        let alcc = self.alcc.unwrap_or_default();
+        out[48..56].copy_from_slice(&alcc.samples.to_be_bytes());
+        out[56..64].copy_from_slice(&alcc.peak_window.to_be_bytes());
+        out[64..72].copy_from_slice(&alcc.peak_kernel_bytes.to_be_bytes());
         out
     }
 
@@ -130,6 +160,11 @@ impl SenderStats {
             sent_packets: word(8),
             cc: decode_name(&raw[16..32]).ok().flatten(),
             queueing,
+            alcc: (word(48) > 0).then(|| AlccStats {
+                samples: word(48),
+                peak_window: word(56),
+                peak_kernel_bytes: word(64),
+            }),
         }
     }
 }
@@ -183,8 +218,10 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         for r in [
-            Request::Data { size: 123_456_789, token: 7, cc: None },
-            Request::Data { size: 1, token: 8, cc: Some("cubic".into()) },
+            Request::Data { size: 123_456_789, token: 7, cc: None, alcc: None },
+            Request::Data { size: 1, token: 8, cc: Some("cubic".into()), alcc: None },
+            Request::Data { size: 1, token: 9, cc: None, alcc: Some(CcKind::Copa) },
+            Request::Data { size: 1, token: 9, cc: Some("bbr".into()), alcc: Some(CcKind::Verus) },
             Request::Stats { token: u64::MAX },
         ] {
             assert_eq!(Request::decode(&r.encode().unwrap()).unwrap(), r);
@@ -193,10 +230,19 @@ mod tests {
 
     #[test]
     fn congestion_control_names_that_the_kernel_would_truncate_are_refused() {
-        let name = |cc: &str| Request::Data { size: 1, token: 1, cc: Some(cc.into()) }.encode();
+        let name = |cc: &str| Request::Data { size: 1, token: 1, cc: Some(cc.into()), alcc: None }.encode();
         assert!(name("fifteen-bytes-x").is_ok());
         assert!(name("sixteen-bytes-xx").unwrap_err().to_string().contains("1 to 15 bytes"));
         assert!(name("").is_err());
+    }
+
+    #[test]
+    fn only_alcc_controllers_travel_in_a_request() {
+        let sprout = Request::Data { size: 1, token: 1, cc: None, alcc: Some(CcKind::Sprout) }.encode();
+        assert!(sprout.unwrap_err().to_string().contains("sprout cannot run over kernel TCP"));
+        let mut raw = Request::Data { size: 1, token: 1, cc: None, alcc: None }.encode().unwrap();
+        raw[5] = 9;
+        assert!(Request::decode(&raw).unwrap_err().to_string().contains("unknown ALCC controller code 9"));
     }
 
     #[test]
@@ -211,8 +257,9 @@ mod tests {
     #[test]
     fn stats_round_trip() {
         let queueing = Queueing { p50: Duration::from_micros(1_500), p95: Duration::from_millis(180) };
-        for (cc, queueing) in [(None, None), (Some("bbr".to_string()), Some(queueing))] {
-            let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc, queueing };
+        let alcc = AlccStats { samples: 5, peak_window: 64_000, peak_kernel_bytes: 60_000 };
+        for (cc, queueing, alcc) in [(None, None, None), (Some("bbr".to_string()), Some(queueing), Some(alcc))] {
+            let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc, queueing, alcc };
             assert_eq!(SenderStats::decode(&s.encode()), s);
         }
     }

@@ -6,11 +6,13 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Result;
-use tng_proto::ConnectionHandle;
+use anyhow::{Context, Result};
+use tng_proto::alcc::AlccStats;
+use tng_proto::{CcKind, ConnectionHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
+use super::alcc::{AlccSocket, POLL_INTERVAL};
 use super::protocol::{fill_pattern, Queueing, Request, SenderStats, DATA_FOLLOWS, REFUSED, REQUEST_LEN, UNBOUNDED};
 use super::{kernel, ByteStream};
 use crate::driver::Agent;
@@ -102,8 +104,12 @@ pub async fn serve_kernel(listen: SocketAddr, stats: StatsByToken) -> Result<()>
 /// (also when the client reset the stream at its deadline, which is how a run ends on time).
 pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counters: Counters) -> Result<()> {
     let mut run_token = None;
-    let result = answer_requests(&mut io, stats, &counters, &mut run_token).await;
+    let mut alcc = None;
+    let result = answer_requests(&mut io, stats, &counters, &mut run_token, &mut alcc).await;
     if let Some(token) = run_token {
+        if let Some(alcc) = &alcc {
+            stats.record(token, |s| s.alcc = Some(merge_alcc(s.alcc, alcc.stats())));
+        }
         stats.stream_ended(token, counters).await;
     }
     result?;
@@ -111,12 +117,24 @@ pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counter
     Ok(())
 }
 
-/// Answers requests until the client's side ends; `run_token` learns the run of the first data request.
+/// ALCC counters of a run's connections: samples add up, peaks are the largest of any connection.
+fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
+    let run = run.unwrap_or_default();
+    AlccStats {
+        samples: run.samples + connection.samples,
+        peak_window: run.peak_window.max(connection.peak_window),
+        peak_kernel_bytes: run.peak_kernel_bytes.max(connection.peak_kernel_bytes),
+    }
+}
+
+/// Answers requests until the client's side ends; `run_token` learns the run of the first data request, `alcc`
+/// the ALCC controller of the first that asked for one.
 async fn answer_requests(
     io: &mut impl ByteStream,
     stats: &StatsByToken,
     counters: &Counters,
     run_token: &mut Option<u64>,
+    alcc: &mut Option<AlccSocket>,
 ) -> Result<()> {
     let mut applied_cc: Option<String> = None;
     let mut raw = [0u8; REQUEST_LEN];
@@ -127,7 +145,7 @@ async fn answer_requests(
             Err(err) => return Err(err.into()),
         }
         match Request::decode(&raw)? {
-            Request::Data { size, token, cc } => {
+            Request::Data { size, token, cc, alcc: alcc_kind } => {
                 if run_token.is_none() {
                     stats.stream_started(token);
                     *run_token = Some(token);
@@ -139,7 +157,17 @@ async fn answer_requests(
                     }
                     applied_cc = Some(cc);
                 }
-                if send_pattern(io, size).await? == Sent::PeerClosed {
+                if let Some(kind) = alcc_kind.filter(|_| alcc.is_none()) {
+                    match start_alcc(counters, kind) {
+                        Ok(socket) => *alcc = Some(socket),
+                        Err(err) => {
+                            refuse(io, &format!("{err:#}")).await?;
+                            return Err(err);
+                        }
+                    }
+                }
+                let gate = if alcc_kind.is_some() { alcc.as_mut() } else { None };
+                if send_pattern(io, size, gate).await? == Sent::PeerClosed {
                     return Ok(());
                 }
             }
@@ -154,6 +182,16 @@ fn apply_congestion(counters: &Counters, cc: &str) -> Result<()> {
         Counters::Kernel(socket) => kernel::set_congestion(socket, cc),
         Counters::Tng { .. } => {
             anyhow::bail!("a tng stream has no kernel congestion control (the tng server's --cc or policy picks it)")
+        }
+    }
+}
+
+/// ALCC limits what the server writes to a kernel socket; a tng stream has its controller already.
+fn start_alcc(counters: &Counters, kind: CcKind) -> Result<AlccSocket> {
+    match counters {
+        Counters::Kernel(socket) => AlccSocket::new(socket.try_clone().context("cannot duplicate the socket")?, kind),
+        Counters::Tng { .. } => {
+            anyhow::bail!("ALCC runs over kernel TCP; a tng stream's controller is the tng server's")
         }
     }
 }
@@ -202,8 +240,9 @@ enum Sent {
 }
 
 /// Sends the [`DATA_FOLLOWS`] status and `size` pattern bytes, or for an unbounded request pattern bytes until the
-/// peer closes its side.
-async fn send_pattern(io: &mut impl ByteStream, size: u64) -> Result<Sent> {
+/// peer closes its side; with `alcc`, only as many at a time as its controller allows, reading the kernel's state
+/// at least every [`POLL_INTERVAL`].
+async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut AlccSocket>) -> Result<Sent> {
     // The status byte rides in the first write with the data, so it costs no packet of its own.
     let mut chunk = vec![0u8; 1 + CHUNK];
     chunk[0] = DATA_FOLLOWS;
@@ -217,9 +256,20 @@ async fn send_pattern(io: &mut impl ByteStream, size: u64) -> Result<Sent> {
         fill_pattern(offset, &mut chunk[status..end]);
         let mut pos = 0;
         while pos < end {
+            let allowed = match alcc.as_deref_mut() {
+                Some(alcc) => alcc.writable(end - pos)?,
+                None => end - pos,
+            };
             tokio::select! {
                 // `write` is cancel-safe: either it wrote `n` bytes or nothing.
-                written = writer.write(&chunk[pos..end]) => pos += written?,
+                written = writer.write(&chunk[pos..pos + allowed]), if allowed > 0 => {
+                    let written = written?;
+                    pos += written;
+                    if let Some(alcc) = alcc.as_deref_mut() {
+                        alcc.wrote(written);
+                    }
+                }
+                () = tokio::time::sleep(POLL_INTERVAL), if alcc.is_some() => {}
                 read = reader.read(&mut probe), if size == UNBOUNDED => {
                     if matches!(read, Ok(0) | Err(_)) {
                         return Ok(Sent::PeerClosed);
@@ -265,7 +315,7 @@ mod tests {
     #[tokio::test]
     async fn server_socket_sends_with_the_requested_congestion_control() {
         let addr = kernel_server().await;
-        let answer = ask(addr, Request::Data { size: 5000, token: 42, cc: Some("reno".into()) }).await;
+        let answer = ask(addr, Request::Data { size: 5000, token: 42, cc: Some("reno".into()), alcc: None }).await;
         assert_eq!(answer.len(), 1 + 5000);
         assert_eq!(answer[0], DATA_FOLLOWS);
         assert_eq!(count_corrupted(0, &answer[1..]), 0);
@@ -275,9 +325,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn alcc_delivers_intact_bytes_and_keeps_the_kernel_within_the_window() {
+        let addr = kernel_server().await;
+        let request = Request::Data { size: 2_000_000, token: 43, cc: None, alcc: Some(CcKind::Copa) };
+        let answer = ask(addr, request).await;
+        assert_eq!(answer.len(), 1 + 2_000_000);
+        assert_eq!(answer[0], DATA_FOLLOWS);
+        assert_eq!(count_corrupted(0, &answer[1..]), 0);
+        let stats = ask(addr, Request::Stats { token: 43 }).await;
+        let stats = SenderStats::decode(stats.as_slice().try_into().expect("stats length"));
+        let alcc = stats.alcc.expect("the server reports what ALCC saw");
+        assert!(alcc.samples > 0, "{alcc:?}");
+        assert!(alcc.peak_kernel_bytes > 0 && alcc.peak_kernel_bytes <= alcc.peak_window, "{alcc:?}");
+    }
+
+    #[tokio::test]
     async fn unknown_congestion_control_is_refused_with_the_reason() {
         let addr = kernel_server().await;
-        let answer = ask(addr, Request::Data { size: 5000, token: 7, cc: Some("no-such-cc".into()) }).await;
+        let answer = ask(addr, Request::Data { size: 5000, token: 7, cc: Some("no-such-cc".into()), alcc: None }).await;
         assert_eq!(answer[0], REFUSED);
         let len = usize::from(u16::from_be_bytes([answer[1], answer[2]]));
         let reason = std::str::from_utf8(&answer[3..]).expect("UTF-8 reason");

@@ -1,0 +1,102 @@
+//! ALCC over kernel TCP on a real bottleneck: `tng perf --transport tcp --alcc copa|verus` through a 10 Mbit/s
+//! drop-tail queue (tbf; this kernel may lack netem, so no added delay), kernel cubic underneath. Needs root;
+//! skipped otherwise.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::netns::{ip, is_root};
+use common::{Process, TNG};
+use serde_json::Value;
+
+/// One veth pair between a client and a server namespace (names prefixed `alcc`); removed on drop.
+struct Bottleneck {
+    client: String,
+    server: String,
+}
+
+impl Bottleneck {
+    /// The server sends at 10 Mbit/s into a 100 ms drop-tail queue.
+    fn new() -> Bottleneck {
+        let tag = std::process::id() % 100_000;
+        let net = Bottleneck { client: format!("alcc-c{tag}"), server: format!("alcc-s{tag}") };
+        let (c, s) = (&net.client, &net.server);
+        for ns in [c, s] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            ip(&format!("netns add {ns}"));
+            ip(&format!("-n {ns} link set lo up"));
+        }
+        ip(&format!("link add c0 netns {c} type veth peer name s0 netns {s}"));
+        ip(&format!("-n {c} addr add 10.78.0.1/24 dev c0"));
+        ip(&format!("-n {s} addr add 10.78.0.2/24 dev s0"));
+        ip(&format!("-n {c} link set c0 up"));
+        ip(&format!("-n {s} link set s0 up"));
+        tc(s, "qdisc add dev s0 root tbf rate 10mbit burst 16kb latency 100ms");
+        net
+    }
+}
+
+impl Drop for Bottleneck {
+    fn drop(&mut self) {
+        for ns in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn tc(ns: &str, args: &str) {
+    let out = Command::new("ip").args(["netns", "exec", ns, "tc"]).args(args.split_whitespace()).output().unwrap();
+    assert!(out.status.success(), "tc {args}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn perf(net: &Bottleneck, args: &[&str]) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", &net.client, TNG, "--log-level", "error", "perf", "client"])
+        .args(["--connect", "10.78.0.2:5201", "--transport", "tcp", "--mode", "bulk", "--json"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn alcc_controllers_bound_the_kernels_bytes_by_their_window_over_cubic() {
+    if !is_root() {
+        eprintln!("SKIP alcc: needs root for network namespaces");
+        return;
+    }
+    let net = Bottleneck::new();
+    let _server = Process(
+        Command::new("ip")
+            .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server"])
+            .args(["--listen", "0.0.0.0:5201"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    for alcc in ["copa", "verus"] {
+        let out = perf(&net, &["--duration", "4", "--cc", "cubic", "--alcc", alcc]);
+        assert!(out.status.success(), "{alcc}: {}", String::from_utf8_lossy(&out.stderr));
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+        eprintln!("{alcc}: goodput {} Mbit/s, alcc {}", report["goodput_mbps"], report["alcc"]);
+        assert_eq!(report["bytes_corrupted"], 0, "{report}");
+        assert!(report["bytes_received"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(report["sender_cc"], "cubic", "the kernel's controller runs underneath: {report}");
+        let stats = &report["alcc"];
+        assert_eq!(stats["controller"], alcc, "{report}");
+        assert!(stats["samples"].as_u64().unwrap() > 10, "the server read TCP_INFO as it sent: {report}");
+        let (window, kernel) =
+            (stats["peak_window_bytes"].as_u64().unwrap(), stats["peak_kernel_bytes"].as_u64().unwrap());
+        assert!(
+            kernel > 0 && kernel <= window,
+            "the kernel held {kernel} bytes, the window peaked at {window}: {report}"
+        );
+    }
+    // Bad input: ALCC only over kernel TCP, and only for controllers that need nothing but ACKs.
+    let sprout = perf(&net, &["--duration", "1", "--alcc", "sprout"]);
+    assert!(!sprout.status.success());
+    assert!(String::from_utf8_lossy(&sprout.stderr).contains("sprout cannot run over kernel TCP"), "{sprout:?}");
+}

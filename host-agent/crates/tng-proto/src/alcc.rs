@@ -1,0 +1,324 @@
+//! ALCC (Zaki et al., "ALCC: migrating congestion control to the application layer in cellular networks") over
+//! kernel TCP: a tng controller decides how much a kernel TCP socket may carry; the kernel's own controller still
+//! runs underneath.
+//!
+//! The kernel already acknowledges, times and retransmits; the sender reads that state from `TCP_INFO` and hands the
+//! same controller object tng uses ([`crate::cc::new_controller`]) the events its flow layer would: bytes sent,
+//! bytes acknowledged with an RTT sample, bytes lost. The application then writes only the window minus what the
+//! kernel holds (in flight and not yet sent), so the kernel's larger window never fills: ALCC's design, without its
+//! kernel module. Sans-IO: the driver reads the socket and passes `now`.
+//!
+//! What TCP_INFO cannot tell, and how the adapter stands in for it:
+//! - Per-ACK RTT samples: the kernel exposes its smoothed RTT (gain 1/8 per ACK) and its windowed minimum. The
+//!   smoothed RTT is each sample's RTT, so a controller sees queueing a few ACKs late.
+//! - Send times of acknowledged and lost bytes: acknowledged bytes left one RTT ago, lost bytes one RTT before the
+//!   retransmission was counted.
+
+use std::time::Duration;
+
+use crate::cc::{new_controller, AckSample, CcConfig, CcKind, CongestionController, LossEvent};
+use crate::time::Time;
+
+/// The `struct tcp_info` fields the adapter reads, as the kernel reports them at one moment (counters are
+/// cumulative since the connection opened). The byte counters need Linux 4.19 or later.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfoSample {
+    /// `tcpi_snd_mss`: the sender's segment size in bytes.
+    pub snd_mss: u32,
+    /// `tcpi_sacked`: of those, segments selectively acknowledged.
+    pub sacked: u32,
+    /// `tcpi_lost`: of those, segments marked lost and not yet retransmitted.
+    pub lost: u32,
+    /// `tcpi_retrans`: segments retransmitted and not yet acknowledged.
+    pub retrans: u32,
+    /// `tcpi_rtt`: the kernel's smoothed RTT, in microseconds.
+    pub rtt_us: u32,
+    /// `tcpi_min_rtt`: the kernel's windowed minimum RTT, in microseconds.
+    pub min_rtt_us: u32,
+    /// `tcpi_notsent_bytes`: bytes written by the application the kernel has not sent yet.
+    pub notsent_bytes: u32,
+    /// `tcpi_bytes_acked`: bytes cumulatively acknowledged (the SYN counts one).
+    pub bytes_acked: u64,
+    /// `tcpi_bytes_sent`: bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// `tcpi_bytes_retrans`: bytes retransmitted.
+    pub bytes_retrans: u64,
+    /// `tcpi_delivery_rate`: the kernel's latest delivery rate sample, bytes per second (0: none yet).
+    pub delivery_rate: u64,
+}
+
+impl TcpInfoSample {
+    /// Bytes in the network, as the kernel's `tcp_packets_in_flight` counts them but in bytes: those sent and not
+    /// cumulatively acknowledged (`snd_nxt - snd_una`, exact even when segments are shorter than the MSS), less the
+    /// segments selectively acknowledged or lost and not yet retransmitted.
+    pub fn in_flight_bytes(&self) -> u64 {
+        let unacked = self.bytes_sent.saturating_sub(self.bytes_retrans).saturating_sub(self.bytes_acked);
+        let left_network = (u64::from(self.sacked) + u64::from(self.lost)).saturating_sub(u64::from(self.retrans));
+        unacked.saturating_sub(left_network * u64::from(self.snd_mss))
+    }
+
+    fn srtt(&self) -> Duration {
+        Duration::from_micros(u64::from(self.rtt_us))
+    }
+
+    fn min_rtt(&self) -> Duration {
+        Duration::from_micros(u64::from(self.min_rtt_us))
+    }
+}
+
+/// An ALCC controller name that cannot run over kernel TCP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedAlcc(pub CcKind);
+
+impl std::fmt::Display for UnsupportedAlcc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} cannot run over kernel TCP: it needs the receiver's delivery forecast, which a TCP receiver does not \
+             send (ALCC runs {})",
+            self.0,
+            ALCC_KINDS.map(CcKind::name).join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnsupportedAlcc {}
+
+/// The controllers ALCC runs over kernel TCP: the delay-based ones that need nothing but ACKs.
+pub const ALCC_KINDS: [CcKind; 2] = [CcKind::Copa, CcKind::Verus];
+
+/// Peaks over a connection, so a run can show that the controller's window bounded the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlccStats {
+    /// Kernel states read.
+    pub samples: u64,
+    /// Largest window the controller set.
+    pub peak_window: u64,
+    /// Largest number of bytes the kernel had in flight or queued unsent.
+    pub peak_kernel_bytes: u64,
+}
+
+/// One TCP connection's application-level controller.
+#[derive(Debug)]
+pub struct AlccSender {
+    controller: Box<dyn CongestionController>,
+    last: Option<TcpInfoSample>,
+    /// Bytes in the kernel (in flight plus unsent) at the last sample, plus what was written since.
+    kernel_bytes: u64,
+    stats: AlccStats,
+}
+
+impl AlccSender {
+    /// A controller of `kind` for a connection whose segments carry `mss` bytes, started at `now`.
+    pub fn new(kind: CcKind, mss: u32, now: Time) -> Result<AlccSender, UnsupportedAlcc> {
+        if !ALCC_KINDS.contains(&kind) {
+            return Err(UnsupportedAlcc(kind));
+        }
+        let config = CcConfig { max_datagram_size: u64::from(mss.max(1)), ..CcConfig::default() };
+        let controller = new_controller(kind, &config, now);
+        let stats = AlccStats { peak_window: controller.window(), ..AlccStats::default() };
+        Ok(AlccSender { controller, last: None, kernel_bytes: 0, stats })
+    }
+
+    /// Feeds the kernel's state at `now` to the controller as the events since the previous state: bytes
+    /// acknowledged (one ACK carrying them all, with the smoothed RTT as its sample), bytes retransmitted (a loss),
+    /// bytes sent. The first state only sets the baseline.
+    pub fn on_tcp_info(&mut self, now: Time, info: &TcpInfoSample) {
+        let in_flight = info.in_flight_bytes();
+        self.kernel_bytes = in_flight + u64::from(info.notsent_bytes);
+        self.stats.samples += 1;
+        self.stats.peak_kernel_bytes = self.stats.peak_kernel_bytes.max(self.kernel_bytes);
+        let Some(last) = self.last.replace(*info) else { return };
+        let srtt = info.srtt();
+        let acked = info.bytes_acked.saturating_sub(last.bytes_acked);
+        if acked > 0 && !srtt.is_zero() {
+            let ack = AckSample {
+                bytes_acked: acked,
+                sent_time: now - srtt,
+                rtt: Some(srtt),
+                srtt,
+                min_rtt: info.min_rtt(),
+                delivery_rate: (info.delivery_rate > 0).then_some(info.delivery_rate),
+                app_limited: false,
+                bytes_in_flight: in_flight,
+            };
+            self.controller.on_ack(now, &ack);
+        }
+        let retransmitted = info.bytes_retrans.saturating_sub(last.bytes_retrans);
+        if retransmitted > 0 {
+            let loss = LossEvent {
+                bytes_lost: retransmitted,
+                largest_lost_sent_time: now - srtt,
+                persistent: false,
+                bytes_in_flight: in_flight,
+            };
+            self.controller.on_loss(now, &loss);
+        }
+        let sent = info.bytes_sent.saturating_sub(last.bytes_sent);
+        if sent > 0 {
+            self.controller.on_sent(now, sent, in_flight);
+        }
+        self.stats.peak_window = self.stats.peak_window.max(self.controller.window());
+    }
+
+    /// Bytes the application may write now: the window minus what the kernel holds (in flight and unsent) and what
+    /// was written since the last state.
+    pub fn allowance(&self) -> u64 {
+        self.controller.window().saturating_sub(self.kernel_bytes)
+    }
+
+    /// The application wrote `bytes` to the socket.
+    pub fn on_written(&mut self, bytes: u64) {
+        self.kernel_bytes += bytes;
+        self.stats.peak_kernel_bytes = self.stats.peak_kernel_bytes.max(self.kernel_bytes);
+    }
+
+    /// The rate to cap the kernel's pacing at (`SO_MAX_PACING_RATE`), bytes per second.
+    pub fn pacing_rate(&self) -> u64 {
+        let srtt = self.last.map_or(Duration::ZERO, |info| info.srtt());
+        self.controller.pacing_rate(srtt)
+    }
+
+    pub fn window(&self) -> u64 {
+        self.controller.window()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.controller.name()
+    }
+
+    pub fn stats(&self) -> AlccStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1448;
+
+    fn at(ms: u64) -> Time {
+        Time::from_millis(ms)
+    }
+
+    /// A connection that sent `sent` and had `acked` acknowledged, `rtt_ms` smoothed RTT, nothing lost.
+    fn info(sent: u64, acked: u64, rtt_ms: u32) -> TcpInfoSample {
+        TcpInfoSample {
+            snd_mss: MSS,
+            rtt_us: rtt_ms * 1000,
+            min_rtt_us: 40_000,
+            bytes_acked: acked,
+            bytes_sent: sent,
+            ..TcpInfoSample::default()
+        }
+    }
+
+    #[test]
+    fn in_flight_counts_what_the_kernel_counts_in_bytes() {
+        // 10 segments of 1000 bytes and a 300-byte one out; 3 SACKed, 2 lost, 1 of those retransmitted.
+        let out = TcpInfoSample {
+            snd_mss: 1000,
+            sacked: 3,
+            lost: 2,
+            retrans: 1,
+            bytes_sent: 50_000 + 10_300 + 1000,
+            bytes_retrans: 1000,
+            bytes_acked: 50_000,
+            ..TcpInfoSample::default()
+        };
+        assert_eq!(out.in_flight_bytes(), 10_300 - 4 * 1000);
+        let short = info(50_300, 50_000, 40);
+        assert_eq!(short.in_flight_bytes(), 300, "a short segment counts its bytes, not an MSS");
+        let odd = TcpInfoSample { snd_mss: 1000, sacked: 3, ..info(1000, 0, 40) };
+        assert_eq!(odd.in_flight_bytes(), 0, "a kernel race never makes in-flight negative");
+    }
+
+    #[test]
+    fn sprout_and_loss_based_controllers_are_refused_with_the_reason() {
+        let err = AlccSender::new(CcKind::Sprout, MSS, at(0)).unwrap_err();
+        assert_eq!(err, UnsupportedAlcc(CcKind::Sprout));
+        assert!(err.to_string().contains("delivery forecast") && err.to_string().contains("copa, verus"), "{err}");
+        assert!(AlccSender::new(CcKind::Cubic, MSS, at(0)).is_err());
+        assert!(AlccSender::new(CcKind::Verus, MSS, at(0)).is_ok());
+    }
+
+    #[test]
+    fn the_allowance_is_the_window_minus_what_the_kernel_holds() {
+        let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
+        let window = alcc.window();
+        alcc.on_tcp_info(at(0), &info(0, 0, 0));
+        assert_eq!(alcc.allowance(), window);
+        alcc.on_written(5000);
+        assert_eq!(alcc.allowance(), window - 5000);
+        // The kernel sent 3 segments of it; the rest waits unsent.
+        let sent = TcpInfoSample { notsent_bytes: 5000 - 3 * MSS, ..info(3 * u64::from(MSS), 0, 0) };
+        alcc.on_tcp_info(at(1), &sent);
+        assert_eq!(alcc.allowance(), window - 5000);
+        alcc.on_written(window);
+        assert_eq!(alcc.allowance(), 0, "never negative");
+    }
+
+    #[test]
+    fn acknowledged_bytes_without_queueing_grow_the_window() {
+        let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
+        let initial = alcc.window();
+        alcc.on_tcp_info(at(0), &info(0, 0, 40));
+        let mut sent = 0;
+        for round in 1..=5u64 {
+            sent += alcc.allowance();
+            alcc.on_written(alcc.allowance());
+            alcc.on_tcp_info(at(round * 40 - 39), &info(sent, sent - alcc.window().min(sent), 40));
+            alcc.on_tcp_info(at(round * 40), &info(sent, sent, 40));
+        }
+        assert!(alcc.window() >= 8 * initial, "slow start doubles per RTT: {} from {initial}", alcc.window());
+        assert_eq!(alcc.stats().peak_window, alcc.window());
+        assert_eq!(alcc.stats().samples, 11);
+    }
+
+    #[test]
+    fn a_growing_rtt_stops_copas_growth_and_shrinks_its_window() {
+        let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
+        let (mut sent, mut now) = (0u64, 0u64);
+        alcc.on_tcp_info(at(now), &info(0, 0, 40));
+        // An RTT that rises 10 ms per round trip: a queue building at the bottleneck.
+        for round in 0..20u32 {
+            let rtt = 40 + 10 * round;
+            now += u64::from(rtt);
+            sent += alcc.allowance();
+            alcc.on_written(alcc.allowance());
+            alcc.on_tcp_info(at(now), &TcpInfoSample { min_rtt_us: 40_000, ..info(sent, sent, rtt) });
+        }
+        let peak = alcc.stats().peak_window;
+        assert!(alcc.window() < peak, "the window fell from its peak {peak} as the queue grew: {}", alcc.window());
+        assert_eq!(alcc.name(), "copa");
+    }
+
+    #[test]
+    fn retransmitted_bytes_are_a_loss_that_cuts_verus_window_once_per_episode() {
+        let mut alcc = AlccSender::new(CcKind::Verus, MSS, at(0)).unwrap();
+        let mut sent = 0u64;
+        alcc.on_tcp_info(at(0), &info(0, 0, 40));
+        for round in 1..=6u64 {
+            sent += alcc.allowance();
+            alcc.on_written(alcc.allowance());
+            alcc.on_tcp_info(at(round * 40), &info(sent, sent, 40));
+        }
+        let before = alcc.window();
+        let retrans = |bytes: u64| TcpInfoSample { bytes_retrans: bytes, ..info(sent, sent, 40) };
+        alcc.on_tcp_info(at(250), &retrans(u64::from(MSS)));
+        let cut = alcc.window();
+        assert!(cut < before, "a loss cuts the window: {before} -> {cut}");
+        alcc.on_tcp_info(at(251), &retrans(2 * u64::from(MSS)));
+        assert_eq!(alcc.window(), cut, "a second loss of the same episode does not cut again");
+    }
+
+    #[test]
+    fn the_pacing_rate_follows_the_window_over_the_rtt() {
+        let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
+        alcc.on_tcp_info(at(0), &info(0, 0, 50));
+        let per_rtt = alcc.window() as f64 / 0.050;
+        let rate = alcc.pacing_rate() as f64;
+        assert!(rate >= per_rtt && rate <= 2.5 * per_rtt, "pacing {rate} B/s for {per_rtt} B/s of window");
+    }
+}
