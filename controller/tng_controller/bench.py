@@ -447,6 +447,11 @@ def main(argv: list[str] | None = None) -> int:
             result["fanout"] = run_fanout(
                 Path(directory), args.subscribers, args.changes, args.subscriber_processes, FANOUT_STORED
             )
+    return _print_result(result, load_before)
+
+
+def _print_result(result: dict[str, Any], load_before: tuple[float, float, float]) -> int:
+    """Adds the load averages before and after and the core count, prints the JSON."""
     result["load_average"] = {
         "before": [round(x, 2) for x in load_before],
         "after": [round(x, 2) for x in os.getloadavg()],
@@ -474,13 +479,7 @@ def _takeover(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         policies = [bench_policy(i, 1) for i in range(args.switch_policies)]
         with tempfile.TemporaryDirectory(prefix="tng-ctl-takeover-") as directory:
             result["takeover"] = run_takeover(Path(directory), args.replicas, args.kills, policies, binary)
-    result["load_average"] = {
-        "before": [round(x, 2) for x in load_before],
-        "after": [round(x, 2) for x in os.getloadavg()],
-    }
-    result["cpus"] = os.cpu_count()
-    print(json.dumps(result, indent=2))
-    return 0
+    return _print_result(result, load_before)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from aetcd import rtypes
 
 from tng_controller.config import etcd_endpoint
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.store import Committed, StoredPolicy, StoreUnavailable, Transaction
+from tng_controller.store import Committed, CommittedView, StoredPolicy, StoreUnavailable, Transaction
 
 LOGGER = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
@@ -74,7 +74,7 @@ def _encode(stored: StoredPolicy) -> bytes:
     return bytes([stored.policy_id]) + body.SerializeToString(deterministic=True)
 
 
-class EtcdPolicyStore:
+class EtcdPolicyStore(CommittedView):
     """The policies in etcd under `prefix`, mirrored in memory; `follow` keeps the mirror current."""
 
     def __init__(self, client: aetcd.Client, prefix: str) -> None:
@@ -99,20 +99,6 @@ class EtcdPolicyStore:
         for _, kv in rows:
             committed.set(_decode(kv, kv.key[len(self._policies) :].decode()))
         self._committed = committed
-
-    def get(self, name: str) -> StoredPolicy | None:
-        return self._committed.policies.get(name)
-
-    def list(self) -> list[StoredPolicy]:
-        """Every policy, by name."""
-        return list(self._committed.ordered)
-
-    def revision(self) -> int:
-        """The etcd revision of the latest change this replica has seen (0 before the first)."""
-        return self._committed.revision
-
-    def __len__(self) -> int:
-        return len(self._committed.policies)
 
     def transaction(self) -> Transaction:
         """Changes checked against the policies as this replica has them; `commit` writes them."""

@@ -156,6 +156,26 @@ class Committed:
         self.ids.discard(old.policy_id)
 
 
+class CommittedView:
+    """A store's reads (PolicyReader), from the committed policies it keeps in memory."""
+
+    _committed: Committed
+
+    def get(self, name: str) -> StoredPolicy | None:
+        return self._committed.policies.get(name)
+
+    def list(self) -> list[StoredPolicy]:
+        """Every policy, by name."""
+        return list(self._committed.ordered)
+
+    def revision(self) -> int:
+        """The revision of the latest change this store has committed or seen (0 before the first)."""
+        return self._committed.revision
+
+    def __len__(self) -> int:
+        return len(self._committed.policies)
+
+
 class Transaction:
     """Reads and changes checked against the committed policies and held here; nothing is visible to others until
     the store that made the transaction commits it."""
@@ -289,7 +309,7 @@ class _SqliteTransaction(Transaction):
         super().commit()
 
 
-class PolicyStore:
+class PolicyStore(CommittedView):
     """The policies of one controller in an SQLite file (or in memory for ":memory:")."""
 
     def __init__(self, path: Path | str) -> None:
@@ -311,20 +331,6 @@ class PolicyStore:
             raise StoreError(f"{self.path}: schema version {schema}, this controller reads {SCHEMA_VERSION}")
         rows = self._db.execute("SELECT body, policy_id FROM policies").fetchall()
         self._committed = Committed(rows, self._meta("revision"))
-
-    def get(self, name: str) -> StoredPolicy | None:
-        return self._committed.policies.get(name)
-
-    def list(self) -> list[StoredPolicy]:
-        """Every policy, by name."""
-        return list(self._committed.ordered)
-
-    def revision(self) -> int:
-        """The revision of the latest change (0 before the first)."""
-        return self._committed.revision
-
-    def __len__(self) -> int:
-        return len(self._committed.policies)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
