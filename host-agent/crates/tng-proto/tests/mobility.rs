@@ -56,7 +56,10 @@ fn both_ends_move_at_once_and_find_each_other_through_the_registry() {
     });
     assert!(done, "the transfer did not finish after both ends moved");
     let stall = resumed_at.expect("delivery resumed").saturating_since(moved_at);
-    println!("simultaneous move: no delivery for {:.1} ms (registry delay {REGISTRY_DELAY:?})", stall.as_secs_f64() * 1e3);
+    println!(
+        "simultaneous move: no delivery for {:.1} ms (registry delay {REGISTRY_DELAY:?})",
+        stall.as_secs_f64() * 1e3
+    );
     // The registry delay, a challenge round trip (30 ms) and the retransmission of what was lost on the old path.
     assert!(stall < Duration::from_millis(500), "stall {stall:?}");
     let client_channel = pair.client.connection_stats(client).expect("client").channels[0].clone();
