@@ -134,6 +134,9 @@ fn a_transfer_survives_both_ends_moving_at_once() {
     assert!(out.status.success(), "perf client failed: {log}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     eprintln!("after the move: {report}");
+    for line in log.lines().filter(|line| line.contains("registry") || line.contains("migrating")) {
+        eprintln!("client: {line}");
+    }
     assert_eq!(report["bytes_corrupted"], 0, "{report}");
     assert!(log.contains("at 10.79.0.12:5201"), "the client never heard of the server's move:\n{log}");
     wait_registered(&python, s, &server_identity, "10.79.0.12:5201");
