@@ -128,6 +128,9 @@ class MonitorConfig:
     probe_timeout_s: float = 2.0  # a probe unanswered this long is counted as lost
     delay_band_us: int = 1000  # link_state is rewritten only when the delay difference moved by more than this
     packet_time_band: float = 0.1  # or a link's time per packet by more than this fraction
+    # The multiplicative decrease of the steered flows' senders (Linux's cubic: 0.7; Reno: 0.5): how far one loss
+    # shrinks a window, which sets how much queue earliest-arrival steering must leave a flow (link_state.py).
+    sender_backoff: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,6 +524,7 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
             "probe_timeout_s",
             "delay_band_us",
             "packet_time_band",
+            "sender_backoff",
         },
     )
     defaults = MonitorConfig()
@@ -533,6 +537,9 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
         raise reader.error(
             "monitor.probe_window_s", f"{probe_window} is shorter than probe_interval_s ({probe_interval})"
         )
+    backoff = reader.number(raw, "monitor.sender_backoff", defaults.sender_backoff)
+    if not 0 < backoff < 1:
+        raise reader.error("monitor.sender_backoff", f"{backoff} is not in (0, 1)")
     delay_band = defaults.delay_band_us
     if "delay_band_us" in raw:
         delay_band = reader.integer(raw, "monitor.delay_band_us", 0, 10**7, "number of microseconds")
@@ -546,6 +553,7 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
         probe_timeout_s=reader.number(raw, "monitor.probe_timeout_s", defaults.probe_timeout_s),
         delay_band_us=delay_band,
         packet_time_band=reader.fraction(raw, "monitor.packet_time_band", defaults.packet_time_band),
+        sender_backoff=backoff,
     )
 
 

@@ -325,6 +325,8 @@ def _link_state_row(route: pb.RouteLinkState) -> list[str]:
         f"lte +{_ms(route.lte_delay_us)} {route.lte_packet_us} us/pkt, "
         f"wifi +{_ms(route.wifi_delay_us)} {route.wifi_packet_us} us/pkt"
     )
+    if route.reorder_allowance_us:
+        written += f" (|d| less a reorder allowance of {_ms(route.reorder_allowance_us)})"
     probes = f"{route.probes_sent} sent, {route.probes_unanswered} unanswered: " if route.probe_target else ""
     return [
         route.prefix,
