@@ -126,6 +126,7 @@ async def test_a_stream_of_changes_is_answered_in_order_each_as_its_own_call_wou
     changes[15] = pb.PolicyChange(delete="bulk")
     changes[16] = pb.PolicyChange(delete="absent")
     changes[17] = pb.PolicyChange()
+    changes[14] = pb.PolicyChange(set=steered("video", lte=14), delete="video")
     api.fleet.refuse = {"refused"}
     changes[18] = pb.PolicyChange(set=steered("refused", "refused"))
 
@@ -136,10 +137,11 @@ async def test_a_stream_of_changes_is_answered_in_order_each_as_its_own_call_wou
     results = [result async for result in api.stub.ApplyPolicies(requests())]
 
     assert len(results) == len(changes)
-    refused = {5, 10, 16, 17, 18}
+    refused = {5, 10, 14, 16, 17, 18}
     codes = {i: grpc.StatusCode.OK.value[0] for i in range(len(changes))} | {
         5: grpc.StatusCode.INVALID_ARGUMENT.value[0],
         10: grpc.StatusCode.ABORTED.value[0],
+        14: grpc.StatusCode.INVALID_ARGUMENT.value[0],
         16: grpc.StatusCode.NOT_FOUND.value[0],
         17: grpc.StatusCode.INVALID_ARGUMENT.value[0],
         18: grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
@@ -147,7 +149,7 @@ async def test_a_stream_of_changes_is_answered_in_order_each_as_its_own_call_wou
     assert {i: r.code for i, r in enumerate(results)} == codes
     assert results[5].message.startswith("set.name: ")
     assert "not at revision 99" in results[10].message
-    assert results[17].message == "change: neither set nor delete"
+    assert results[14].message == results[17].message == "change: needs set or delete, not both"
     assert results[18].message.startswith("not applied: switch s1: ")
     applied = [r for i, r in enumerate(results) if i not in refused]
     revisions = [r.policy.revision for r in applied]

@@ -167,15 +167,14 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
 
     async def _apply(self, change: pb.PolicyChange) -> pb.PolicyChangeResult:
         try:
-            kind = change.WhichOneof("change")
-            if kind == "set":
+            if change.HasField("set") == bool(change.delete):
+                raise PolicyError([FieldError("change", "needs set or delete, not both")])
+            if change.HasField("set"):
                 check(change.set, "set")
                 applied = await self.changes.set(change.set)
-            elif kind == "delete":
+            else:
                 check_name(change.delete, "delete")
                 applied = await self.changes.delete(change.delete)
-            else:
-                raise PolicyError([FieldError("change", "neither set nor delete")])
         except (RolloutError, *_ERROR_CODES) as exc:
             status = _status(exc)
             assert status is not None
