@@ -181,9 +181,9 @@ class Leadership:
     def gauges(self) -> list[Metric]:
         """This replica's election id while it leads and the seconds left on its lease by its own count."""
         left = max(self.lease_deadline - time.monotonic(), 0.0) if self.lease_deadline else 0.0
+        election = "P4Runtime election id while this replica leads (0: it does not)"
+        lease = "Seconds left on this replica's etcd lease by its own count (0: none)"
         return [
-            gauge("leader_election_id", "P4Runtime election id while this replica leads (0: it does not)", [],
-                  [([], float(self.election_id))]),
-            gauge("lease_seconds_left", "Seconds left on this replica's etcd lease by its own count (0: none)", [],
-                  [([], left)]),
-        ]  # fmt: skip
+            gauge("leader_election_id", election, [], [([], float(self.election_id))]),
+            gauge("lease_seconds_left", lease, [], [([], left)]),
+        ]
