@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from tng_controller import config as config_file
 from tng_controller import daemon
 from tng_controller.cluster import cluster_status
-from tng_controller.etcd_store import EtcdError
+from tng_controller.etcd_client import EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
@@ -107,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument(
         "--prefix", default="/tng", help="the cluster's key prefix, [store] etcd_prefix (default /tng)"
     )
+    cluster.add_argument("--etcd-ca", type=Path, help="with https:// endpoints: the CA of etcd's certificates")
+    cluster.add_argument("--etcd-cert", type=Path, help="with https:// endpoints: a client certificate for etcd")
+    cluster.add_argument("--etcd-key", type=Path, help="its key")
     return parser
 
 
@@ -140,6 +143,22 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _etcd_tls(
+    endpoints: tuple[str, ...], ca: Path | None, cert: Path | None, key: Path | None
+) -> config_file.EtcdTls | None:
+    """TLS towards etcd as `[store]` has it: with https:// endpoints only, certificate and key together."""
+    https = {url.startswith("https://") for url in endpoints}
+    if len(https) > 1:
+        raise UsageError("--etcd: mixes http:// and https:// endpoints (TLS is used with all or none)")
+    if https == {False}:
+        if ca or cert or key:
+            raise UsageError("--etcd-ca, --etcd-cert and --etcd-key only apply to https:// endpoints")
+        return None
+    if (cert is None) != (key is None):
+        raise UsageError("--etcd-cert and --etcd-key go together")
+    return config_file.EtcdTls(ca, cert, key)
+
+
 def _cluster(args: argparse.Namespace, out: TextIO) -> int:
     endpoints = tuple(args.etcd or [DEFAULT_ETCD])
     for url in endpoints:
@@ -147,8 +166,9 @@ def _cluster(args: argparse.Namespace, out: TextIO) -> int:
             config_file.etcd_endpoint(url)
         except ValueError as exc:
             raise UsageError(f"--etcd: {exc}") from exc
+    tls = _etcd_tls(endpoints, args.etcd_ca, args.etcd_cert, args.etcd_key)
     try:
-        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout))
+        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout, tls))
     except EtcdError as exc:
         _complain(str(exc))
         return API_ERROR

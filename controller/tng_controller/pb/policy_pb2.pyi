@@ -188,6 +188,26 @@ class DeletePolicyResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PolicyChange(_message.Message):
+    __slots__ = ("set", "delete")
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    set: Policy
+    delete: str
+    def __init__(self, set: _Optional[_Union[Policy, _Mapping]] = ..., delete: _Optional[str] = ...) -> None: ...
+
+class PolicyChangeResult(_message.Message):
+    __slots__ = ("code", "message", "policy", "switches")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    policy: Policy
+    switches: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., switches: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
