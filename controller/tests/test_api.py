@@ -116,6 +116,54 @@ async def test_failure_on_the_second_switch_rolls_back_the_first(api) -> None:
     assert retried.policy.revision == 2
 
 
+async def test_a_stream_of_changes_is_answered_in_order_each_as_its_own_call_would_be(api) -> None:
+    stale = steered("video", lte=7)
+    stale.revision = 99
+    changes = [pb.PolicyChange(set=steered("video", lte=n)) for n in range(1, 21)]
+    changes[5] = pb.PolicyChange(set=pb.Policy(name="Bad Name"))
+    changes[10] = pb.PolicyChange(set=stale)
+    changes[12] = pb.PolicyChange(set=steered("bulk", "bulk"))
+    changes[15] = pb.PolicyChange(delete="bulk")
+    changes[16] = pb.PolicyChange(delete="absent")
+    changes[17] = pb.PolicyChange()
+    changes[14] = pb.PolicyChange(set=steered("video", lte=14), delete="video")
+    api.fleet.refuse = {"refused"}
+    changes[18] = pb.PolicyChange(set=steered("refused", "refused"))
+
+    async def requests():
+        for change in changes:
+            yield change
+
+    results = [result async for result in api.stub.ApplyPolicies(requests())]
+
+    assert len(results) == len(changes)
+    refused = {5, 10, 14, 16, 17, 18}
+    codes = {i: grpc.StatusCode.OK.value[0] for i in range(len(changes))} | {
+        5: grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        10: grpc.StatusCode.ABORTED.value[0],
+        14: grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        16: grpc.StatusCode.NOT_FOUND.value[0],
+        17: grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        18: grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+    }
+    assert {i: r.code for i, r in enumerate(results)} == codes
+    assert results[5].message.startswith("set.name: ")
+    assert "not at revision 99" in results[10].message
+    assert results[14].message == results[17].message == "change: needs set or delete, not both"
+    assert results[18].message.startswith("not applied: switch s1: ")
+    applied = [r for i, r in enumerate(results) if i not in refused]
+    revisions = [r.policy.revision for r in applied]
+    assert revisions == list(range(1, len(applied) + 1))  # in the order sent, one revision each
+    assert all(list(r.switches) == ["s1", "s2", "s3"] for r in applied)
+    assert results[15].policy.name == "bulk"
+    last = results[19].policy
+    assert (last.name, last.switch_policy.lte_weight) == ("video", 20)
+    assert [(p.name, p.revision) for p in api.store.list()] == [("video", last.revision)]
+    assert api.fleet.installed == {s: [("video", last.revision, 1)] for s in ("s1", "s2", "s3")}
+    # The stream goes on after it: a unary call sees the same store.
+    assert (await api.stub.GetPolicy(pb.GetPolicyRequest(name="video"))).revision == last.revision
+
+
 async def test_failed_delete_keeps_the_policy_everywhere(api) -> None:
     await api.stub.SetPolicy(pb.SetPolicyRequest(policy=steered()))
     api.fleet.fail["s3"] = [True]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from tng_controller.bench import FIRST_PORT, bench_policy, controller_counters
-from tng_controller.compile import FLOW_POLICY, STEERING_MODES
+from switch_tables import held
+from tng_controller.bench import bench_policy, controller_counters
 from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
@@ -77,23 +77,6 @@ async def _burst(address: str) -> dict[str, tuple[int, int]]:
         calls += [delete_policy(stub, i) for i in DELETED] + [set_policy(stub, i, 9) for i in CREATED]
         await asyncio.gather(*calls)
     return last
-
-
-def held(reader: SwitchReader) -> dict[int, list[int]]:
-    """Policy index (from the flow_policy entry's destination port) -> the lte_weight of every steering entry of
-    that entry's policy id."""
-    port_field = reader.schema.tables[FLOW_POLICY].match_fields["dst_port"].id
-    weights: dict[int, list[int]] = {}
-    for entry in reader.entry_messages(STEERING_MODES):
-        policy_id = int.from_bytes(entry.match[0].exact.value, "big")
-        weights.setdefault(policy_id, []).append(int.from_bytes(entry.action.action.params[0].value, "big"))
-    by_index: dict[int, list[int]] = {}
-    for entry in reader.entry_messages(FLOW_POLICY):
-        port = next(int.from_bytes(f.ternary.value, "big") for f in entry.match if f.field_id == port_field)
-        policy_id = int.from_bytes(entry.action.action.params[0].value, "big")
-        by_index.setdefault(port - FIRST_PORT, []).extend(weights.pop(policy_id, []))
-    assert not weights, f"steering entries of policy ids no flow_policy entry names: {sorted(weights)}"
-    return by_index
 
 
 def test_a_burst_leaves_every_switch_with_the_last_version_of_each_stored_policy(fleet) -> None:

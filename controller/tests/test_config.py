@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from tng_controller import protogen
-from tng_controller.config import DEFAULT_P4INFO, ConfigError, EtcdConfig, load, parse
+from tng_controller.config import DEFAULT_P4INFO, ConfigError, EtcdConfig, EtcdTls, load, parse
 
 
 def test_full_config(tmp_path: Path) -> None:
@@ -81,11 +81,29 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
         ({"api": {"listen": 5}}, "config: api.listen: 5 is not a string"),
         (
             {"store": {"file": "x"}},
-            "config: store.file: unknown key (known: etcd, etcd_prefix, lease_ttl_s, path, replica_name)",
+            "config: store.file: unknown key (known: etcd, etcd_ca, etcd_cert, etcd_key, etcd_prefix, lease_ttl_s,"
+            " path, replica_name)",
         ),
         ({"store": {"etcd": []}}, "config: store.etcd: must be a non-empty array of client URLs"),
         ({"store": {"etcd": ["127.0.0.1:2379"]}}, "config: store.etcd[0]: '127.0.0.1:2379' is not an etcd client URL"),
-        ({"store": {"etcd": ["https://e:2379"]}}, "config: store.etcd[0]: 'https://e:2379' is not an etcd client URL"),
+        ({"store": {"etcd": ["grpc://e:2379"]}}, "config: store.etcd[0]: 'grpc://e:2379' is not an etcd client URL"),
+        (
+            {"store": {"etcd": ["https://e:2379", "http://f:2379"]}},
+            "config: store.etcd: mixes http:// and https:// endpoints (TLS is used with all or none)",
+        ),
+        (
+            {"store": {"etcd": ["http://e:2379"], "etcd_ca": "ca.pem"}},
+            "config: store.etcd_ca: only applies to https:// endpoints in store.etcd",
+        ),
+        ({"store": {"etcd_cert": "c.pem"}}, "config: store.etcd_cert: only applies with store.etcd"),
+        (
+            {"store": {"etcd": ["https://e:2379"], "etcd_cert": "c.pem"}},
+            "config: store.etcd_key: is required with the other",
+        ),
+        (
+            {"store": {"etcd": ["https://e:2379"], "etcd_ca": "missing-ca.pem"}},
+            "config: store.etcd_ca: missing-ca.pem does not exist",
+        ),
         (
             {"store": {"etcd": ["http://e:2379"], "path": "p.db"}},
             "config: store.path: the policies are in etcd (store.etcd) or in SQLite (store.path), not both",
@@ -155,3 +173,14 @@ def test_the_replicated_store_is_read_with_its_defaults() -> None:
     )
     assert named.etcd == EtcdConfig(("http://e:1",), "/lab", 5, "a")
     assert parse({}, Path(".")).etcd is None
+
+
+def test_https_endpoints_take_tls_files_relative_to_the_file(tmp_path: Path) -> None:
+    for name in ("ca.pem", "client.pem", "client.key"):
+        (tmp_path / name).write_text("pem")
+    store = {"etcd": ["https://e1:2379", "https://e2:2379"], "etcd_ca": "ca.pem"}
+    assert parse({"store": store}, tmp_path).etcd.tls == EtcdTls(tmp_path / "ca.pem")
+    store |= {"etcd_cert": "client.pem", "etcd_key": "client.key"}
+    tls = EtcdTls(tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key")
+    assert parse({"store": store}, tmp_path).etcd.tls == tls
+    assert parse({"store": {"etcd": ["https://e:2379"]}}, tmp_path).etcd.tls == EtcdTls()

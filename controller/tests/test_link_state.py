@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from tng_controller.compile import Link, Tuning, policy_entries
 from tng_controller.config import ConfigError, MonitorConfig, parse
-from tng_controller.link_state import LinkState, LinkStateBand, RouteLinkStates, packet_time_us, tuning
+from tng_controller.link_state import (
+    LinkState,
+    LinkStateBand,
+    RouteLinkStates,
+    packet_time_us,
+    reorder_allowance_us,
+    tuning,
+)
 from tng_controller.monitor import LinkRates
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.probe import MIN_ANSWERS
@@ -155,12 +162,73 @@ def test_route_link_states_from_capacities_estimates_and_the_prober() -> None:
     assert (status.preferred_link, status.spill_depth_packets, status.hold_budget_us) == ("wifi", 76, 34_800)
     assert status.hold_slack_packets == 87
     assert (status.probes_sent, status.probes_unanswered) == (2 * MIN_ANSWERS, 0)
-    assert states.describe() == "10.2.0.0/24 d 30000 us, time per packet LTE 1200 us, Wi-Fi 400 us"
+    assert states.describe() == (
+        "10.2.0.0/24 d 30000 us, time per packet LTE 1200 us, Wi-Fi 400 us, reorder allowance unknown us"
+    )
     assert states.tuning(policy(pb.STEERING_MODE_LOWEST_RTT_FIRST)) == Tuning(Link.WIFI, 76, 34_800, 87)
 
     unprobed = RouteLinkStates(config, monitor, rates, prober=None)
     (status,) = unprobed.statuses(now=2.0)
     assert status.delay_state == "not probed (no probe target configured for the route)"
+
+
+def test_the_reorder_allowance_makes_up_what_the_earlier_queue_lacks_for_the_senders_back_off() -> None:
+    # The sweep's 1:1 pair with a 60 ms RTT difference: Wi-Fi's queue holds 40 ms, d = 30 ms, so in order the flow
+    # has 10 ms of queue beyond d; cubic (b = 0.7) needs 3/7 of its 40 ms round trip through LTE: 17.1 ms.
+    assert reorder_allowance_us(30_000, 40_000, 40_000, 0.7) == 7_143
+    assert reorder_allowance_us(-30_000, 40_000, 40_000, 0.7) == 7_143  # Wi-Fi the later link: the same
+    # lwip.toml (d = 20 ms, Wi-Fi's 100 packets = 40 ms, 30 ms round trip through LTE): 20 ms is enough.
+    assert reorder_allowance_us(20_000, 30_000, 40_000, 0.7) == 0
+    # Reno halves its window: a whole round trip of queue, but never more allowance than d itself.
+    assert reorder_allowance_us(30_000, 40_000, 40_000, 0.5) == 30_000
+    assert [reorder_allowance_us(*unknown, 0.7) for unknown in ((None, 1, 1), (1, None, 1), (1, 1, None))] == [
+        None,
+        None,
+        None,
+    ]
+
+
+def test_steering_takes_the_difference_less_the_allowance_and_the_rest_keeps_d() -> None:
+    state = LinkState(difference_us=30_000, lte_packet_us=600, wifi_packet_us=600, reorder_allowance_us=7_000)
+    assert state.action().args == {
+        "lte_delay_us": 23_000,
+        "wifi_delay_us": 0,
+        "lte_packet_us": 600,
+        "wifi_packet_us": 600,
+    }
+    later_wifi = LinkState(difference_us=-5_000, lte_packet_us=600, wifi_packet_us=600, reorder_allowance_us=9_000)
+    assert later_wifi.action().args["wifi_delay_us"] == 0  # never past equal delays
+    # The spill depth and VISIBLE's hold budget still follow the true d: packets do arrive that much apart.
+    assert state.spill_depth(Link.WIFI) == 51
+    assert state.hold_budget_us() == 30_000 + 4 * 600
+
+
+def test_route_link_states_derive_the_allowance_from_the_earlier_links_configured_queue() -> None:
+    # 1:1, 20 Mbit/s each (600 us per packet); Wi-Fi's BMv2 queue 66 packets (39.6 ms); LTE 30 ms later.
+    ports = copy.deepcopy(SWITCH["port"])
+    ports[1]["capacity"] = ports[2]["capacity"] = "20mbit"  # type: ignore[index]
+    ports[2]["queue"] = 66  # type: ignore[index]
+    config = switch_config(port=ports)
+    monitor = MonitorConfig(rewrite_interval_s=0.0)
+    prober = LinkProber(config, monitor, identifier=1)
+    states = RouteLinkStates(config, monitor, LinkRates(0.5, {}), prober)
+    probe = prober.probe_of(config.routes[1])
+    assert probe is not None
+    for sent_on, rtt in ((LTE, 0.040), (WIFI, 0.010)):  # both answered over Wi-Fi's uplink
+        for _ in range(MIN_ANSWERS):
+            probe.sent[sent_on] += 1
+            probe.answered(sent_on, WIFI, rtt, now=1.0)
+    assert states.update(now=1.0)
+    needed = 3 / 7 * 40_000 - (66 * 600 - 30_000)
+    (entry,) = states.entries()
+    assert entry.action.args["lte_delay_us"] == 30_000 - round(needed)
+    (status,) = states.statuses(now=1.0)
+    assert (status.delay_difference_us, status.reorder_allowance_us) == (30_000, round(needed))
+    # A queue the controller did not configure is unknown: no allowance, steering keeps the measured d.
+    unknown_queue = RouteLinkStates(switch_config(), monitor, LinkRates(0.5, {WIFI: 20e6}), prober)
+    unknown_queue.update(now=1.0)
+    (entry,) = unknown_queue.entries()
+    assert entry.action.args["lte_delay_us"] == 30_000
 
 
 def test_the_probe_source_is_punted() -> None:

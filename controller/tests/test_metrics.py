@@ -12,17 +12,33 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import grpc
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from test_southbound import TableServer, free_port
 from test_tngctl import POLICIES, tngctl
+from tng_controller.cluster_testbed import Replicas, skip_reason
 from tng_controller.config import parse
 from tng_controller.metrics import Metrics
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore
 
 # Exported only by switches with a helper or LTE and Wi-Fi ports: test_helper_and_link_gauges_of_a_configured_fleet.
 CONFIGURED = {"tng_controller_helper_up", "tng_controller_link_rate_estimate_bps", "tng_controller_qdepl_lte_share"}
+# Exported only by replicas on etcd: test_a_replica_exports_the_documented_names.
+REPLICA = {
+    "tng_controller_elections_won_total",
+    "tng_controller_takeovers_total",
+    "tng_controller_leadership_lost_total",
+    "tng_controller_leader_election_id",
+    "tng_controller_lease_seconds_left",
+    "tng_controller_etcd_failovers_total",
+    "tng_controller_etcd_endpoint",
+}
 
+ETCD_MISSING = skip_reason()
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "controller.md"
 
 
@@ -79,11 +95,12 @@ async def test_metrics_endpoint_exports_the_documented_names(tmp_path: Path, con
             names = documented()
             exported = {name for name, _ in samples}
             for name, kind in names.items():
-                if name in CONFIGURED:
+                if name in CONFIGURED | REPLICA:
                     continue
                 assert any(e.startswith(family(name, kind)) for e in exported), f"{name} is documented, not exported"
             for name in exported:
                 assert any(name.startswith(family(n, k)) for n, k in names.items()), f"{name} is not documented"
+                assert not any(name.startswith(family(n, names[n])) for n in REPLICA), f"{name} is for replicas"
 
             lwip = (("switch", "lwip"),)
             writes = samples[("tng_controller_switch_writes_total", lwip)]
@@ -137,3 +154,28 @@ def test_helper_and_link_gauges_of_a_configured_fleet(tmp_path: Path) -> None:
     assert samples[("tng_controller_link_rate_estimate_bps", (("port", "3"), ("switch", "lwip")))] == 30e6
     assert samples[("tng_controller_qdepl_lte_share", (("switch", "lwip"),))] == 0.25
     assert samples[("tng_controller_switch_connected", (("switch", "lwip"),))] == 0
+
+
+@pytest.mark.skipif(ETCD_MISSING is not None, reason=ETCD_MISSING or "")
+def test_a_replica_exports_the_documented_names(tmp_path: Path) -> None:
+    """Every documented name without a switch label is exported by a replica without switches, the replica's own
+    among them, and nothing undocumented (test_replicas.py checks their values)."""
+    replicas = Replicas(tmp_path, count=1)
+    try:
+        replicas.start()
+        replicas.wait_for_leader()
+        with grpc.insecure_channel(replicas.addresses()[0]) as channel:
+            stats = pb_grpc.PolicyServiceStub(channel).GetStats(pb.GetStatsRequest(), timeout=10)
+    finally:
+        replicas.stop()
+    exported = {sample.name for sample in stats.controller_metrics}
+    names = documented()
+    section = DOCS.read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    per_switch = set(re.findall(r"^\| `(tng_controller_\w+)` \| \w+ \| [^|]*switch[^|]* \|", section, re.MULTILINE))
+    for name in REPLICA:
+        assert name in names, f"{name} is not documented"
+    for name, kind in names.items():
+        if name not in per_switch:
+            assert any(e.startswith(family(name, kind)) for e in exported), f"{name} is documented, not exported"
+    for name in exported:
+        assert any(name.startswith(family(n, k)) for n, k in names.items()), f"{name} is not documented"

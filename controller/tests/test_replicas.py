@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from tng_controller.bench import bench_policy
-from tng_controller.cluster_testbed import Replicas, skip_reason
+from tng_controller.cluster_testbed import EtcdServerTls, Replicas, skip_reason
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
@@ -188,5 +188,120 @@ def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(repli
         _set(replicas.addresses()[1], bench_policy(2, 3))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "etcd" in (refused.value.details() or "")
-    with pytest.raises(TimeoutError):  # the leader stops once its lease cannot be renewed
+    deadline = time.monotonic() + TAKEOVER_BOUND_S  # the leader stops once its lease cannot be renewed
+    while time.monotonic() < deadline:
+        try:
+            replicas.wait_for_leader(timeout_s=0.1)
+        except TimeoutError:
+            break
+        time.sleep(0.1)
+    with pytest.raises(TimeoutError):  # and nobody leads after it
         replicas.wait_for_leader(timeout_s=TAKEOVER_BOUND_S / 2)
+
+
+def _samples(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The replica's metrics as GetStats carries them (the registry its /metrics serves)."""
+    channel, stub = _stub(address)
+    with channel:
+        stats = stub.GetStats(pb.GetStatsRequest(), timeout=10)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in stats.controller_metrics}
+
+
+def _set_retrying(address: str, policy: pb.Policy, timeout_s: float = TAKEOVER_BOUND_S) -> pb.Policy:
+    """SetPolicy until it succeeds: a call that finds its etcd member gone fails (UNAVAILABLE), the next goes to
+    another member."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return _set(address, policy)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_replicas_go_on_with_the_other_etcd_members_when_one_dies(tmp_path: Path) -> None:
+    replicas = Replicas(tmp_path, etcd_members=3)
+    try:
+        replicas.start()
+        first = _set(replicas.addresses()[1], bench_policy(1, 3))
+        leader = replicas.wait_for_leader()
+        watch = _Watch(replicas.addresses()[2])
+        try:
+            replicas.etcd.kill(0)  # every replica uses the first member it was given
+            second = _set_retrying(replicas.addresses()[1], bench_policy(2, 3))
+            third = _set_retrying(replicas.addresses()[leader], bench_policy(3, 3))
+            watch.wait_for(pb.PolicyEvent.KIND_SET, "bench-3", third.revision)
+        finally:
+            watch.close()
+        want = {"bench-1": first.revision, "bench-2": second.revision, "bench-3": third.revision}
+        for address in replicas.addresses():
+            deadline = time.monotonic() + TAKEOVER_BOUND_S
+            while _names(address) != want and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _names(address) == want
+        replicas.wait_for_leader(timeout_s=TAKEOVER_BOUND_S)
+        for address in replicas.addresses():
+            samples = _samples(address)
+            assert samples[("tng_controller_etcd_failovers_total", ())] >= 1
+            (endpoint,) = [dict(k[1])["endpoint"] for k, v in samples.items() if k[0].endswith("etcd_endpoint")]
+            assert endpoint in replicas.etcd.urls[1:]
+    finally:
+        replicas.stop()
+
+
+def test_replicas_reach_etcd_over_tls_with_client_certificates(tmp_path: Path, tls_files) -> None:
+    tls = EtcdServerTls(
+        ca=tls_files.ca,
+        cert=tls_files.server_cert,
+        key=tls_files.server_key,
+        client_cert=tls_files.client_cert,
+        client_key=tls_files.client_key,
+    )
+    replicas = Replicas(tmp_path, count=2, etcd_tls=tls)
+    try:
+        replicas.start()
+        assert replicas.etcd.url.startswith("https://")
+        stored = _set(replicas.addresses()[1], bench_policy(1, 3))
+        assert _names(replicas.addresses()[1]) == {"bench-1": stored.revision}
+        deadline = time.monotonic() + TAKEOVER_BOUND_S
+        while _names(replicas.addresses()[0]) != {"bench-1": stored.revision} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _names(replicas.addresses()[0]) == {"bench-1": stored.revision}
+        assert replicas.wait_for_leader() == 0
+
+        def cluster(*tls_args: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "tng_controller.tngctl", "--json", "cluster", "--etcd", replicas.etcd.url]
+            return subprocess.run([*command, *tls_args], capture_output=True, text=True, timeout=30, check=False)
+
+        shown = cluster(
+            "--etcd-ca", str(tls.ca), "--etcd-cert", str(tls.client_cert), "--etcd-key", str(tls.client_key)
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["leader"] == "r0"
+        # etcd requires a client certificate: without one it is refused, and the error names the endpoint.
+        refused = cluster("--etcd-ca", str(tls.ca))
+        assert refused.returncode != 0
+        assert f"no etcd endpoint answers ({replicas.etcd.url}:" in refused.stderr
+    finally:
+        replicas.stop()
+
+
+def test_a_replica_exports_its_leadership_metrics(replicas: Replicas) -> None:
+    leader = replicas.wait_for_leader()
+    samples = _samples(replicas.addresses()[leader])
+    assert samples[("tng_controller_leader", ())] == 1
+    assert samples[("tng_controller_elections_won_total", ())] == 1
+    assert samples[("tng_controller_takeovers_total", ())] == 0
+    assert samples[("tng_controller_leader_election_id", ())] > 0
+    assert 0 < samples[("tng_controller_lease_seconds_left", ())] <= 2
+    old, new, _ = replicas.kill_leader()
+    samples = _samples(replicas.addresses()[new])
+    assert samples[("tng_controller_elections_won_total", ())] == 1
+    assert samples[("tng_controller_takeovers_total", ())] == 1
+    assert samples[("tng_controller_leader", ())] == 1
+    follower = next(n for n in range(replicas.count) if n not in (old, new))
+    samples = _samples(replicas.addresses()[follower])
+    assert samples[("tng_controller_elections_won_total", ())] == 0
+    assert samples[("tng_controller_leader_election_id", ())] == 0
+    assert samples[("tng_controller_lease_seconds_left", ())] > 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_burst_bmv2 import held
+from switch_tables import held
 from tng_controller.bench import bench_policy
 from tng_controller.cluster_testbed import Replicas, skip_reason
 from tng_controller.config import DEFAULT_P4INFO

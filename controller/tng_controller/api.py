@@ -19,7 +19,14 @@ from tng_controller.fleet import Fleet, RolloutError
 from tng_controller.metrics import Metrics, gauge
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
-from tng_controller.policy import PolicyConflict, PolicyError, check, check_name, traffic_class_errors
+from tng_controller.policy import (
+    FieldError,
+    PolicyConflict,
+    PolicyError,
+    check,
+    check_name,
+    traffic_class_errors,
+)
 from tng_controller.registry import (
     ForgedRegistration,
     HostRegistry,
@@ -32,6 +39,7 @@ from tng_controller.store import Full, NotFound, PolicyReader, PolicyStore, Revi
 
 LOGGER = logging.getLogger(__name__)
 WATCH_QUEUE = 1024  # events a watcher may lag behind before it is cut off
+STREAM_IN_FLIGHT = 256  # changes of one ApplyPolicies stream applied or waiting at once (a batch holds at most 256)
 
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
@@ -60,6 +68,14 @@ class _Watcher:
         return not self.traffic_classes or policy.match.traffic_class in ("", *self.traffic_classes)
 
 
+def _status(exc: Exception) -> tuple[grpc.StatusCode, str] | None:
+    """The status code and message a call ends with for one of the controller's errors (None: not one of them)."""
+    if isinstance(exc, RolloutError):
+        return exc.code, f"not applied: {exc}"
+    kind = next((kind for kind in type(exc).__mro__ if kind in _ERROR_CODES), None)  # the most specific
+    return None if kind is None else (_ERROR_CODES[kind], str(exc))
+
+
 def _with_status(
     handler: Callable[[Any, _Request, grpc.aio.ServicerContext], Awaitable[_Response]],
 ) -> Callable[[Any, _Request, grpc.aio.ServicerContext], Awaitable[_Response]]:
@@ -69,11 +85,10 @@ def _with_status(
     async def wrapped(self: Any, request: _Request, context: grpc.aio.ServicerContext) -> _Response:
         try:
             return await handler(self, request, context)
-        except RolloutError as exc:
-            await context.abort(exc.code, f"not applied: {exc}")
-        except tuple(_ERROR_CODES) as exc:
-            code = next(_ERROR_CODES[kind] for kind in type(exc).__mro__ if kind in _ERROR_CODES)  # most specific
-            await context.abort(code, str(exc))
+        except (RolloutError, *_ERROR_CODES) as exc:
+            status = _status(exc)
+            assert status is not None
+            await context.abort(*status)
         raise AssertionError("context.abort returned")
 
     return wrapped
@@ -139,6 +154,46 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         check_name(request.name)
         await self.changes.delete(request.name)
         return pb.DeletePolicyResponse()
+
+    async def ApplyPolicies(
+        self, changes: AsyncIterator[pb.PolicyChange], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PolicyChangeResult]:
+        """Starts each change as it arrives (so that changes in flight together are batched) and answers them in the
+        order they came; at most STREAM_IN_FLIGHT at once per stream (reading waits for answers beyond that)."""
+        in_flight: asyncio.Queue[asyncio.Task[pb.PolicyChangeResult] | None] = asyncio.Queue(STREAM_IN_FLIGHT)
+
+        async def read() -> None:
+            async for change in changes:
+                await in_flight.put(asyncio.get_running_loop().create_task(self._apply(change)))
+            await in_flight.put(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (task := await in_flight.get()) is not None:
+                yield await task
+            await reader
+        finally:
+            reader.cancel()  # the client went away: changes it sent that were not taken yet are left out
+            while not in_flight.empty():
+                left = in_flight.get_nowait()
+                if left is not None:
+                    left.cancel()
+
+    async def _apply(self, change: pb.PolicyChange) -> pb.PolicyChangeResult:
+        try:
+            if change.HasField("set") == bool(change.delete):
+                raise PolicyError([FieldError("change", "needs set or delete, not both")])
+            if change.HasField("set"):
+                check(change.set, "set")
+                applied = await self.changes.set(change.set)
+            else:
+                check_name(change.delete, "delete")
+                applied = await self.changes.delete(change.delete)
+        except (RolloutError, *_ERROR_CODES) as exc:
+            status = _status(exc)
+            assert status is not None
+            return pb.PolicyChangeResult(code=status[0].value[0], message=status[1])
+        return pb.PolicyChangeResult(policy=applied.new.policy, switches=applied.switches)
 
     async def ListPolicies(
         self, request: pb.ListPoliciesRequest, context: grpc.aio.ServicerContext

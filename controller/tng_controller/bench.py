@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import multiprocessing
 import os
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import ExitStack
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -186,6 +187,64 @@ async def _drive(
     return elapsed, latencies, {name: weight for name, (_, weight) in acknowledged.items()}
 
 
+async def _drive_streams(
+    address: str, clients: int, window: int, seconds: float, requests: Callable[[int, int], pb.Policy]
+) -> tuple[float, list[float], dict[str, int]]:
+    """As `_drive`, with one ApplyPolicies stream per client keeping `window` changes in flight instead of `window`
+    SetPolicy calls; a change's latency is from sending it to reading its answer."""
+    stop_at = time.perf_counter() + seconds
+    latencies: list[float] = []
+    acknowledged: dict[str, tuple[int, int]] = {}
+
+    async def client_stream(stub: pb_grpc.PolicyServiceStub, client: int) -> None:
+        call = stub.ApplyPolicies(timeout=seconds + RPC_TIMEOUT_S)
+        room = asyncio.Semaphore(window)
+        sent: collections.deque[tuple[float, pb.Policy]] = collections.deque()
+
+        async def send() -> None:
+            n = 0
+            while time.perf_counter() < stop_at:
+                await room.acquire()
+                policy = requests(client, n)
+                sent.append((time.perf_counter(), policy))
+                await call.write(pb.PolicyChange(set=policy))
+                n += 1
+            await call.done_writing()
+
+        sender = asyncio.get_running_loop().create_task(send())
+        try:
+            while (result := await call.read()) is not grpc.aio.EOF:
+                start, policy = sent.popleft()
+                room.release()
+                latencies.append(time.perf_counter() - start)
+                if result.code != 0:
+                    raise RuntimeError(f"{policy.name}: refused ({result.code}): {result.message}")
+                seen = acknowledged.get(policy.name)
+                if seen is None or seen[0] < result.policy.revision:
+                    acknowledged[policy.name] = (result.policy.revision, policy.switch_policy.lte_weight)
+            await sender
+        finally:
+            sender.cancel()
+
+    channels = [grpc.aio.insecure_channel(address) for _ in range(clients)]
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(
+            *(client_stream(pb_grpc.PolicyServiceStub(channel), client) for client, channel in enumerate(channels))
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        for channel in channels:
+            await channel.close()
+    return elapsed, latencies, {name: weight for name, (_, weight) in acknowledged.items()}
+
+
+Drive = Callable[
+    [str, int, int, float, Callable[[int, int], pb.Policy]], Awaitable[tuple[float, list[float], dict[str, int]]]
+]
+DRIVES: dict[str, Drive] = {"SetPolicy": _drive, "ApplyPolicies": _drive_streams}  # by the RPC the clients use
+
+
 def round_robin(switch_policies: int, clients: int) -> Callable[[int, int], pb.Policy]:
     """The requests of the throughput runs: client c changes its own share of the switch policies round robin, each
     call a new weight."""
@@ -236,20 +295,23 @@ def measure_throughput(
     window: int,
     usage: ProcessUsage,
     switch_usage: Sequence[ProcessUsage],
+    rpc: str = "SetPolicy",
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Clients change the weights of their own share of the switch policies round robin (each call a new weight) for
-    `seconds`; returns the updates the API acknowledged per second, their latencies, how they were batched, the CPU
-    of the controller, of the switches and of the clients (this process), and the last weights acknowledged."""
+    `seconds` through `rpc` (a key of DRIVES); returns the updates the API acknowledged per second, their latencies,
+    how they were batched, the CPU of the controller, of the switches and of the clients (this process), and the last
+    weights acknowledged."""
     counters_before = controller_counters(address)
     cpu_before, switches_before, own_before = usage.cpu_s(), [u.cpu_s() for u in switch_usage], _own_cpu_s()
     elapsed, latencies, last = asyncio.run(
-        _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
+        DRIVES[rpc](address, clients, window, seconds, round_robin(switch_policies, clients))
     )
     cpu = usage.cpu_s() - cpu_before
     switch_cpu = [u.cpu_s() - before for u, before in zip(switch_usage, switches_before, strict=True)]
     own_cpu = _own_cpu_s() - own_before
     written = batching(counters_before, controller_counters(address), len(switch_usage))
     result = {
+        "rpc": rpc,
         "clients": clients,
         "in_flight_per_client": window,
         "seconds": round(elapsed, 3),
@@ -273,6 +335,12 @@ class _AnswerAtOnce(pb_grpc.PolicyServiceServicer):
     async def SetPolicy(self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext) -> pb.SetPolicyResponse:
         return pb.SetPolicyResponse(policy=request.policy)
 
+    async def ApplyPolicies(
+        self, changes: AsyncIterator[pb.PolicyChange], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PolicyChangeResult]:
+        async for change in changes:
+            yield pb.PolicyChangeResult(policy=change.set)
+
 
 def _serve_answer_at_once(port: Connection) -> None:
     async def serve() -> None:
@@ -285,9 +353,11 @@ def _serve_answer_at_once(port: Connection) -> None:
     asyncio.run(serve())
 
 
-def measure_api_floor(switch_policies: int, seconds: float, clients: int, window: int) -> dict[str, Any]:
-    """The same clients against a PolicyService that answers SetPolicy at once (grpc.aio, its own process): what gRPC
-    alone allows on this machine, and its CPU per call."""
+def measure_api_floor(
+    switch_policies: int, seconds: float, clients: int, window: int, rpc: str = "SetPolicy"
+) -> dict[str, Any]:
+    """The same clients against a PolicyService that answers SetPolicy (or each change of ApplyPolicies) at once
+    (grpc.aio, its own process): what gRPC alone allows on this machine, and its CPU per change."""
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     server = context.Process(target=_serve_answer_at_once, args=(theirs,), daemon=True)
@@ -299,13 +369,14 @@ def measure_api_floor(switch_policies: int, seconds: float, clients: int, window
         cpu_before = usage.cpu_s()
         address = f"127.0.0.1:{mine.recv()}"
         elapsed, latencies, _ = asyncio.run(
-            _drive(address, clients, window, seconds, round_robin(switch_policies, clients))
+            DRIVES[rpc](address, clients, window, seconds, round_robin(switch_policies, clients))
         )
         cpu = usage.cpu_s() - cpu_before
     finally:
         server.kill()
         server.join()
     return {
+        "rpc": rpc,
         "updates_per_s": round(len(latencies) / elapsed, 1),
         "rpc_ms": summary_ms(latencies),
         "server_cpu_percent": round(100 * cpu / elapsed, 1),
@@ -381,12 +452,16 @@ def run_fleet(
             address, switch_policies, args.seconds, args.clients, args.window, usage, switch_usage
         )
         check_installed(readers, ids, last)
+        streamed, last = measure_throughput(
+            address, switch_policies, args.seconds, args.clients, args.window, usage, switch_usage, "ApplyPolicies"
+        )
+        check_installed(readers, ids, last)
         return {
             "switches": switches,
             "connect_and_sync_s": round(connected_s, 3),
             "install": installed,
             "update_one_at_a_time": latency,
-            "sustained": {"sequential": sequential, "concurrent": concurrent},
+            "sustained": {"sequential": sequential, "concurrent": concurrent, "streamed": streamed},
         }
 
 
@@ -399,7 +474,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--switches", default="1,8", help="fleet sizes to run, comma-separated (default 1,8)")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run (default 10)")
     parser.add_argument("--clients", type=int, default=4, help="concurrent API clients (default 4)")
-    parser.add_argument("--window", type=int, default=4, help="SetPolicy calls each client keeps in flight (default 4)")
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=4,
+        help="SetPolicy calls (or ApplyPolicies changes) each client keeps in flight (default 4)",
+    )
     parser.add_argument(
         "--subscribers", type=int, default=1000, help="WatchPolicies subscribers (default 1000; 0: none)"
     )
@@ -437,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
                 "policy's weights (one entry modify per switch)"
             )
             result["api_floor"] = measure_api_floor(args.switch_policies, args.seconds, args.clients, args.window)
+            result["api_floor_streamed"] = measure_api_floor(
+                args.switch_policies, args.seconds, args.clients, args.window, "ApplyPolicies"
+            )
             result["runs"] = []
             for size in sizes:
                 run_dir = Path(directory) / f"fleet-{size}"

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass
 import aetcd
 import grpc
 
-from tng_controller.etcd_store import CALL_TIMEOUT_S, EtcdError, connect
+from tng_controller.config import EtcdTls
+from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdError, connect
 from tng_controller.leadership import replicas, replicas_prefix
 from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
@@ -41,8 +42,10 @@ class ClusterStatus:
         return asdict(self)
 
 
-async def cluster_status(endpoints: tuple[str, ...], prefix: str, timeout_s: float) -> ClusterStatus:
-    client = await connect(endpoints)
+async def cluster_status(
+    endpoints: tuple[str, ...], prefix: str, timeout_s: float, tls: EtcdTls | None = None
+) -> ClusterStatus:
+    client = await connect(endpoints, tls)
     try:
         registered = await asyncio.wait_for(client.get_prefix(replicas_prefix(prefix)), CALL_TIMEOUT_S)
         live = await replicas(client, prefix)

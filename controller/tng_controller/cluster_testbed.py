@@ -1,11 +1,13 @@
-"""A replicated controller on this machine, for its tests and benchmark: a one-member etcd cluster as a child process
-on free loopback ports in a directory of its own (Debian's etcd-server; `make deps` installs it), and controller
-replicas as processes, optionally writing BMv2 switches; who leads, and the time a follower takes to take over."""
+"""A replicated controller on this machine, for its tests and benchmark: an etcd cluster (one member or more, TLS
+optional) as child processes on free loopback ports in a directory of its own (Debian's etcd-server; `make deps`
+installs it), and controller replicas as processes, optionally writing BMv2 switches; who leads, and the time a
+follower takes to take over."""
 
 from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -42,61 +44,111 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdServerTls:
+    """TLS of a test etcd: its certificate and key (valid for 127.0.0.1), the CA whose client certificates it
+    requires, and a client certificate and key of that CA (for its health check and for the replicas)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    client_cert: Path
+    client_key: Path
+
+    def store_keys(self) -> str:
+        """The [store] keys of a replica that uses it."""
+        return f'etcd_ca = "{self.ca}"\netcd_cert = "{self.client_cert}"\netcd_key = "{self.client_key}"\n'
+
+
 @dataclass(slots=True)
 class EtcdProcess:
-    """etcd serving clients on `url` once `start` returns; its data and log stay in `directory`."""
+    """An etcd cluster of `members` processes serving clients on `urls` once `start` returns (https:// with `tls`);
+    each member's data and log stay in `directory`/mN."""
 
     directory: Path
-    url: str = ""
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    members: int = 1
+    tls: EtcdServerTls | None = None
+    urls: list[str] = field(default_factory=list, init=False)
+    _processes: list[subprocess.Popen[bytes] | None] = field(default_factory=list, init=False)
+
+    @property
+    def url(self) -> str:
+        """The first member's client URL."""
+        return self.urls[0] if self.urls else ""
 
     def start(self) -> str:
+        """Starts every member and returns the first one's client URL once all are healthy."""
         binary = etcd_binary()
         if binary is None:
             raise RuntimeError(skip_reason())
-        client, peer = _free_port(), _free_port()
-        self.url = f"http://127.0.0.1:{client}"
-        peer_url = f"http://127.0.0.1:{peer}"
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with (self.directory / "etcd.log").open("ab") as log:
-            self._process = subprocess.Popen(
-                [
-                    binary,
-                    "--name=tng",
-                    f"--data-dir={self.directory / 'data'}",
-                    f"--listen-client-urls={self.url}",
-                    f"--advertise-client-urls={self.url}",
-                    f"--listen-peer-urls={peer_url}",
-                    f"--initial-advertise-peer-urls={peer_url}",
-                    f"--initial-cluster=tng={peer_url}",
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
+        scheme = "http" if self.tls is None else "https"
+        ports = [(_free_port(), _free_port()) for _ in range(self.members)]
+        self.urls = [f"{scheme}://127.0.0.1:{client}" for client, _ in ports]
+        peers = [f"http://127.0.0.1:{peer}" for _, peer in ports]
+        cluster = ",".join(f"m{number}={peer}" for number, peer in enumerate(peers))
+        self._processes = []
+        for number, (url, peer) in enumerate(zip(self.urls, peers, strict=True)):
+            directory = self.directory / f"m{number}"
+            directory.mkdir(parents=True, exist_ok=True)
+            command = [
+                binary,
+                f"--name=m{number}",
+                f"--data-dir={directory / 'data'}",
+                f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster={cluster}",
+            ]
+            if self.tls is not None:
+                command += [
+                    f"--cert-file={self.tls.cert}",
+                    f"--key-file={self.tls.key}",
+                    f"--trusted-ca-file={self.tls.ca}",
+                    "--client-cert-auth",
+                ]
+            with (directory / "etcd.log").open("ab") as log:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self._processes.append(process)
+        for number in range(self.members):
+            self._wait_healthy(number)
+        return self.url
+
+    def _wait_healthy(self, number: int) -> None:
+        context = None
+        if self.tls is not None:
+            context = ssl.create_default_context(cafile=str(self.tls.ca))
+            context.load_cert_chain(str(self.tls.client_cert), str(self.tls.client_key))
+        process = self._processes[number]
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                break
+        while time.monotonic() < deadline and process is not None and process.poll() is None:
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as answer:
+                with urllib.request.urlopen(f"{self.urls[number]}/health", timeout=1, context=context) as answer:
                     if b'"true"' in answer.read():
-                        return self.url
+                        return
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.1)
         self.stop()
-        tail = "\n".join((self.directory / "etcd.log").read_text(errors="replace").splitlines()[-10:])
-        raise RuntimeError(f"etcd did not start on {self.url}\n{tail}")
+        tail = "\n".join((self.directory / f"m{number}" / "etcd.log").read_text(errors="replace").splitlines()[-10:])
+        raise RuntimeError(f"etcd did not start on {self.urls[number]}\n{tail}")
+
+    def kill(self, number: int) -> None:
+        """kill -9 of one member."""
+        process = self._processes[number]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        for process in self._processes:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
 
 
 def _leads_in_sync(address: str) -> bool:
@@ -113,26 +165,32 @@ def _leads_in_sync(address: str) -> bool:
 
 @dataclass(slots=True)
 class Replicas:
-    """`count` controller replicas on one etcd, each writing `switches` while it leads, started in order (the first
-    leads); their logs and configurations in `directory`."""
+    """`count` controller replicas on one etcd cluster (of `etcd_members`, with `etcd_tls`), each writing `switches`
+    while it leads, started in order (the first leads); their logs and configurations in `directory`. Every replica
+    is given all members' URLs, the first member first."""
 
     directory: Path
     count: int = 3
     switches: Sequence[Bmv2] = ()
+    etcd_members: int = 1
+    etcd_tls: EtcdServerTls | None = None
     etcd: EtcdProcess = field(init=False)
     processes: list[ControllerProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.etcd = EtcdProcess(self.directory / "etcd")
+        self.etcd = EtcdProcess(self.directory / "etcd", self.etcd_members, self.etcd_tls)
 
     def start(self) -> None:
-        url = self.etcd.start()
+        self.etcd.start()
         for number in range(self.count):
-            self.start_replica(number, url)
+            self.start_replica(number)
 
     def start_replica(self, number: int, url: str | None = None) -> ControllerProcess:
+        """Starts replica `number` on every etcd member, or on `url` alone (a proxy's)."""
         config = self.directory / f"r{number}.toml"
-        config.write_text(fleet_config(self.switches, [url or self.etcd.url], f"r{number}"))
+        urls = [url] if url else self.etcd.urls
+        tls = "" if self.etcd_tls is None else self.etcd_tls.store_keys()
+        config.write_text(fleet_config(self.switches, urls, f"r{number}", tls))
         process = ControllerProcess(config, self.directory / f"r{number}.log")
         process.start()
         if number < len(self.processes):

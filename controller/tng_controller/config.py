@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LISTEN = "127.0.0.1:50051"
+ETCD_TLS_KEYS = ("etcd_ca", "etcd_cert", "etcd_key")  # [store] keys of TLS towards etcd
 DEFAULT_P4INFO = REPO / "p4src/build/tng/p4info.txtpb"
 DEFAULT_BMV2_JSON = REPO / "p4src/build/tng/bmv2.json"
 _SWITCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -128,6 +129,9 @@ class MonitorConfig:
     probe_timeout_s: float = 2.0  # a probe unanswered this long is counted as lost
     delay_band_us: int = 1000  # link_state is rewritten only when the delay difference moved by more than this
     packet_time_band: float = 0.1  # or a link's time per packet by more than this fraction
+    # The multiplicative decrease of the steered flows' senders (Linux's cubic: 0.7; Reno: 0.5): how far one loss
+    # shrinks a window, which sets how much queue earliest-arrival steering must leave a flow (link_state.py).
+    sender_backoff: float = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +144,26 @@ class DigestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """TLS towards etcd (https:// endpoints): the CA that signed the members' certificates (None: the system's
+    roots) and this client's certificate and key (None: no client certificate)."""
+
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EtcdConfig:
     """The replicated store: etcd's client URLs, the key prefix of this controller cluster, the leadership lease's
-    time to live (a dead leader is replaced after about this long) and this replica's name (default: its API
-    address)."""
+    time to live (a dead leader is replaced after about this long), this replica's name (default: its API
+    address) and TLS (None: plain HTTP)."""
 
     endpoints: tuple[str, ...]
     prefix: str = "/tng"
     lease_ttl_s: int = 2
     name: str = ""
+    tls: EtcdTls | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +210,7 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
             "certificates), or allow_insecure_remote = true",
         )
     store = reader.table(data, "store")
-    reader.only(store, "store.", {"path", "etcd", "etcd_prefix", "lease_ttl_s", "replica_name"})
+    reader.only(store, "store.", {"path", "etcd", "etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS})
     switches = []
     names: set[str] = set()
     raw_switches = data.get("switch", [])
@@ -221,7 +236,7 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
 
 def _etcd(reader: _Reader, store: dict[str, Any]) -> EtcdConfig | None:
     if "etcd" not in store:
-        for key in ("etcd_prefix", "lease_ttl_s", "replica_name"):
+        for key in ("etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS):
             if key in store:
                 raise reader.error(f"store.{key}", "only applies with store.etcd (the replicated store)")
         return None
@@ -235,6 +250,10 @@ def _etcd(reader: _Reader, store: dict[str, Any]) -> EtcdConfig | None:
             etcd_endpoint(url if isinstance(url, str) else repr(url))
         except ValueError as exc:
             raise reader.error(f"store.etcd[{index}]", str(exc)) from exc
+    schemes = {urlsplit(url).scheme for url in endpoints}
+    if len(schemes) > 1:
+        raise reader.error("store.etcd", "mixes http:// and https:// endpoints (TLS is used with all or none)")
+    tls = _etcd_tls(reader, store, schemes == {"https"})
     prefix = reader.string(store, "store.etcd_prefix", "/tng")
     if not prefix.startswith("/") or prefix == "/" or prefix.endswith("/"):
         raise reader.error("store.etcd_prefix", f"{prefix!r} is not a key prefix like /tng (a slash first, none last)")
@@ -242,14 +261,30 @@ def _etcd(reader: _Reader, store: dict[str, Any]) -> EtcdConfig | None:
     name = reader.string(store, "store.replica_name", "")
     if "/" in name:
         raise reader.error("store.replica_name", f"{name!r} has a slash")
-    return EtcdConfig(tuple(endpoints), prefix, ttl, name)
+    return EtcdConfig(tuple(endpoints), prefix, ttl, name, tls)
+
+
+def _etcd_tls(reader: _Reader, store: dict[str, Any], https: bool) -> EtcdTls | None:
+    ca, cert, key = (reader.optional_path(store, f"store.{name}") for name in ETCD_TLS_KEYS)
+    if not https:
+        for name, path in zip(ETCD_TLS_KEYS, (ca, cert, key), strict=True):
+            if path is not None:
+                raise reader.error(f"store.{name}", "only applies to https:// endpoints in store.etcd")
+        return None
+    if (cert is None) != (key is None):
+        raise reader.error("store.etcd_cert" if cert is None else "store.etcd_key", "is required with the other")
+    for name, path in zip(ETCD_TLS_KEYS, (ca, cert, key), strict=True):
+        if path is not None and not path.is_file():
+            raise reader.error(f"store.{name}", f"{path} does not exist")
+    return EtcdTls(ca, cert, key)
 
 
 def etcd_endpoint(url: str) -> tuple[str, int]:
-    """host and port of an etcd client URL (http://host:port); raises ValueError naming what is wrong."""
+    """host and port of an etcd client URL (http://host:port, https:// for TLS); raises ValueError naming what is
+    wrong."""
     parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or parts.path not in ("", "/"):
-        raise ValueError(f"{url!r} is not an etcd client URL like http://127.0.0.1:2379 (TLS is not supported)")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"{url!r} is not an etcd client URL like http://127.0.0.1:2379 or https://etcd-1:2379")
     try:
         port = parts.port or 2379
     except ValueError as exc:
@@ -521,6 +556,7 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
             "probe_timeout_s",
             "delay_band_us",
             "packet_time_band",
+            "sender_backoff",
         },
     )
     defaults = MonitorConfig()
@@ -533,6 +569,9 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
         raise reader.error(
             "monitor.probe_window_s", f"{probe_window} is shorter than probe_interval_s ({probe_interval})"
         )
+    backoff = reader.number(raw, "monitor.sender_backoff", defaults.sender_backoff)
+    if not 0 < backoff < 1:
+        raise reader.error("monitor.sender_backoff", f"{backoff} is not in (0, 1)")
     delay_band = defaults.delay_band_us
     if "delay_band_us" in raw:
         delay_band = reader.integer(raw, "monitor.delay_band_us", 0, 10**7, "number of microseconds")
@@ -546,6 +585,7 @@ def _monitor(reader: _Reader, raw: dict[str, Any]) -> MonitorConfig:
         probe_timeout_s=reader.number(raw, "monitor.probe_timeout_s", defaults.probe_timeout_s),
         delay_band_us=delay_band,
         packet_time_band=reader.fraction(raw, "monitor.packet_time_band", defaults.packet_time_band),
+        sender_backoff=backoff,
     )
 
 

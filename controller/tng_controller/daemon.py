@@ -14,10 +14,11 @@ import finsy as fy
 
 from tng_controller.api import PolicyServicer, start_server
 from tng_controller.config import Config, ConfigError, EtcdConfig
-from tng_controller.etcd_store import EtcdError, EtcdPolicyStore, Observed, connect
+from tng_controller.etcd_client import EtcdError, connect
+from tng_controller.etcd_store import EtcdPolicyStore, Observed
 from tng_controller.fleet import Fleet, NoSwitches
 from tng_controller.leadership import Leadership
-from tng_controller.metrics import Metrics
+from tng_controller.metrics import Metrics, gauge
 from tng_controller.metrics import serve as serve_metrics
 from tng_controller.registry import HostRegistry
 from tng_controller.replica import LeaderFleet, ReplicaChanges, SwitchLeader, announcer
@@ -93,10 +94,21 @@ async def _replica(
 ) -> tuple[PolicyServicer, Callable[[str], None]]:
     """A replica: policies in etcd, followed from the start; the switches connected while it leads. Returns the
     servicer and what starts the campaign for leadership once the API listens (with its address)."""
+    counters = metrics.replica()
     try:
-        client = await connect(etcd.endpoints)
+        client = await connect(etcd.endpoints, etcd.tls, lambda endpoint: counters.etcd_failovers.inc())
     except EtcdError as exc:
         raise ConfigError(f"store.etcd: {exc}") from exc
+    metrics.gauges(
+        lambda: [
+            gauge(
+                "etcd_endpoint",
+                "1 for the etcd endpoint this replica uses now",
+                ["endpoint"],
+                [([client.endpoint], 1.0)],
+            )
+        ]
+    )
     store = EtcdPolicyStore(client, etcd.prefix)
     stack.push_async_callback(store.close)
     await store.load()
@@ -117,7 +129,8 @@ async def _replica(
     stack.push_async_callback(leader.deposed)
 
     def campaign(api: str) -> None:
-        leadership = Leadership(client, etcd.prefix, etcd.name or api, api, etcd.lease_ttl_s)
+        leadership = Leadership(client, etcd.prefix, etcd.name or api, api, etcd.lease_ttl_s, counters)
+        metrics.gauges(leadership.gauges)
         _background(stack, leadership.run(leader.elected, leader.deposed), "leadership")
 
     return servicer, campaign

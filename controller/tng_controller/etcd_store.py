@@ -19,17 +19,12 @@ import aetcd
 import aetcd.utils
 from aetcd import rtypes
 
-from tng_controller.config import etcd_endpoint
+from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.store import Committed, CommittedView, StoredPolicy, StoreUnavailable, Transaction
+from tng_controller.store import Committed, CommittedView, StoredPolicy, Transaction
 
 LOGGER = logging.getLogger(__name__)
-CALL_TIMEOUT_S = 5.0
 RESUME_DELAY_S = 0.5  # between attempts to watch again after etcd went away
-
-
-class EtcdError(StoreUnavailable):
-    """etcd cannot be reached or refused a request; the message says which endpoint and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +38,6 @@ class Observed:
 
 
 Follower = Callable[[list[StoredPolicy], list[Observed]], Awaitable[None]]
-
-
-async def connect(endpoints: tuple[str, ...]) -> aetcd.Client:
-    """A client of the first endpoint that answers."""
-    errors = []
-    for url in endpoints:
-        host, port = etcd_endpoint(url)
-        client = aetcd.Client(host, port)
-        try:
-            await asyncio.wait_for(client.status(), CALL_TIMEOUT_S)
-            return client
-        except (aetcd.ClientError, TimeoutError, OSError) as exc:
-            errors.append(f"{url}: {type(exc).__name__} {exc}".strip())
-            await client.close()
-    raise EtcdError(f"no etcd endpoint answers ({'; '.join(errors)})")
 
 
 def _decode(kv: rtypes.KeyValue, name: str) -> StoredPolicy:
@@ -77,7 +57,7 @@ def _encode(stored: StoredPolicy) -> bytes:
 class EtcdPolicyStore(CommittedView):
     """The policies in etcd under `prefix`, mirrored in memory; `follow` keeps the mirror current."""
 
-    def __init__(self, client: aetcd.Client, prefix: str) -> None:
+    def __init__(self, client: EtcdClient, prefix: str) -> None:
         self.client = client
         self._root = f"{prefix.rstrip('/')}/".encode()
         self._policies = f"{prefix.rstrip('/')}/policies/".encode()

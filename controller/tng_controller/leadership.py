@@ -21,7 +21,8 @@ import aetcd
 import grpc
 from aetcd import rpc, rtypes
 
-from tng_controller.etcd_store import CALL_TIMEOUT_S
+from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient
+from tng_controller.metrics import Metric, ReplicaMetrics, gauge
 
 LOGGER = logging.getLogger(__name__)
 RETRY_S = 0.5
@@ -59,7 +60,15 @@ class Leadership:
     """Campaigns for leadership as long as it runs: `elected(election_id)` when this replica becomes the leader,
     `deposed()` when it stops being it (its lease lost or about to run out)."""
 
-    def __init__(self, client: aetcd.Client, prefix: str, name: str, api: str, ttl_s: int) -> None:
+    def __init__(
+        self,
+        client: EtcdClient,
+        prefix: str,
+        name: str,
+        api: str,
+        ttl_s: int,
+        metrics: ReplicaMetrics | None = None,
+    ) -> None:
         self._client = client
         self._prefix = prefix
         self._key = replicas_prefix(prefix) + name.encode()
@@ -67,14 +76,18 @@ class Leadership:
         self._ttl_s = ttl_s
         self.election_id = 0  # while leading: the P4Runtime election id
         self.leading = False
+        self.lease_deadline = 0.0  # time.monotonic() by which the lease must be renewed (0: no lease)
+        self._metrics = metrics or ReplicaMetrics(None)
+        self._saw_another_lead = False  # since this replica last led: a takeover if it leads next
 
     async def run(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
         """Until cancelled: registers with a new lease, renews it and follows who leads; starts over when the lease
         is lost."""
         while True:
             try:
+                sent = time.monotonic()
                 lease = await asyncio.wait_for(self._client.lease(self._ttl_s), CALL_TIMEOUT_S)
-                granted = time.monotonic()
+                granted = sent
                 # A key left by this replica's former process (same name) goes with its lease; this one replaces it.
                 await asyncio.wait_for(self._client.put(self._key, self._value, lease=lease.id), CALL_TIMEOUT_S)
                 try:
@@ -88,8 +101,9 @@ class Leadership:
                     raise
             except* (LeaseLost, aetcd.ClientError, TimeoutError, OSError) as group_error:
                 LOGGER.warning("leadership: %s", "; ".join(str(e) or type(e).__name__ for e in group_error.exceptions))
+            self.lease_deadline = 0.0
             if self.leading:
-                self.leading = False
+                self._lost()
                 LOGGER.warning("leadership: no longer the leader")
                 await deposed()
             await asyncio.sleep(RETRY_S)
@@ -97,7 +111,7 @@ class Leadership:
     async def _renew(self, lease: int, granted: float) -> None:
         """Renews the lease every third of its TTL on one keep-alive stream (opened again after an error); raises
         LeaseLost when the deadline passes without a renewal."""
-        deadline = granted + self._ttl_s
+        deadline = self.lease_deadline = granted + self._ttl_s
         stream = None
         try:
             while True:
@@ -105,10 +119,11 @@ class Leadership:
                 sent = time.monotonic()
                 try:
                     if stream is None:
+                        await self._client.connect()  # on another endpoint if this one failed
                         stream = self._client.leasestub.LeaseKeepAlive(metadata=self._client.metadata)
                     await stream.write(rpc.LeaseKeepAliveRequest(ID=lease))
                     reply = await asyncio.wait_for(stream.read(), max(deadline - sent, 0.01))
-                except (grpc.RpcError, TimeoutError, OSError) as exc:
+                except (grpc.RpcError, asyncio.InvalidStateError, TimeoutError, OSError) as exc:  # finished: broken
                     if stream is not None:
                         stream.cancel()
                         stream = None
@@ -117,21 +132,28 @@ class Leadership:
                     continue
                 if reply is grpc.aio.EOF or reply.TTL <= 0:
                     raise LeaseLost(f"etcd no longer knows lease {lease:x}")
-                deadline = sent + reply.TTL
+                deadline = self.lease_deadline = sent + reply.TTL
         finally:
             if stream is not None:
                 stream.cancel()
 
     async def _follow(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
-        watch = await self._client.watch_prefix(replicas_prefix(self._prefix))
-        try:
-            await self._decide(elected, deposed)
-            async for event in watch:
-                if event.kind == rtypes.EventKind.DELETE and event.kv.key == self._key:
-                    raise LeaseLost("this replica's key was deleted")
-                await self._decide(elected, deposed)
-        finally:
-            await watch.cancel()
+        """Decides who leads on every change of the replicas' keys. A watch that ends or fails (its etcd endpoint
+        went away) is opened again, on another endpoint: the lease alone decides whether this replica may lead."""
+        while True:
+            try:
+                watch = await self._client.watch_prefix(replicas_prefix(self._prefix))
+                try:
+                    await self._decide(elected, deposed)
+                    async for event in watch:
+                        if event.kind == rtypes.EventKind.DELETE and event.kv.key == self._key:
+                            raise LeaseLost("this replica's key was deleted")
+                        await self._decide(elected, deposed)
+                finally:
+                    await watch.cancel()
+            except (aetcd.ClientError, TimeoutError, OSError) as exc:
+                LOGGER.warning("leadership: watch of the replicas failed (%s); watching again", exc)
+            await asyncio.sleep(RETRY_S)
 
     async def _decide(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
         live = await replicas(self._client, self._prefix)
@@ -141,9 +163,27 @@ class Leadership:
         leads = live[0] is mine
         if leads and not self.leading:
             self.leading, self.election_id = True, mine.election_id
+            self._metrics.won(takeover=self._saw_another_lead)
+            self._saw_another_lead = False
             LOGGER.info("leadership: leading with election id %d", mine.election_id)
             await elected(mine.election_id)
-        elif not leads and self.leading:
-            self.leading = False
-            LOGGER.warning("leadership: %s leads now", live[0].name)
-            await deposed()
+        elif not leads:
+            self._saw_another_lead = True
+            if self.leading:
+                self._lost()
+                LOGGER.warning("leadership: %s leads now", live[0].name)
+                await deposed()
+
+    def _lost(self) -> None:
+        self.leading, self.election_id = False, 0
+        self._metrics.lost()
+
+    def gauges(self) -> list[Metric]:
+        """This replica's election id while it leads and the seconds left on its lease by its own count."""
+        left = max(self.lease_deadline - time.monotonic(), 0.0) if self.lease_deadline else 0.0
+        election = "P4Runtime election id while this replica leads (0: it does not)"
+        lease = "Seconds left on this replica's etcd lease by its own count (0: none)"
+        return [
+            gauge("leader_election_id", election, [], [([], float(self.election_id))]),
+            gauge("lease_seconds_left", lease, [], [([], left)]),
+        ]

@@ -35,23 +35,44 @@ def packet_time_us(rate_bps: float | None) -> int | None:
     return min(MAX_US, max(1, round(PACKET_BITS / rate_bps * 1e6)))
 
 
+def reorder_allowance_us(
+    difference_us: float | None, later_rtt_us: float | None, earlier_queue_us: float | None, sender_backoff: float
+) -> int | None:
+    """How much smaller than d earliest-arrival steering takes the delay difference; None while an input is unknown.
+
+    In order, the later link gets packets only while the earlier link's queue holds |d|, so the queue a flow has
+    before the earlier link tail-drops is that link's queue capacity (in time) less |d|. One flow keeps both links
+    busy after a loss only if that band holds (1 - b) / b of its round trip through the later link, b being its
+    sender's back-off (the buffer-sizing rule: Reno's b = 0.5 needs a whole round trip). Where the band is shorter,
+    steering takes d as smaller by the shortfall (never below 0): the later link starts carrying earlier, and the
+    flow sees that much reordering, which RACK's reordering window absorbs, instead of losses its window cannot
+    ride out."""
+    if difference_us is None or later_rtt_us is None or earlier_queue_us is None:
+        return None
+    needed = (1 - sender_backoff) / sender_backoff * later_rtt_us
+    band = earlier_queue_us - abs(difference_us)
+    return round(min(abs(difference_us), max(0.0, needed - band)))
+
+
 @dataclass(frozen=True, slots=True)
 class LinkState:
-    """One LWIP route's links: d = delay_down(LTE) - delay_down(Wi-Fi) and each link's time per packet, in
-    microseconds; None where unknown."""
+    """One LWIP route's links: d = delay_down(LTE) - delay_down(Wi-Fi), each link's time per packet and the reorder
+    allowance (`reorder_allowance_us`), in microseconds; None where unknown."""
 
     difference_us: int | None = None
     lte_packet_us: int | None = None
     wifi_packet_us: int | None = None
+    reorder_allowance_us: int | None = None
 
     @property
     def known(self) -> bool:
         return any(value is not None for value in _values(self))
 
     def action(self) -> fy.Action:
-        """set_link_state: only the difference of the delays matters, so the earlier link's is 0; unknown values
-        are 0 (the pipeline measures its own time per packet once a port was backlogged)."""
-        d = self.difference_us or 0
+        """set_link_state: only the difference of the delays matters, so the earlier link's is 0, and steering takes
+        it as `steered_difference_us`; unknown values are 0 (the pipeline measures its own time per packet once a
+        port was backlogged)."""
+        d = self.steered_difference_us()
         return fy.Action(
             SET_LINK_STATE,
             lte_delay_us=min(MAX_US, max(d, 0)),
@@ -59,6 +80,12 @@ class LinkState:
             lte_packet_us=self.lte_packet_us or 0,
             wifi_packet_us=self.wifi_packet_us or 0,
         )
+
+    def steered_difference_us(self) -> int:
+        """d less the reorder allowance, towards 0 (0 while d is unknown)."""
+        d = self.difference_us or 0
+        allowance = min(self.reorder_allowance_us or 0, abs(d))
+        return d - allowance if d > 0 else d + allowance
 
     def preferred_link(self, default: Link, tie_us: int) -> Link:
         """The lower-delay link; `default` while d is unknown or within `tie_us` of 0."""
@@ -106,11 +133,7 @@ class LinkStateBand:
     def update(self, measured: LinkState, now: float) -> bool:
         """Takes the current measurement; True when `written` changed (the switch needs the new state)."""
         old = self.written
-        new = LinkState(
-            _keep(measured.difference_us, old.difference_us),
-            _keep(measured.lte_packet_us, old.lte_packet_us),
-            _keep(measured.wifi_packet_us, old.wifi_packet_us),
-        )
+        new = LinkState(*(_keep(after, before) for after, before in zip(_values(measured), _values(old), strict=True)))
         if new == old:
             return False
         newly_known = any(
@@ -127,6 +150,7 @@ class LinkStateBand:
             (old.difference_us, new.difference_us, self.delay_band_us),
             (old.lte_packet_us, new.lte_packet_us, self.packet_time_band * (old.lte_packet_us or 0)),
             (old.wifi_packet_us, new.wifi_packet_us, self.packet_time_band * (old.wifi_packet_us or 0)),
+            (old.reorder_allowance_us, new.reorder_allowance_us, self.delay_band_us),
         )
         return any(
             before is not None and after is not None and abs(after - before) > band for before, after, band in bands
@@ -141,8 +165,8 @@ def _keep(measured: int | None, written: int | None) -> int | None:
     return written if measured is None else measured
 
 
-def _values(state: LinkState) -> tuple[int | None, int | None, int | None]:
-    return state.difference_us, state.lte_packet_us, state.wifi_packet_us
+def _values(state: LinkState) -> tuple[int | None, int | None, int | None, int | None]:
+    return state.difference_us, state.lte_packet_us, state.wifi_packet_us, state.reorder_allowance_us
 
 
 def link_state_entry(lte_port: int, state: LinkState) -> fy.P4TableEntry:
@@ -186,6 +210,8 @@ class RouteLinkStates:
         self._rates = rates
         self._prober = prober
         self._capacities = {port.port: port.capacity_bps for port in config.ports if port.capacity_bps is not None}
+        self._queues = {port.port: port.queue_packets for port in config.ports if port.queue_packets is not None}
+        self._sender_backoff = monitor.sender_backoff
         self._default_link = Link.LTE if config.lowest_rtt_link == "lte" else Link.WIFI
         self._tie_us = monitor.delay_band_us
         self._routes = [
@@ -205,11 +231,19 @@ class RouteLinkStates:
     def measure(self, route: RouteConfig, now: float) -> LinkState:
         assert route.lte is not None and route.wifi is not None
         probe = self._prober.probe_of(route) if self._prober is not None else None
-        difference = probe.difference(now).us if probe is not None else None
+        measured = probe.difference(now) if probe is not None else None
+        difference = measured.us if measured is not None else None
+        lte_packet_us = packet_time_us(self._rate(route.lte.port))
+        wifi_packet_us = packet_time_us(self._rate(route.wifi.port))
+        allowance = None
+        if difference is not None:
+            earlier, earlier_packet_us = (route.wifi, wifi_packet_us) if difference > 0 else (route.lte, lte_packet_us)
+            queue = self._queues.get(earlier.port)
+            queue_us = queue * earlier_packet_us if queue is not None and earlier_packet_us is not None else None
+            assert measured is not None
+            allowance = reorder_allowance_us(difference, measured.later_rtt_us, queue_us, self._sender_backoff)
         return LinkState(
-            round(difference) if difference is not None else None,
-            packet_time_us(self._rate(route.lte.port)),
-            packet_time_us(self._rate(route.wifi.port)),
+            round(difference) if difference is not None else None, lte_packet_us, wifi_packet_us, allowance
         )
 
     def written(self) -> tuple[LinkState, ...]:
@@ -234,7 +268,8 @@ class RouteLinkStates:
         """The written states, for the log."""
         return "; ".join(
             f"{route.prefix} d {_show(band.written.difference_us)} us, time per packet LTE "
-            f"{_show(band.written.lte_packet_us)} us, Wi-Fi {_show(band.written.wifi_packet_us)} us"
+            f"{_show(band.written.lte_packet_us)} us, Wi-Fi {_show(band.written.wifi_packet_us)} us, reorder "
+            f"allowance {_show(band.written.reorder_allowance_us)} us"
             for route, band in self._routes
         )
 
@@ -255,6 +290,7 @@ class RouteLinkStates:
             spill_depth_packets=written.spill_depth(preferred) or 0,
             hold_budget_us=written.hold_budget_us() or 0,
             hold_slack_packets=written.hold_slack() or 0,
+            reorder_allowance_us=min(written.reorder_allowance_us or 0, abs(written.difference_us or 0)),
         )
         probe = self._prober.probe_of(route) if self._prober is not None else None
         if probe is None:

@@ -110,6 +110,10 @@ class Metrics:
             self.reconcile_runs.labels(switch, reason)
             self.reconcile_corrections.labels(switch, reason)
 
+    def replica(self) -> ReplicaMetrics:
+        """The counters of a replica of a replicated controller (one controller has none)."""
+        return ReplicaMetrics(self.registry)
+
     def gauges(self, collect: Gauges) -> None:
         """Adds gauges computed when scraped (from the event loop: the HTTP endpoint and GetStats run on it)."""
         self.registry.register(_Callback(collect))
@@ -126,6 +130,31 @@ class Metrics:
             for sample in family.samples
             if not sample.name.endswith(("_bucket", "_created"))
         ]
+
+
+class ReplicaMetrics:
+    """A replica's leadership and etcd counters, in `registry` (None: a registry of their own, read by nobody)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        r = registry or CollectorRegistry()
+        self.elections_won = Counter(PREFIX + "elections_won", "Times this replica became the leader", registry=r)
+        self.takeovers = Counter(
+            PREFIX + "takeovers", "Elections won after another replica had led (a takeover)", registry=r
+        )
+        self.leadership_lost = Counter(
+            PREFIX + "leadership_lost", "Times this replica stopped leading (lease lost or another leads)", registry=r
+        )
+        self.etcd_failovers = Counter(
+            PREFIX + "etcd_failovers", "Times the etcd client moved to another endpoint", registry=r
+        )
+
+    def won(self, *, takeover: bool) -> None:
+        self.elections_won.inc()
+        if takeover:
+            self.takeovers.inc()
+
+    def lost(self) -> None:
+        self.leadership_lost.inc()
 
 
 def gauge(

@@ -41,10 +41,13 @@ class RttWindow:
 
 @dataclass(frozen=True, slots=True)
 class DelayDifference:
-    """d in microseconds, or None with the reason in `state` (else how d was derived)."""
+    """d in microseconds, or None with the reason in `state` (else how d was derived), and the round trip through
+    the later link (its downlink, the uplink the answers shared) in microseconds: a steered flow's round trip once
+    it uses both links."""
 
     us: float | None
     state: str
+    later_rtt_us: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +104,12 @@ class RouteProbe:
         if common:
             port = max(common, key=self._answered_last)
             how = f"both links' probes answered on {self.link_name(port)}"
-            return DelayDifference((lte[port] - wifi[port]) * 1e6, how)
+            return DelayDifference((lte[port] - wifi[port]) * 1e6, how, max(lte[port], wifi[port]) * 1e6)
         if self.lte_port in lte and self.wifi_port in wifi:
-            half = (lte[self.lte_port] - wifi[self.wifi_port]) / 2 * 1e6
-            return DelayDifference(half, "each link's probes answered on that link (links taken as symmetric)")
+            lte_rtt, wifi_rtt = lte[self.lte_port], wifi[self.wifi_port]
+            how = "each link's probes answered on that link (links taken as symmetric)"
+            # The later link's downlink and the earlier link's uplink: half of each round trip.
+            return DelayDifference((lte_rtt - wifi_rtt) / 2 * 1e6, how, (lte_rtt + wifi_rtt) / 2 * 1e6)
         answered_on = [
             f"{self.link_name(port)} probes on {', '.join(self.link_name(p) for p in sorted(answers))}"
             for port, answers in ((self.lte_port, lte), (self.wifi_port, wifi))

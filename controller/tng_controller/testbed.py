@@ -40,14 +40,14 @@ def controller_config(switch: Bmv2, store: Path, topology: str = "", address: st
     )
 
 
-def fleet_config(switches: Sequence[Bmv2], store: Path | Sequence[str], replica: str = "") -> str:
+def fleet_config(switches: Sequence[Bmv2], store: Path | Sequence[str], replica: str = "", store_keys: str = "") -> str:
     """A controller configuration (TOML) for several BMv2 switches without topology, named s1, s2, ...; `store` is
-    the SQLite file, or etcd's client URLs for the replica named `replica`."""
+    the SQLite file, or etcd's client URLs for the replica named `replica` (`store_keys`: more [store] keys)."""
     if isinstance(store, Path):
         text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\npath = "{store}"\n'
     else:
         urls = ", ".join(f'"{url}"' for url in store)
-        text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\netcd = [{urls}]\nreplica_name = "{replica}"\n'
+        text = f'[api]\nlisten = "127.0.0.1:0"\n[store]\netcd = [{urls}]\nreplica_name = "{replica}"\n{store_keys}'
     for number, switch in enumerate(switches, 1):
         text += (
             f'[[switch]]\nname = "s{number}"\naddress = "{switch.config.grpc_address}"\n'

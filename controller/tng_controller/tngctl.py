@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from tng_controller import config as config_file
 from tng_controller import daemon
 from tng_controller.cluster import cluster_status
-from tng_controller.etcd_store import EtcdError
+from tng_controller.etcd_client import EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
@@ -109,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument(
         "--prefix", default="/tng", help="the cluster's key prefix, [store] etcd_prefix (default /tng)"
     )
+    cluster.add_argument("--etcd-ca", type=Path, help="with https:// endpoints: the CA of etcd's certificates")
+    cluster.add_argument("--etcd-cert", type=Path, help="with https:// endpoints: a client certificate for etcd")
+    cluster.add_argument("--etcd-key", type=Path, help="its key")
     return parser
 
 
@@ -142,6 +145,22 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _etcd_tls(
+    endpoints: tuple[str, ...], ca: Path | None, cert: Path | None, key: Path | None
+) -> config_file.EtcdTls | None:
+    """TLS towards etcd as `[store]` has it: with https:// endpoints only, certificate and key together."""
+    https = {url.startswith("https://") for url in endpoints}
+    if len(https) > 1:
+        raise UsageError("--etcd: mixes http:// and https:// endpoints (TLS is used with all or none)")
+    if https == {False}:
+        if ca or cert or key:
+            raise UsageError("--etcd-ca, --etcd-cert and --etcd-key only apply to https:// endpoints")
+        return None
+    if (cert is None) != (key is None):
+        raise UsageError("--etcd-cert and --etcd-key go together")
+    return config_file.EtcdTls(ca, cert, key)
+
+
 def _cluster(args: argparse.Namespace, out: TextIO) -> int:
     endpoints = tuple(args.etcd or [DEFAULT_ETCD])
     for url in endpoints:
@@ -149,8 +168,9 @@ def _cluster(args: argparse.Namespace, out: TextIO) -> int:
             config_file.etcd_endpoint(url)
         except ValueError as exc:
             raise UsageError(f"--etcd: {exc}") from exc
+    tls = _etcd_tls(endpoints, args.etcd_ca, args.etcd_cert, args.etcd_key)
     try:
-        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout))
+        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout, tls))
     except EtcdError as exc:
         _complain(str(exc))
         return API_ERROR
@@ -345,6 +365,8 @@ def _link_state_row(route: pb.RouteLinkState) -> list[str]:
         f"lte +{_ms(route.lte_delay_us)} {route.lte_packet_us} us/pkt, "
         f"wifi +{_ms(route.wifi_delay_us)} {route.wifi_packet_us} us/pkt"
     )
+    if route.reorder_allowance_us:
+        written += f" (|d| less a reorder allowance of {_ms(route.reorder_allowance_us)})"
     probes = f"{route.probes_sent} sent, {route.probes_unanswered} unanswered: " if route.probe_target else ""
     return [
         route.prefix,

@@ -188,6 +188,26 @@ class DeletePolicyResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PolicyChange(_message.Message):
+    __slots__ = ("set", "delete")
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    set: Policy
+    delete: str
+    def __init__(self, set: _Optional[_Union[Policy, _Mapping]] = ..., delete: _Optional[str] = ...) -> None: ...
+
+class PolicyChangeResult(_message.Message):
+    __slots__ = ("code", "message", "policy", "switches")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    policy: Policy
+    switches: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., switches: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -312,7 +332,7 @@ class SwitchStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., device_id: _Optional[int] = ..., state: _Optional[str] = ..., pipeline_cookie: _Optional[int] = ..., last_error: _Optional[str] = ..., helper: _Optional[str] = ..., classified_flows: _Optional[int] = ..., qdepl_lte_share: _Optional[float] = ..., link_states: _Optional[_Iterable[_Union[RouteLinkState, _Mapping]]] = ...) -> None: ...
 
 class RouteLinkState(_message.Message):
-    __slots__ = ("prefix", "probe_target", "rtts", "delay_difference_us", "delay_measured", "delay_state", "probes_sent", "probes_unanswered", "lte_delay_us", "wifi_delay_us", "lte_packet_us", "wifi_packet_us", "preferred_link", "spill_depth_packets", "hold_budget_us", "hold_slack_packets")
+    __slots__ = ("prefix", "probe_target", "rtts", "delay_difference_us", "delay_measured", "delay_state", "probes_sent", "probes_unanswered", "lte_delay_us", "wifi_delay_us", "lte_packet_us", "wifi_packet_us", "preferred_link", "spill_depth_packets", "hold_budget_us", "hold_slack_packets", "reorder_allowance_us")
     PREFIX_FIELD_NUMBER: _ClassVar[int]
     PROBE_TARGET_FIELD_NUMBER: _ClassVar[int]
     RTTS_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +349,7 @@ class RouteLinkState(_message.Message):
     SPILL_DEPTH_PACKETS_FIELD_NUMBER: _ClassVar[int]
     HOLD_BUDGET_US_FIELD_NUMBER: _ClassVar[int]
     HOLD_SLACK_PACKETS_FIELD_NUMBER: _ClassVar[int]
+    REORDER_ALLOWANCE_US_FIELD_NUMBER: _ClassVar[int]
     prefix: str
     probe_target: str
     rtts: _containers.RepeatedCompositeFieldContainer[ProbeRtt]
@@ -345,7 +366,8 @@ class RouteLinkState(_message.Message):
     spill_depth_packets: int
     hold_budget_us: int
     hold_slack_packets: int
-    def __init__(self, prefix: _Optional[str] = ..., probe_target: _Optional[str] = ..., rtts: _Optional[_Iterable[_Union[ProbeRtt, _Mapping]]] = ..., delay_difference_us: _Optional[int] = ..., delay_measured: _Optional[bool] = ..., delay_state: _Optional[str] = ..., probes_sent: _Optional[int] = ..., probes_unanswered: _Optional[int] = ..., lte_delay_us: _Optional[int] = ..., wifi_delay_us: _Optional[int] = ..., lte_packet_us: _Optional[int] = ..., wifi_packet_us: _Optional[int] = ..., preferred_link: _Optional[str] = ..., spill_depth_packets: _Optional[int] = ..., hold_budget_us: _Optional[int] = ..., hold_slack_packets: _Optional[int] = ...) -> None: ...
+    reorder_allowance_us: int
+    def __init__(self, prefix: _Optional[str] = ..., probe_target: _Optional[str] = ..., rtts: _Optional[_Iterable[_Union[ProbeRtt, _Mapping]]] = ..., delay_difference_us: _Optional[int] = ..., delay_measured: _Optional[bool] = ..., delay_state: _Optional[str] = ..., probes_sent: _Optional[int] = ..., probes_unanswered: _Optional[int] = ..., lte_delay_us: _Optional[int] = ..., wifi_delay_us: _Optional[int] = ..., lte_packet_us: _Optional[int] = ..., wifi_packet_us: _Optional[int] = ..., preferred_link: _Optional[str] = ..., spill_depth_packets: _Optional[int] = ..., hold_budget_us: _Optional[int] = ..., hold_slack_packets: _Optional[int] = ..., reorder_allowance_us: _Optional[int] = ...) -> None: ...
 
 class ProbeRtt(_message.Message):
     __slots__ = ("sent_on", "answered_on", "min_rtt_us", "answers")

@@ -49,6 +49,11 @@ class PolicyServiceStub:
                 request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyRequest.SerializeToString,
                 response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyResponse.FromString,
                 _registered_method=True)
+        self.ApplyPolicies = channel.stream_stream(
+                '/tng.policy.v1.PolicyService/ApplyPolicies',
+                request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChange.SerializeToString,
+                response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChangeResult.FromString,
+                _registered_method=True)
         self.ListPolicies = channel.unary_unary(
                 '/tng.policy.v1.PolicyService/ListPolicies',
                 request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListPoliciesRequest.SerializeToString,
@@ -109,6 +114,16 @@ class PolicyServiceServicer:
 
     def DeletePolicy(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyPolicies(self, request_iterator, context):
+        """Many changes on one stream, for operators that push many: each change is answered, in the order sent, once it is
+        applied as SetPolicy or DeletePolicy would apply it (every writable switch holds it, then it is stored) or
+        refused (the answer carries SetPolicy's error code and message; the stream goes on). Changes in flight together
+        are applied in batches, as concurrent SetPolicy calls are, without one gRPC call each.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -183,6 +198,11 @@ def add_PolicyServiceServicer_to_server(servicer, server):
                     servicer.DeletePolicy,
                     request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyRequest.FromString,
                     response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyResponse.SerializeToString,
+            ),
+            'ApplyPolicies': grpc.stream_stream_rpc_method_handler(
+                    servicer.ApplyPolicies,
+                    request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChange.FromString,
+                    response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChangeResult.SerializeToString,
             ),
             'ListPolicies': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPolicies,
@@ -306,6 +326,33 @@ class PolicyService:
             '/tng.policy.v1.PolicyService/DeletePolicy',
             tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyRequest.SerializeToString,
             tng_dot_policy_dot_v1_dot_policy__pb2.DeletePolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyPolicies(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tng.policy.v1.PolicyService/ApplyPolicies',
+            tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChange.SerializeToString,
+            tng_dot_policy_dot_v1_dot_policy__pb2.PolicyChangeResult.FromString,
             options,
             channel_credentials,
             insecure,
