@@ -1,8 +1,7 @@
 import json
 
 import pytest
-
-from tools.fuzz_executions import executions_in, main
+from fuzz_executions import executions_in, main
 
 LOG = """#1584\tDONE   cov: 2041 ft: 2781 corp: 56/235b lim: 6 exec/s: 75 rss: 160Mb
 Done 1584 runs in 21 second(s)
