@@ -102,14 +102,18 @@ impl Connection {
         if let Some(protection) = self.protection.as_mut() {
             protection.maybe_initiate_update(interval);
         }
-        let mut ids: Vec<u8> = self.channels.keys().copied().collect();
-        let start = ids.iter().position(|&id| id >= self.cursor).unwrap_or(0);
-        ids.rotate_left(start);
-        for id in ids {
+        // Round robin from the cursor, without collecting the ids: this runs for every datagram.
+        let mut next = self.cursor;
+        for _ in 0..self.channels.len() {
+            let id = match self.channels.range(next..).next().or_else(|| self.channels.iter().next()) {
+                Some((&id, _)) => id,
+                None => break,
+            };
             if let Some(transmit) = self.poll_channel_control(now, id) {
                 self.cursor = id.wrapping_add(1);
                 return Some(transmit);
             }
+            next = id.wrapping_add(1);
         }
         self.poll_data(now)
     }
@@ -251,12 +255,16 @@ impl Connection {
                 return None;
             }
         }
-        let views: Vec<ChannelView> = self
-            .channels
-            .values()
-            .map(|channel| channel_view(channel, mtu, self.weights.get(&channel.id).copied().unwrap_or(1)))
-            .collect();
-        let id = self.scheduler.pick(now, &views, mtu)?;
+        let mut views = std::mem::take(&mut self.channel_views);
+        views.clear();
+        views.extend(
+            self.channels
+                .values()
+                .map(|channel| channel_view(channel, mtu, self.weights.get(&channel.id).copied().unwrap_or(1))),
+        );
+        let picked = self.scheduler.pick(now, &views, mtu);
+        self.channel_views = views;
+        let id = picked?;
         let channel = self.channels.get_mut(&id)?;
         let rate = channel.pacing_rate(mtu);
         if channel.state != ChannelState::Active || channel.pacer.delay(now, mtu, rate, mtu).is_some() {
