@@ -39,6 +39,8 @@ pub(super) struct Driver {
     sockets: HashMap<SocketAddr, Arc<Socket>>,
     /// Where received datagrams land while the endpoint handles them.
     recv_buffer: Vec<u8>,
+    /// Where the datagrams of one GSO send are put together: reused, so that a batch neither allocates nor grows.
+    send_batch: Vec<u8>,
     renumbering: Renumbering,
     inbox: mpsc::UnboundedReceiver<Command>,
     connecting: HashMap<ConnectionHandle, Reply<ConnectionHandle>>,
@@ -70,6 +72,7 @@ impl Driver {
             epoch: Instant::now(),
             sockets: HashMap::new(),
             recv_buffer: udp::recv_buffer(),
+            send_batch: Vec::with_capacity(MAX_GSO_BYTES),
             renumbering: Renumbering::default(),
             inbox,
             connecting: HashMap::new(),
@@ -208,7 +211,9 @@ impl Driver {
                 continue;
             };
             let segment = first.payload.len();
-            let mut contents = first.payload;
+            let mut contents = std::mem::take(&mut self.send_batch);
+            contents.clear();
+            contents.extend_from_slice(&first.payload);
             let mut segments = 1;
             // Only the last datagram of a GSO send may be shorter than the segment size.
             let mut full = true;
@@ -238,6 +243,7 @@ impl Driver {
                 // A lost datagram is the flow layer's business; say why once in a while.
                 tracing::debug!("send from {} to {}: {err}", first.local, first.remote);
             }
+            self.send_batch = contents;
         }
     }
 

@@ -58,21 +58,16 @@ impl PacketKey {
         PacketKey::new(raw)
     }
 
-    /// Appends the sealed `plaintext` (ciphertext then tag) to `out`.
-    pub(crate) fn seal(&self, nonce: u64, associated_data: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> bool {
-        let start = out.len();
-        out.extend_from_slice(plaintext);
-        let sealed =
-            self.cipher.seal_in_place_separate_tag(noise_nonce(nonce), Aad::from(associated_data), &mut out[start..]);
-        match sealed {
+    /// Seals `packet[start..]` in place (it becomes the ciphertext) and appends the tag: a packet is built in the
+    /// buffer it leaves in, without a copy of its plaintext.
+    pub(crate) fn seal(&self, nonce: u64, associated_data: &[u8], packet: &mut Vec<u8>, start: usize) -> bool {
+        let Some(plaintext) = packet.get_mut(start..) else { return false };
+        match self.cipher.seal_in_place_separate_tag(noise_nonce(nonce), Aad::from(associated_data), plaintext) {
             Ok(tag) => {
-                out.extend_from_slice(tag.as_ref());
+                packet.extend_from_slice(tag.as_ref());
                 true
             }
-            Err(_) => {
-                out.truncate(start);
-                false
-            }
+            Err(_) => false,
         }
     }
 
@@ -158,9 +153,10 @@ impl PacketProtection {
         }
     }
 
-    pub(crate) fn seal(&mut self, nonce: u64, associated_data: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> bool {
+    /// Seals `packet[start..]` in place with the current send key; see [`PacketKey::seal`].
+    pub(crate) fn seal(&mut self, nonce: u64, associated_data: &[u8], packet: &mut Vec<u8>, start: usize) -> bool {
         self.sent_in_generation = self.sent_in_generation.saturating_add(1);
-        self.send.seal(nonce, associated_data, plaintext, out)
+        self.send.seal(nonce, associated_data, packet, start)
     }
 
     /// Opens a packet sealed under `key_phase`, without changing any state.
@@ -244,8 +240,8 @@ mod tests {
     }
 
     fn send(from: &mut PacketProtection, nonce: u64, text: &[u8]) -> (bool, Vec<u8>) {
-        let mut sealed = Vec::new();
-        assert!(from.seal(nonce, b"header", text, &mut sealed));
+        let mut sealed = text.to_vec();
+        assert!(from.seal(nonce, b"header", &mut sealed, 0));
         (from.key_phase(), sealed)
     }
 
@@ -276,27 +272,25 @@ mod tests {
     /// 4 zero bytes, then `(channel_id << 56) | packet_number` big-endian.
     #[test]
     fn seal_matches_aes_256_gcm_with_noise_nonce_encoding() {
-        let mut sealed = Vec::new();
-        assert!(PacketKey::new(counting_key()).seal(
-            packet_nonce(7, 0x01_0203_0405),
-            b"header",
-            b"tng packet",
-            &mut sealed
-        ));
-        assert_eq!(hex(&sealed), "d66c35dc1f6361cd72a2593dd0a5d5cdccce56a6846604498c70");
+        // Sealed behind a header that stays as it is, as in a packet.
+        let mut sealed = b"HDR".to_vec();
+        sealed.extend_from_slice(b"tng packet");
+        assert!(PacketKey::new(counting_key()).seal(packet_nonce(7, 0x01_0203_0405), b"header", &mut sealed, 3));
+        assert_eq!(&sealed[..3], b"HDR");
+        assert_eq!(hex(&sealed[3..]), "d66c35dc1f6361cd72a2593dd0a5d5cdccce56a6846604498c70");
     }
 
     #[test]
     fn rekey_matches_noise_definition() {
         // REKEY(k) = ENCRYPT(k, 2^64 - 1, "", 32 zero bytes)[..32]; the vector is the new key's tag of nothing.
         let mut tag = Vec::new();
-        assert!(PacketKey::new(counting_key()).next().seal(0, &[], &[], &mut tag));
+        assert!(PacketKey::new(counting_key()).next().seal(0, &[], &mut tag, 0));
         assert_eq!(hex(&tag), "0a55ff2fbe56435a0285049024fbee4c");
 
         let key = PacketKey::new([9; 32]);
         let seal = |key: &PacketKey| {
-            let mut out = Vec::new();
-            assert!(key.seal(0, &[], b"probe", &mut out));
+            let mut out = b"probe".to_vec();
+            assert!(key.seal(0, &[], &mut out, 0));
             out
         };
         assert_eq!(seal(&key.next()), seal(&key.next()));

@@ -161,8 +161,8 @@ mod tests {
 
         let mut client_keys = client.into_protection()?;
         let server_keys = server.into_protection()?;
-        let mut sealed = Vec::new();
-        assert!(client_keys.seal(1, b"ad", b"data", &mut sealed));
+        let mut sealed = b"data".to_vec();
+        assert!(client_keys.seal(1, b"ad", &mut sealed, 0));
         let (plain, _) = server_keys.open(false, 1, b"ad", &sealed).expect("same keys");
         assert_eq!(plain, b"data");
         Ok(())

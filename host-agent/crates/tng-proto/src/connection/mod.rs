@@ -35,7 +35,7 @@ use crate::config::{HostPolicy, TailLossMode, TransportConfig};
 use crate::error::ConnectionError;
 use crate::identity::Identity;
 use crate::qlog::{Qlog, QlogEvent, TraceStart};
-use crate::scheduler::{self, Scheduler, SchedulerKind};
+use crate::scheduler::{self, ChannelView, Scheduler, SchedulerKind};
 use crate::streams::{ReadOutcome, Side, StreamError, StreamEvent, StreamId, StreamStats, Streams};
 use crate::time::Time;
 
@@ -167,6 +167,8 @@ pub struct Connection {
     streams: Option<Streams>,
     accepted: VecDeque<StreamId>,
     scheduler: Box<dyn Scheduler>,
+    /// What the scheduler is shown of each channel, rebuilt for every data packet in this reused buffer.
+    channel_views: Vec<ChannelView>,
     scheduler_kind: SchedulerKind,
     tail_loss: TailLossMode,
     cc_default: CcKind,
@@ -218,6 +220,7 @@ impl Connection {
             streams: None,
             accepted: VecDeque::new(),
             scheduler: scheduler::new_scheduler(scheduler_kind),
+            channel_views: Vec::new(),
             scheduler_kind,
             tail_loss: config.tail_loss,
             cc_default: config.cc,

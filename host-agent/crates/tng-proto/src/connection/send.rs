@@ -48,18 +48,31 @@ enum Tracking {
     Data(Contents),
 }
 
-/// A plaintext under construction: the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix is added last so that its
-/// state is consumed only if the packet really leaves.
+/// A packet under construction, in the buffer it leaves in: room for the header, then the plaintext frames, sealed
+/// in place. The state behind its ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix is consumed only if the packet
+/// really leaves.
 struct Plaintext {
-    body: Vec<u8>,
+    packet: Vec<u8>,
     with_ack: bool,
     with_echo: bool,
     with_forecast: bool,
 }
 
 impl Plaintext {
-    fn bare(body: Vec<u8>) -> Plaintext {
-        Plaintext { body, with_ack: false, with_echo: false, with_forecast: false }
+    /// An empty plaintext with room for `frames` bytes of frames and the tag, allocated once.
+    fn with_room(frames: usize) -> Plaintext {
+        let mut packet = Vec::with_capacity(HEADER_LEN + frames + TAG_LEN);
+        packet.resize(HEADER_LEN, 0);
+        Plaintext { packet, with_ack: false, with_echo: false, with_forecast: false }
+    }
+
+    /// Bytes of frames so far.
+    fn len(&self) -> usize {
+        self.packet.len() - HEADER_LEN
+    }
+
+    fn frames(&self) -> &[u8] {
+        &self.packet[HEADER_LEN..]
     }
 }
 
@@ -89,14 +102,18 @@ impl Connection {
         if let Some(protection) = self.protection.as_mut() {
             protection.maybe_initiate_update(interval);
         }
-        let mut ids: Vec<u8> = self.channels.keys().copied().collect();
-        let start = ids.iter().position(|&id| id >= self.cursor).unwrap_or(0);
-        ids.rotate_left(start);
-        for id in ids {
+        // Round robin from the cursor, without collecting the ids: this runs for every datagram.
+        let mut next = self.cursor;
+        for _ in 0..self.channels.len() {
+            let id = match self.channels.range(next..).next().or_else(|| self.channels.iter().next()) {
+                Some((&id, _)) => id,
+                None => break,
+            };
             if let Some(transmit) = self.poll_channel_control(now, id) {
                 self.cursor = id.wrapping_add(1);
                 return Some(transmit);
             }
+            next = id.wrapping_add(1);
         }
         self.poll_data(now)
     }
@@ -142,13 +159,13 @@ impl Connection {
         let room = self.max_plaintext().saturating_sub(16);
         let reason = reason.as_bytes();
         let reason = &reason[..reason.len().min(room)];
-        let mut plaintext = Vec::new();
-        Frame::Close { error_code: code, reason }.encode(&mut plaintext);
+        let mut plaintext = Plaintext::with_room(room + 16);
+        Frame::Close { error_code: code, reason }.encode(&mut plaintext.packet);
         if let Some(channel) = self.channels.get_mut(&id) {
             channel.close_pending = false;
         }
         let (local, remote) = self.channels.get(&id).map(|channel| (channel.local, channel.remote))?;
-        self.seal(now, id, PacketType::Close, Plaintext::bare(plaintext), Tracking::Untracked, (local, remote))
+        self.seal(now, id, PacketType::Close, plaintext, Tracking::Untracked, (local, remote))
     }
 
     /// PROBE packets, tail-loss probes, PINGs and due ACKs of one channel.
@@ -173,7 +190,7 @@ impl Connection {
         }
         let ack_due = channel.received.ack_deadline(self.config.max_ack_delay).is_some_and(|due| due <= now);
         if ack_due || channel.forecast_due {
-            let plaintext = self.plaintext_with_prefix(now, id, Vec::new());
+            let plaintext = self.plaintext_with_prefix(now, id);
             let path = (channel.local, channel.remote);
             let transmit = self.seal(now, id, PacketType::Ack, plaintext, Tracking::AckOnly, path);
             if transmit.is_none() {
@@ -198,15 +215,15 @@ impl Connection {
             (None, Some(challenge)) => (challenge.local, challenge.remote),
             (None, None) => return None,
         };
-        let mut plaintext = Vec::new();
+        let mut plaintext = Plaintext::with_room(self.max_plaintext());
         for response in channel.responses.iter().filter(|response| (response.local, response.remote) == path) {
-            Frame::PathResponse(response.token).encode(&mut plaintext);
+            Frame::PathResponse(response.token).encode(&mut plaintext.packet);
         }
         let with_challenge = challenge.filter(|challenge| (challenge.local, challenge.remote) == path);
         if let Some(challenge) = with_challenge {
-            Frame::PathChallenge(challenge.token).encode(&mut plaintext);
+            Frame::PathChallenge(challenge.token).encode(&mut plaintext.packet);
         }
-        let transmit = self.seal(now, id, PacketType::Probe, Plaintext::bare(plaintext), Tracking::Untracked, path);
+        let transmit = self.seal(now, id, PacketType::Probe, plaintext, Tracking::Untracked, path);
         let reprobe = self.config.reprobe_interval;
         let channel = self.channels.get_mut(&id)?;
         if transmit.is_some() || channel.budget_for(path).is_some() {
@@ -238,12 +255,16 @@ impl Connection {
                 return None;
             }
         }
-        let views: Vec<ChannelView> = self
-            .channels
-            .values()
-            .map(|channel| channel_view(channel, mtu, self.weights.get(&channel.id).copied().unwrap_or(1)))
-            .collect();
-        let id = self.scheduler.pick(now, &views, mtu)?;
+        let mut views = std::mem::take(&mut self.channel_views);
+        views.clear();
+        views.extend(
+            self.channels
+                .values()
+                .map(|channel| channel_view(channel, mtu, self.weights.get(&channel.id).copied().unwrap_or(1))),
+        );
+        let picked = self.scheduler.pick(now, &views, mtu);
+        self.channel_views = views;
+        let id = picked?;
         let channel = self.channels.get_mut(&id)?;
         let rate = channel.pacing_rate(mtu);
         if channel.state != ChannelState::Active || channel.pacer.delay(now, mtu, rate, mtu).is_some() {
@@ -256,17 +277,19 @@ impl Connection {
     fn send_data(&mut self, now: Time, id: u8, purpose: Purpose) -> Option<Transmit> {
         let max_plaintext = self.max_plaintext();
         let channel = self.channels.get(&id)?;
-        let prefix_len = self.prefix_len(channel, now);
         let path = (channel.local, channel.remote);
-        let mut body = Vec::with_capacity(max_plaintext);
+        // The prefix goes first, where the receiver looks for it; the body's frames follow in the same buffer.
+        let mut plaintext = self.plaintext_with_prefix(now, id);
+        let prefix_len = plaintext.len();
+        let body_len = |plaintext: &Plaintext| plaintext.len() - prefix_len;
         let mut control = Vec::new();
         let budget = if purpose == Purpose::Ping { 0 } else { max_plaintext.saturating_sub(prefix_len) };
         while let Some(frame) = self.control.front() {
             let encoded = control_frame(frame);
-            if body.len() + encoded.encoded_len() > budget {
+            if body_len(&plaintext) + encoded.encoded_len() > budget {
                 break;
             }
-            encoded.encode(&mut body);
+            encoded.encode(&mut plaintext.packet);
             if let Some(frame) = self.control.pop_front() {
                 control.push(frame);
             }
@@ -275,58 +298,46 @@ impl Connection {
         let mut retransmission = false;
         if let Some(streams) = self.streams.as_mut().filter(|_| purpose != Purpose::Ping) {
             let retransmitted_before = streams.bytes_retransmitted();
-            streams.write_frames(now, budget.saturating_sub(body.len()), &mut body, &mut chunks);
+            let room = budget.saturating_sub(body_len(&plaintext));
+            streams.write_frames(now, room, &mut plaintext.packet, &mut chunks);
             retransmission = streams.bytes_retransmitted() > retransmitted_before;
         }
-        if body.is_empty() {
+        if body_len(&plaintext) == 0 {
             if purpose == Purpose::Data {
                 // The queued streams had nothing they may send (flow control).
                 self.note_out_of_data();
                 return None;
             }
-            Frame::Ping.encode(&mut body);
+            Frame::Ping.encode(&mut plaintext.packet);
             // Nothing left to repeat: one PING elicits the ACK, further probes would only repeat it.
             if let Some(channel) = self.channels.get_mut(&id) {
                 channel.probes_pending = 0;
             }
         }
-        let app_limited = body.len() + prefix_len < max_plaintext / 2;
-        let plaintext = self.plaintext_with_prefix(now, id, body);
+        let app_limited = plaintext.len() < max_plaintext / 2;
         let contents = Contents { chunks, control, retransmission, app_limited };
         self.seal(now, id, PacketType::Data, plaintext, Tracking::Data(contents), path)
     }
 
-    /// Bytes the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix of a packet on `channel` would take.
-    fn prefix_len(&self, channel: &Channel, now: Time) -> usize {
-        let ack = if channel.received.awaits_ack() {
-            channel.received.ack_frame(now).map_or(0, |ack| Frame::Ack(ack).encoded_len())
-        } else {
-            0
-        };
-        let echo = if channel.received.feedback().peek().is_some() { FEEDBACK_ECHO_LEN } else { 0 };
-        ack + echo + due_forecast(channel).map_or(0, |forecast| forecast.encoded_len())
-    }
-
-    /// `body` behind the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST the channel owes (not yet marked as sent).
-    fn plaintext_with_prefix(&self, now: Time, id: u8, body: Vec<u8>) -> Plaintext {
-        // A packet's plaintext: allocated once at its largest size instead of grown frame by frame.
-        let mut plaintext = Plaintext::bare(Vec::with_capacity(self.max_plaintext().max(body.len())));
+    /// A plaintext that starts with the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST the channel owes (not yet marked
+    /// as sent), with room for a full packet.
+    fn plaintext_with_prefix(&self, now: Time, id: u8) -> Plaintext {
+        let mut plaintext = Plaintext::with_room(self.max_plaintext());
         if let Some(channel) = self.channels.get(&id) {
             if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.awaits_ack()) {
-                Frame::Ack(ack).encode(&mut plaintext.body);
+                Frame::Ack(ack).encode(&mut plaintext.packet);
                 plaintext.with_ack = true;
             }
             if let Some(feedback) = channel.received.feedback().peek() {
                 Frame::FeedbackEcho { max_queue_level: feedback.queue_level, min_rate_hint: feedback.rate_hint }
-                    .encode(&mut plaintext.body);
+                    .encode(&mut plaintext.packet);
                 plaintext.with_echo = true;
             }
             if let Some(forecast) = due_forecast(channel) {
-                forecast.encode(&mut plaintext.body);
+                forecast.encode(&mut plaintext.packet);
                 plaintext.with_forecast = true;
             }
         }
-        plaintext.body.extend_from_slice(&body);
         plaintext
     }
 
@@ -337,14 +348,14 @@ impl Connection {
         now: Time,
         id: u8,
         packet_type: PacketType,
-        plaintext: Plaintext,
+        mut plaintext: Plaintext,
         tracking: Tracking,
         (local, remote): (SocketAddr, SocketAddr),
     ) -> Option<Transmit> {
         let ecn = self.config.ecn;
         let connection_id = self.connection_id;
         let mtu = self.max_datagram_size();
-        let size = (HEADER_LEN + plaintext.body.len() + TAG_LEN) as u64;
+        let size = (plaintext.packet.len() + TAG_LEN) as u64;
         let channel = self.channels.get_mut(&id)?;
         if channel.budget_for((local, remote)).is_some_and(|budget| !budget.allows(size)) {
             self.amplification_limited_bytes += size;
@@ -367,16 +378,17 @@ impl Connection {
             channel_id: id,
             connection_id,
             packet_number: pn::truncate(packet_number),
-            payload_length: u16::try_from(plaintext.body.len() + TAG_LEN).ok()?,
+            payload_length: u16::try_from(plaintext.len() + TAG_LEN).ok()?,
             feedback: tng_wire::Feedback::NEUTRAL,
         };
-        // Room for the tag too, so that sealing never reallocates.
-        let mut datagram = Vec::with_capacity(HEADER_LEN + plaintext.body.len() + TAG_LEN);
-        datagram.extend_from_slice(&header.encode());
-        if !protection.seal(packet_nonce(id, packet_number), &header.associated_data(), &plaintext.body, &mut datagram)
-        {
+        // The trace reads the frames, which sealing turns into ciphertext.
+        let traced_frames = self.qlog.is_on().then(|| plaintext.frames().to_vec());
+        plaintext.packet[..HEADER_LEN].copy_from_slice(&header.encode());
+        let nonce = packet_nonce(id, packet_number);
+        if !protection.seal(nonce, &header.associated_data(), &mut plaintext.packet, HEADER_LEN) {
             return None;
         }
+        let datagram = plaintext.packet;
         let acked_up_to = if plaintext.with_ack { channel.received.largest_acknowledged() } else { None };
         if plaintext.with_ack {
             channel.received.on_ack_sent();
@@ -433,8 +445,8 @@ impl Connection {
         if let Some(budget) = channel.budget_for((local, remote)) {
             budget.sent += size;
         }
-        if self.qlog.is_on() {
-            self.trace_sent(now, (id, packet_type, packet_number), datagram.len(), &plaintext.body);
+        if let Some(frames) = traced_frames {
+            self.trace_sent(now, (id, packet_type, packet_number), datagram.len(), &frames);
         }
         Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), payload: datagram })
     }
@@ -443,9 +455,6 @@ impl Connection {
         (self.max_datagram_size() as usize).saturating_sub(HEADER_LEN + TAG_LEN)
     }
 }
-
-/// FEEDBACK_ECHO: type, length, 2 + 4 bytes of value.
-const FEEDBACK_ECHO_LEN: usize = 1 + 1 + 6;
 
 /// The DELIVERY_FORECAST the channel owes, if a tick ended since the last one left.
 fn due_forecast(channel: &Channel) -> Option<Frame<'static>> {
