@@ -12,6 +12,8 @@ PY := $(VENV)/bin/python
 STAMPS := build/stamps
 CARGO ?= cargo
 FUZZ_SECONDS ?= 60
+# The cargo-fuzz targets `make fuzz` runs, in order (host-agent/fuzz/fuzz_targets/).
+FUZZ_TARGETS ?= parse_packet frames ack_ranges handshake operations
 # Interleaved rounds of the loopback benchmark (tng, quinn, iperf3); the medians count.
 BENCH_ROUNDS ?= 3
 
@@ -102,19 +104,30 @@ p4-check: deps ## Fail if the committed P4 artifacts are stale: source digests a
 	@$(PY) -m tng_p4.artifacts check-sources
 	@$(PY) -m tng_p4.artifacts check-compile || [ $$? = 3 ]
 
-fuzz: deps ## Run every cargo-fuzz target (wire parser, endpoint operations) for FUZZ_SECONDS each (default 60)
+fuzz: deps ## Run every cargo-fuzz target for FUZZ_SECONDS each (default 60); cumulative executions in build/fuzz/executions.json
 	@command -v cargo-fuzz >/dev/null || { echo "fuzz: installing cargo-fuzz"; $(CARGO) install --locked cargo-fuzz; }
-	@mkdir -p host-agent/fuzz/corpus/parse_packet host-agent/fuzz/corpus/operations
+	@mkdir -p build/fuzz $(foreach t,$(FUZZ_TARGETS),host-agent/fuzz/corpus/$(t) build/fuzz/corpus/$(t))
 	@for v in testdata/wire/*.json; do \
 	  $(PY) -c 'import json,sys; sys.stdout.buffer.write(bytes.fromhex(json.load(open(sys.argv[1]))["hex"]))' $$v \
-	    > host-agent/fuzz/corpus/parse_packet/$$(basename $$v .json); done
+	    > build/fuzz/corpus/parse_packet/$$(basename $$v .json); done
 	@# cargo-fuzz needs nightly flags; without a nightly toolchain, let stable accept them.
+	@# Each run grows build/fuzz/corpus/<target>; the committed corpus keeps only what adds coverage (cmin).
 	@if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then toolchain=+nightly; else toolchain=; export RUSTC_BOOTSTRAP=1; fi; \
-	for target in parse_packet operations; do \
-	  echo "fuzz: $$target for $(FUZZ_SECONDS) s"; \
-	  $(CARGO) $$toolchain fuzz run --fuzz-dir host-agent/fuzz $$target host-agent/fuzz/corpus/$$target \
-	    -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
-	done
+	failed=; \
+	for target in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $$target for $(FUZZ_SECONDS) s"; start=$$(date +%s); \
+	  if ! $(CARGO) $$toolchain fuzz run --fuzz-dir host-agent/fuzz $$target build/fuzz/corpus/$$target \
+	      host-agent/fuzz/corpus/$$target -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	      > build/fuzz/$$target.log 2>&1; then \
+	    failed="$$failed $$target"; grep -E 'panicked|ERROR|Test unit written' build/fuzz/$$target.log || true; fi; \
+	  $(PY) tools/fuzz_executions.py build/fuzz/executions.json $$target build/fuzz/$$target.log \
+	    --seconds $$(( $$(date +%s) - start )) || true; \
+	  cp -n build/fuzz/corpus/$$target/* host-agent/fuzz/corpus/$$target/ 2>/dev/null || true; \
+	  $(CARGO) $$toolchain fuzz cmin --fuzz-dir host-agent/fuzz $$target host-agent/fuzz/corpus/$$target \
+	    > build/fuzz/$$target.cmin.log 2>&1 || echo "fuzz: cmin of $$target failed (build/fuzz/$$target.cmin.log)"; \
+	done; \
+	cat build/fuzz/executions.json; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashes in:$$failed (logs in build/fuzz/, inputs in host-agent/fuzz/artifacts/)"; exit 1; fi
 
 lock: ## Re-resolve requirements.in into requirements.lock (needs network access to PyPI)
 	rm -rf build/lock-venv

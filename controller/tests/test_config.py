@@ -74,6 +74,10 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
             "allow_remote = true",
         ),
         ({"metrics": {"port": 1}}, "config: metrics.port: unknown key (known: allow_remote, listen)"),
+        # Keys that are not bare TOML keys are quoted, so the path stays readable (found by test_fuzz_inputs).
+        ({"metrics": {"": 1}}, 'config: metrics."": unknown key (known: allow_remote, listen)'),
+        ({"metrics": {"a.b c": 1}}, 'config: metrics."a.b c": unknown key (known: allow_remote, listen)'),
+        ({"metrics": {'say "hi"': 1}}, 'config: metrics."say \\"hi\\"": unknown key (known: allow_remote, listen)'),
         ({"api": {"listen": "127.0.0.1:70000"}}, "config: api.listen: '127.0.0.1:70000' is not host:port"),
         ({"api": {"listen": "10.0.0.1:50051"}}, "config: api.listen: 10.0.0.1:50051 is reachable from other hosts"),
         ({"api": {"tls_cert": "a.pem"}}, "config: api.tls_key: is required with the other TLS keys"),

@@ -4,20 +4,28 @@ takes, so nothing invalid reaches a switch and nothing valid is refused by one."
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 import string
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import finsy as fy
+import grpc
+import pytest
+from conftest import FakeFleet
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tng_controller import policy as policies
+from tng_controller.api import PolicyServicer
 from tng_controller.compile import Link, Tuning, policy_entries
 from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, ConfigError, parse
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.store import StoredPolicy
+from tng_controller.store import PolicyStore, StoredPolicy
 
 # Values near the edges of what the fields and the pipeline's parameters hold, and a few ordinary ones.
 EDGE_INTS = (0, 1, 2, 7, 8, 100, 255, 256, 1000, 1460, 65535, 65536, 10**6, 2**31 - 1, 2**32 - 1)
@@ -87,6 +95,46 @@ def test_validation_names_a_field_for_every_error(policy: pb.Policy) -> None:
     for error in policies.validate(policy):
         assert error.field == "policy" or error.field.startswith("policy."), error
         assert error.reason, error
+
+
+class _Aborted(Exception):
+    """What a grpc.aio context's abort() does: end the call with a status and a message."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(code, details)
+        self.code, self.details = code, details
+
+
+class _RecordingContext:
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise _Aborted(code, details)
+
+
+@settings(POLICY_SETTINGS, max_examples=200)
+@given(message_of(pb.Policy.DESCRIPTOR))
+def test_the_api_refuses_an_invalid_policy_naming_every_field_and_writes_no_switch(policy: pb.Policy) -> None:
+    errors = list(policies.validate(policy))
+    assume(errors)
+
+    async def set_policy() -> tuple[_Aborted, FakeFleet, list]:
+        with tempfile.TemporaryDirectory() as directory:
+            store = PolicyStore(Path(directory) / "controller.db")
+            fleet = FakeFleet(["s1", "s2"])
+            servicer = PolicyServicer(store, fleet)
+            try:
+                with pytest.raises(_Aborted) as aborted:
+                    await servicer.SetPolicy(pb.SetPolicyRequest(policy=policy), _RecordingContext())
+                return aborted.value, fleet, store.list()
+            finally:
+                await servicer.changes.close()
+                store.close()
+
+    aborted, fleet, stored = asyncio.run(set_policy())
+    assert aborted.code == grpc.StatusCode.INVALID_ARGUMENT
+    for error in errors:
+        assert f"{error.field}: " in aborted.details, (error, aborted.details)
+    assert fleet.writes == [] and fleet.changes == [], "an invalid policy reached a switch"
+    assert stored == []
 
 
 @settings(POLICY_SETTINGS, max_examples=150)  # ~1 in 30 tame policies is valid: the rest are drawn and discarded
@@ -168,7 +216,34 @@ def test_a_config_either_parses_or_names_the_key_it_rejects(data: st.DataObject)
     try:
         parse(config, Path("/etc/tng"), "controller.toml")
     except ConfigError as error:
-        assert str(error).startswith("controller.toml: "), error
+        match = CONFIG_ERROR.fullmatch(str(error))
+        assert match, f"not 'controller.toml: <key>: <reason>': {error}"
+        assert _names_a_key_of(config, match["key"]), f"{match['key']!r} is no key of the config: {error}"
+
+
+# `controller.toml: switch[0].port[1].mac: <reason>`: the file, then the key's path (names as TOML writes them:
+# bare or quoted, each maybe indexed), then what is wrong.
+KEY_STEP = r'(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*")(?:\[\d+\])?'
+CONFIG_ERROR = re.compile(rf"controller\.toml: (?P<key>{KEY_STEP}(?:\.{KEY_STEP})*): (?P<reason>.+)", re.DOTALL)
+
+
+def _names_a_key_of(config: Any, key: str) -> bool:
+    """Whether every table and array on `key`'s path exists in `config` (the last name may be missing: "is
+    required")."""
+    steps: list[str | int] = []
+    for bare, quoted, index in re.findall(r'(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)")(?:\[(\d+)\])?', key):
+        steps.append(bare or json.loads(f'"{quoted}"'))
+        if index:
+            steps.append(int(index))
+    node = config
+    for step in steps[:-1]:
+        if isinstance(step, int):
+            if not isinstance(node, list) or step >= len(node):
+                return False
+        elif not isinstance(node, dict) or step not in node:
+            return False
+        node = node[step]
+    return isinstance(node, dict | list)
 
 
 def test_the_unmutated_config_parses() -> None:

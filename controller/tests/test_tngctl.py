@@ -116,6 +116,7 @@ async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
         "s1      1     lte   7           0         5        0.00",
         "",
         "METRIC                                  LABELS           VALUE",
+        "tng_controller_hosts                    -                0",
         "tng_controller_leader                   -                1",
         "tng_controller_policies                 -                2",
         "tng_controller_policy_batch_size_count  -                2",

@@ -27,6 +27,14 @@ from tng_controller.policy import (
     check_name,
     traffic_class_errors,
 )
+from tng_controller.registry import (
+    ForgedRegistration,
+    HostRegistry,
+    MalformedRegistration,
+    StaleRegistration,
+    UnknownHost,
+    check_identity,
+)
 from tng_controller.store import Full, NotFound, PolicyReader, PolicyStore, RevisionConflict, StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
@@ -42,6 +50,10 @@ _ERROR_CODES: dict[type[Exception], grpc.StatusCode] = {
     RevisionConflict: grpc.StatusCode.ABORTED,
     Full: grpc.StatusCode.RESOURCE_EXHAUSTED,
     StoreUnavailable: grpc.StatusCode.UNAVAILABLE,
+    MalformedRegistration: grpc.StatusCode.INVALID_ARGUMENT,
+    ForgedRegistration: grpc.StatusCode.PERMISSION_DENIED,
+    StaleRegistration: grpc.StatusCode.FAILED_PRECONDITION,
+    UnknownHost: grpc.StatusCode.NOT_FOUND,
 }
 
 
@@ -105,8 +117,10 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         *,
         applier: Changes | None = None,
         leading: Callable[[], bool] = lambda: True,
+        registry: HostRegistry | None = None,
     ) -> None:
         self._store = store
+        self.registry = registry or HostRegistry()
         self._fleet = fleet
         self._watchers: set[_Watcher] = set()
         self._metrics = metrics or Metrics()
@@ -218,11 +232,40 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
     ) -> pb.ListSwitchesResponse:
         return pb.ListSwitchesResponse(switches=self._fleet.statuses())
 
+    @_with_status
+    async def RegisterHost(
+        self, request: pb.RegisterHostRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RegisterHostResponse:
+        return pb.RegisterHostResponse(host=self.registry.register(request))
+
+    @_with_status
+    async def ResolveHost(self, request: pb.ResolveHostRequest, context: grpc.aio.ServicerContext) -> pb.HostRecord:
+        return self.registry.resolve(request.identity)
+
+    async def ListHosts(self, request: pb.ListHostsRequest, context: grpc.aio.ServicerContext) -> pb.ListHostsResponse:
+        return pb.ListHostsResponse(hosts=self.registry.list())
+
+    async def WatchHost(
+        self, request: pb.ResolveHostRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.HostRecord]:
+        try:
+            identity = check_identity(request.identity)
+        except MalformedRegistration as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        with self.registry.watch(identity) as watcher:
+            current = self.registry.get(identity)  # no await since subscribing: no registration is missed
+            if current is not None:
+                yield current
+            while not watcher.overflowed.is_set():
+                yield await watcher.queue.get()
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "this watch fell behind: watch again")
+
     def _gauges(self) -> list[Metric]:
         return [
             gauge("policies", "Stored policies", [], [([], float(len(self._store)))]),
             gauge("policy_revision", "The store's revision (of its latest change)", [], [([], self._store.revision())]),
             gauge("watchers", "WatchPolicies subscribers", [], [([], float(len(self._watchers)))]),
+            gauge("hosts", "Hosts in the registry", [], [([], float(len(self.registry)))]),
             gauge(
                 "leader",
                 "1 while this controller is the one that writes the switches",

@@ -20,6 +20,7 @@ _SWITCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _TRAFFIC_CLASS = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # as policy.TRAFFIC_CLASS_PATTERN
 _HOST_PORT = re.compile(r"(?P<host>\[[^]]+\]|[^:]+):(?P<port>\d{1,5})")
 _INDEX = re.compile(r"\[\d+\]")  # "switch[0].port" -> "switch.port"
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML key that needs no quotes
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 _RATE = re.compile(r"(?P<number>\d+(\.\d+)?)\s*(?P<unit>bit|kbit|mbit|gbit)")
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
@@ -636,6 +637,14 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _toml_key(key: str) -> str:
+    """`key` as TOML writes it: quoted unless bare, so that an empty key or one with dots or spaces stays readable
+    in a dotted path (`api."": unknown key`, `api."a.b": unknown key`)."""
+    if _BARE_KEY.fullmatch(key):
+        return key
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 @dataclass(frozen=True, slots=True)
 class _Reader:
     source: str
@@ -647,7 +656,7 @@ class _Reader:
     def only(self, table: dict[str, Any], prefix: str, allowed: set[str]) -> None:
         for key in table:
             if key not in allowed:
-                raise self.error(f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(allowed))})")
+                raise self.error(f"{prefix}{_toml_key(key)}", f"unknown key (known: {', '.join(sorted(allowed))})")
 
     def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
         value = data.get(key.rsplit(".", 1)[-1], {})

@@ -20,6 +20,7 @@ from tng_controller.fleet import Fleet, NoSwitches
 from tng_controller.leadership import Leadership
 from tng_controller.metrics import Metrics, gauge
 from tng_controller.metrics import serve as serve_metrics
+from tng_controller.registry import HostRegistry
 from tng_controller.replica import LeaderFleet, ReplicaChanges, SwitchLeader, announcer
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyReader, PolicyStore, StoredPolicy
@@ -83,7 +84,9 @@ async def _single(config: Config, metrics: Metrics, stack: AsyncExitStack) -> Po
     fleet: Fleet = _fleet(config, store, changes, metrics) if config.switches else NoSwitches()
     if isinstance(fleet, SwitchFleet):
         await stack.enter_async_context(fy.Controller(fleet.switches()))
-    return PolicyServicer(store, fleet, changes, metrics)
+    registry = HostRegistry(config.store)  # a table of its own in the policies' SQLite file
+    stack.callback(registry.close)
+    return PolicyServicer(store, fleet, changes, metrics, registry=registry)
 
 
 async def _replica(
@@ -114,7 +117,7 @@ async def _replica(
     leader = SwitchLeader(fleet, lock, store)
     servicer = PolicyServicer(
         store, fleet, metrics=metrics, applier=ReplicaChanges(store), leading=lambda: fleet.leading
-    )
+    )  # the host registry of a replica is its own, in memory (docs/controller.md, "Host registry")
     announce = announcer(servicer.announce)
 
     async def changed(before: list[StoredPolicy], observed: list[Observed]) -> None:

@@ -1,4 +1,4 @@
-"""tngctl: run the tng controller and talk to its policy API (policies, stats, switches)."""
+"""tngctl: run the tng controller and talk to its policy API (policies, stats, switches, registered hosts)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 import tomllib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("stats", help="counters per policy and per port").set_defaults(run=_stats)
     commands.add_parser("switches", help="the switches and their connection state").set_defaults(run=_switches)
+    commands.add_parser("hosts", help="the host registry: each identity's addresses").set_defaults(run=_hosts)
     cluster = commands.add_parser("cluster", help="the replicas of a replicated controller (from etcd), who leads")
     cluster.add_argument(
         "--etcd",
@@ -334,6 +336,24 @@ def _switches(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: Te
         print(file=out)
         headers = ["SWITCH", "ROUTE", "PROBE", "MIN RTT (SENT>ANSWERED)", "D", "LINK STATE", "PREFERRED", "SPILL"]
         _print_table([*headers, "HOLD", "HOLD SLACK", "PROBES"], links, out)
+    return 0
+
+
+def _hosts(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:
+    hosts = stub.ListHosts(pb.ListHostsRequest(), timeout=args.timeout).hosts
+    if args.json:
+        _print_json([_as_dict(h) for h in hosts], out)
+        return 0
+    rows = [
+        [
+            h.identity,
+            str(h.sequence),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h.registered_unix_ms / 1000)),
+            " ".join(h.addresses),
+        ]
+        for h in hosts
+    ]
+    _print_table(["IDENTITY", "SEQUENCE", "REGISTERED (UTC)", "ADDRESSES"], rows, out)
     return 0
 
 

@@ -386,3 +386,49 @@ class ListSwitchesResponse(_message.Message):
     SWITCHES_FIELD_NUMBER: _ClassVar[int]
     switches: _containers.RepeatedCompositeFieldContainer[SwitchStatus]
     def __init__(self, switches: _Optional[_Iterable[_Union[SwitchStatus, _Mapping]]] = ...) -> None: ...
+
+class RegisterHostRequest(_message.Message):
+    __slots__ = ("public_key", "sequence", "addresses", "signature")
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    public_key: bytes
+    sequence: int
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    signature: bytes
+    def __init__(self, public_key: _Optional[bytes] = ..., sequence: _Optional[int] = ..., addresses: _Optional[_Iterable[str]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class RegisterHostResponse(_message.Message):
+    __slots__ = ("host",)
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    host: HostRecord
+    def __init__(self, host: _Optional[_Union[HostRecord, _Mapping]] = ...) -> None: ...
+
+class ResolveHostRequest(_message.Message):
+    __slots__ = ("identity",)
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    identity: str
+    def __init__(self, identity: _Optional[str] = ...) -> None: ...
+
+class ListHostsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListHostsResponse(_message.Message):
+    __slots__ = ("hosts",)
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    hosts: _containers.RepeatedCompositeFieldContainer[HostRecord]
+    def __init__(self, hosts: _Optional[_Iterable[_Union[HostRecord, _Mapping]]] = ...) -> None: ...
+
+class HostRecord(_message.Message):
+    __slots__ = ("identity", "addresses", "sequence", "registered_unix_ms")
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    identity: str
+    addresses: _containers.RepeatedScalarFieldContainer[str]
+    sequence: int
+    registered_unix_ms: int
+    def __init__(self, identity: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., sequence: _Optional[int] = ..., registered_unix_ms: _Optional[int] = ...) -> None: ...

@@ -74,6 +74,26 @@ class PolicyServiceStub:
                 request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesRequest.SerializeToString,
                 response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesResponse.FromString,
                 _registered_method=True)
+        self.RegisterHost = channel.unary_unary(
+                '/tng.policy.v1.PolicyService/RegisterHost',
+                request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostRequest.SerializeToString,
+                response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostResponse.FromString,
+                _registered_method=True)
+        self.ResolveHost = channel.unary_unary(
+                '/tng.policy.v1.PolicyService/ResolveHost',
+                request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.SerializeToString,
+                response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.FromString,
+                _registered_method=True)
+        self.ListHosts = channel.unary_unary(
+                '/tng.policy.v1.PolicyService/ListHosts',
+                request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsRequest.SerializeToString,
+                response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsResponse.FromString,
+                _registered_method=True)
+        self.WatchHost = channel.unary_stream(
+                '/tng.policy.v1.PolicyService/WatchHost',
+                request_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.SerializeToString,
+                response_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.FromString,
+                _registered_method=True)
 
 
 class PolicyServiceServicer:
@@ -134,6 +154,33 @@ class PolicyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterHost(self, request, context):
+        """The host registry (Viscous's name server): a host identity's current addresses, registered by the host itself
+        (signed with its static key) and resolved by its peers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveHost(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListHosts(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchHost(self, request, context):
+        """The host's record now (if it has one), then each new registration of it as it happens.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +223,26 @@ def add_PolicyServiceServicer_to_server(servicer, server):
                     servicer.ListSwitches,
                     request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesRequest.FromString,
                     response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesResponse.SerializeToString,
+            ),
+            'RegisterHost': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterHost,
+                    request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostRequest.FromString,
+                    response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostResponse.SerializeToString,
+            ),
+            'ResolveHost': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveHost,
+                    request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.FromString,
+                    response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.SerializeToString,
+            ),
+            'ListHosts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHosts,
+                    request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsRequest.FromString,
+                    response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsResponse.SerializeToString,
+            ),
+            'WatchHost': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchHost,
+                    request_deserializer=tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.FromString,
+                    response_serializer=tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +461,114 @@ class PolicyService:
             '/tng.policy.v1.PolicyService/ListSwitches',
             tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesRequest.SerializeToString,
             tng_dot_policy_dot_v1_dot_policy__pb2.ListSwitchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterHost(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tng.policy.v1.PolicyService/RegisterHost',
+            tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostRequest.SerializeToString,
+            tng_dot_policy_dot_v1_dot_policy__pb2.RegisterHostResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveHost(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tng.policy.v1.PolicyService/ResolveHost',
+            tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.SerializeToString,
+            tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHosts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tng.policy.v1.PolicyService/ListHosts',
+            tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsRequest.SerializeToString,
+            tng_dot_policy_dot_v1_dot_policy__pb2.ListHostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchHost(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tng.policy.v1.PolicyService/WatchHost',
+            tng_dot_policy_dot_v1_dot_policy__pb2.ResolveHostRequest.SerializeToString,
+            tng_dot_policy_dot_v1_dot_policy__pb2.HostRecord.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,12 +4,14 @@ mod alcc;
 mod config;
 mod control;
 mod driver;
+mod ifaddrs;
 mod keys;
 mod metrics;
 mod netlink;
 mod perf;
 mod policy;
 mod proxy;
+mod registry;
 mod resolver;
 mod service;
 mod sockopt;
@@ -177,8 +179,9 @@ struct ClientArgs {
 
 #[derive(Args)]
 struct ConnectArgs {
+    /// The server's address; without it, --server-identity is resolved through the controller's host registry.
     #[arg(long)]
-    server: SocketAddr,
+    server: Option<SocketAddr>,
     #[command(flatten)]
     client: ClientArgs,
     #[arg(long)]
@@ -368,9 +371,10 @@ fn start_agent(
     let config = transport.endpoint_config(server)?;
     let policies = transport.local_policies()?;
     let controller = transport.controller()?;
-    let agent = Agent::start(Endpoint::new(config, keypair, rand::random()), locals, policies)?;
+    let agent = Agent::start(Endpoint::new(config, keypair.clone(), rand::random()), locals, policies)?;
     if let Some(controller) = controller {
-        tokio::spawn(subscription::follow(controller, transport.traffic_class.clone(), agent.clone()));
+        tokio::spawn(subscription::follow(controller.clone(), transport.traffic_class.clone(), agent.clone()));
+        tokio::spawn(registry::run(controller, keypair, agent.clone()));
     }
     Ok(agent)
 }
@@ -417,8 +421,30 @@ async fn serve(args: ServeArgs) -> Result<()> {
     }
 }
 
+/// The server to connect to: --server, or --server-identity's first registered address.
+async fn server_address(server: Option<SocketAddr>, args: &ClientArgs) -> Result<SocketAddr> {
+    if let Some(server) = server {
+        return Ok(server);
+    }
+    let Some(identity) = args.server_identity else {
+        bail!("give --server ADDRESS, or --server-identity ID with --controller to resolve it in the host registry");
+    };
+    let Some(controller) = args.transport.controller()? else {
+        bail!("--server-identity without --server needs --controller (the host registry resolves it)");
+    };
+    let addresses = with_timeout(
+        &format!("resolving {identity} at controller {}", controller.address),
+        Duration::from_secs(10),
+        registry::resolve(&controller, identity),
+    )
+    .await?;
+    tracing::info!("the registry has {identity} at {addresses:?}");
+    Ok(addresses[0])
+}
+
 async fn connect(args: ConnectArgs) -> Result<()> {
-    let (agent, conn) = dial(args.server, &args.client).await?;
+    let server = server_address(args.server, &args.client).await?;
+    let (agent, conn) = dial(server, &args.client).await?;
     // Give every channel a moment to be validated before reporting them.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let status = agent.status().await?;
@@ -426,7 +452,7 @@ async fn connect(args: ConnectArgs) -> Result<()> {
     if args.json {
         println!("{view:#}");
     } else {
-        println!("connected to {} as {}", args.server, status.identity);
+        println!("connected to {server} as {}", status.identity);
         for connection in view["connections"].as_array().into_iter().flatten() {
             for ch in connection["channels"].as_array().into_iter().flatten() {
                 println!(

@@ -13,7 +13,7 @@ use crate::driver::Agent;
 use crate::policy::{HostPolicyEntry, MatchEntry, Policy, PolicyEntry, PortMatchEntry, Source};
 
 /// The policy API's messages and client, generated from `controller/proto/tng/policy/v1/policy.proto` by build.rs.
-mod pb {
+pub(crate) mod pb {
     tonic::include_proto!("tng.policy.v1");
 }
 
@@ -28,9 +28,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// Where the controller is and how to talk to it.
+#[derive(Clone)]
 pub struct Controller {
-    address: String,
-    endpoint: Endpoint,
+    pub(crate) address: String,
+    pub(crate) endpoint: Endpoint,
 }
 
 /// PEM files of the controller's TLS: the CA that signed its certificate, and this agent's client certificate.
@@ -157,7 +158,7 @@ impl Subscription {
 }
 
 /// A gRPC status as one line, with the transport's reason (say, a refused TLS handshake).
-fn describe(status: tonic::Status) -> anyhow::Error {
+pub(crate) fn describe(status: tonic::Status) -> anyhow::Error {
     let mut parts = vec![format!("{:?}", status.code()), status.message().to_owned()];
     let mut cause = std::error::Error::source(&status);
     while let Some(error) = cause {

@@ -7,43 +7,17 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::netns::{ip, is_root};
+use common::netns::{is_root, NamespacePair};
 use common::{Process, TNG};
 use serde_json::Value;
 
-/// One veth pair between a client and a server namespace (names prefixed `alcc`); removed on drop.
-struct Bottleneck {
-    client: String,
-    server: String,
-}
-
-impl Bottleneck {
-    /// The server sends at 10 Mbit/s into a 100 ms drop-tail queue.
-    fn new() -> Bottleneck {
-        let tag = std::process::id() % 100_000;
-        let net = Bottleneck { client: format!("alcc-c{tag}"), server: format!("alcc-s{tag}") };
-        let (c, s) = (&net.client, &net.server);
-        for ns in [c, s] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            ip(&format!("netns add {ns}"));
-            ip(&format!("-n {ns} link set lo up"));
-        }
-        ip(&format!("link add c0 netns {c} type veth peer name s0 netns {s}"));
-        ip(&format!("-n {c} addr add 10.78.0.1/24 dev c0"));
-        ip(&format!("-n {s} addr add 10.78.0.2/24 dev s0"));
-        ip(&format!("-n {c} link set c0 up"));
-        ip(&format!("-n {s} link set s0 up"));
-        tc(s, "qdisc add dev s0 root tbf rate 10mbit burst 16kb latency 100ms");
-        net
-    }
-}
-
-impl Drop for Bottleneck {
-    fn drop(&mut self) {
-        for ns in [&self.client, &self.server] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
+/// One veth pair (10.78.0.0/24) between a client and a server namespace (names prefixed `alcc`), the server
+/// sending at 10 Mbit/s into a 100 ms drop-tail queue; removed on drop.
+fn bottleneck() -> NamespacePair {
+    let tag = std::process::id() % 100_000;
+    let net = NamespacePair::new(format!("alcc-c{tag}"), format!("alcc-s{tag}"), 78, 1);
+    tc(&net.server, "qdisc add dev s0 root tbf rate 10mbit burst 16kb latency 100ms");
+    net
 }
 
 fn tc(ns: &str, args: &str) {
@@ -51,7 +25,7 @@ fn tc(ns: &str, args: &str) {
     assert!(out.status.success(), "tc {args}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn perf(net: &Bottleneck, args: &[&str]) -> std::process::Output {
+fn perf(net: &NamespacePair, args: &[&str]) -> std::process::Output {
     Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "error", "perf", "client"])
         .args(["--connect", "10.78.0.2:5201", "--transport", "tcp", "--mode", "bulk", "--json"])
@@ -66,7 +40,7 @@ fn alcc_controllers_bound_the_kernels_bytes_by_their_window_over_cubic() {
         eprintln!("SKIP alcc: needs root for network namespaces");
         return;
     }
-    let net = Bottleneck::new();
+    let net = bottleneck();
     let _server = Process(
         Command::new("ip")
             .args(["netns", "exec", &net.server, TNG, "--log-level", "error", "perf", "server"])

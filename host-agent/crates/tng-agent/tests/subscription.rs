@@ -14,31 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, keygen, wait_tcp, Process, TNG};
+use common::{controller_python, free_port, keygen, repository, wait_tcp, Process, TNG};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..").canonicalize().expect("repository root")
-}
-
-/// The repository's Python, if it has the controller package; otherwise why the test cannot run.
-fn controller_python() -> Result<PathBuf, String> {
-    let python = repository().join(".venv/bin/python");
-    if !python.exists() {
-        return Err(format!("{} is absent (make deps creates it)", python.display()));
-    }
-    let imports = Command::new(&python)
-        .args(["-c", "import tng_controller.tngctl"])
-        .current_dir(repository())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|err| format!("cannot run {}: {err}", python.display()))?;
-    if !imports.success() {
-        return Err(format!("the controller package tng_controller is not importable by {}", python.display()));
-    }
-    Ok(python)
-}
 
 /// A directory under the temp dir, removed when dropped.
 struct TempDir(PathBuf);

@@ -13,6 +13,7 @@ pub mod identity;
 pub mod qlog;
 mod retry;
 pub mod scheduler;
+pub mod signing;
 pub mod streams;
 pub mod time;
 

@@ -63,6 +63,12 @@ pub(super) enum Command {
     },
     /// The kernel reported a local address change (netlink).
     Address(AddressEvent),
+    /// The peer of `conn` is now at `addresses` (the host registry); the answer is false once `conn` is gone.
+    PeerAddresses {
+        conn: ConnectionHandle,
+        addresses: Vec<SocketAddr>,
+        reply: Reply<bool>,
+    },
 }
 
 /// What `tng status` shows.

@@ -8,8 +8,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use tng_proto::{ConnectionHandle, Endpoint, Event, ReadOutcome, StreamError, StreamId, Time, Transmit};
-use tokio::sync::mpsc;
+use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time, Transmit};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::command::{Command, Reply, Status};
 use super::READ_CHUNK;
@@ -51,10 +51,19 @@ pub(super) struct Driver {
     policies: PolicyResolver,
     /// Where stream reads land before they are handed to the application.
     read_buffer: Vec<u8>,
+    /// The bound local addresses, for the host registry.
+    locals: watch::Sender<Vec<SocketAddr>>,
+    connected: broadcast::Sender<(ConnectionHandle, Identity)>,
 }
 
 impl Driver {
-    pub(super) fn new(endpoint: Endpoint, inbox: mpsc::UnboundedReceiver<Command>, policies: LocalPolicies) -> Driver {
+    pub(super) fn new(
+        endpoint: Endpoint,
+        inbox: mpsc::UnboundedReceiver<Command>,
+        policies: LocalPolicies,
+        locals: watch::Sender<Vec<SocketAddr>>,
+        connected: broadcast::Sender<(ConnectionHandle, Identity)>,
+    ) -> Driver {
         let policies = PolicyResolver::new(policies, endpoint.config().transport.clone());
         Driver {
             endpoint,
@@ -72,6 +81,8 @@ impl Driver {
             closed: HashMap::new(),
             policies,
             read_buffer: vec![0u8; READ_CHUNK],
+            locals,
+            connected,
         }
     }
 
@@ -97,6 +108,7 @@ impl Driver {
         let socket = Socket::bind(local, self.endpoint.config().server.is_some())?;
         let bound = socket.local;
         self.sockets.insert(bound, socket);
+        self.publish_locals();
         Ok(bound)
     }
 
@@ -107,6 +119,13 @@ impl Driver {
         if let Some((old, new)) = self.renumbering.on_event(Instant::now(), event, is_bound) {
             self.migrate(old, new);
         }
+        self.publish_locals();
+    }
+
+    fn publish_locals(&self) {
+        let mut locals: Vec<SocketAddr> = self.sockets.keys().copied().collect();
+        locals.sort();
+        self.locals.send_replace(locals);
     }
 
     /// Rebinds every socket on `old` to `new` (the same port if free) and migrates the channels bound to it: the
@@ -128,6 +147,7 @@ impl Driver {
             let now = self.now();
             self.endpoint.local_address_changed(now, from, to);
             self.sockets.remove(&from);
+            self.publish_locals();
         }
     }
 
@@ -311,6 +331,14 @@ impl Driver {
                 let _ = reply.send(self.bind(local));
             }
             Command::Address(event) => self.on_address_event(event),
+            Command::PeerAddresses { conn, addresses, reply } => {
+                let known = self.endpoint.connection_stats(conn).is_some();
+                if known {
+                    tracing::debug!("{conn}: the registry has the peer at {addresses:?}");
+                    self.endpoint.peer_addresses_changed(now, conn, &addresses);
+                }
+                let _ = reply.send(Ok(known));
+            }
         }
     }
 
@@ -403,6 +431,7 @@ impl Driver {
             match event {
                 Event::Connected { peer } => {
                     tracing::info!("{conn} connected to {peer}");
+                    let _ = self.connected.send((conn, peer));
                     self.apply_policy(conn);
                     if let Some(reply) = self.connecting.remove(&conn) {
                         let _ = reply.send(Ok(conn));

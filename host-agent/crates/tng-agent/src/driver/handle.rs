@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use anyhow::{anyhow, Result};
 use tng_proto::{ConnectionHandle, Endpoint, Identity, StreamId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::command::{Command, Reply, Status};
 use super::event_loop::Driver;
@@ -18,11 +18,15 @@ use crate::resolver::LocalPolicies;
 /// Buffer of the in-process pipe between a stream and socket-style code. Bytes waiting in it are queued ahead of the
 /// stream's unsent bound, so it is kept small (one chunk); a larger pipe made no loopback throughput difference.
 const PIPE_BYTES: usize = 64 * 1024;
+/// Connection announcements a slow listener may lag behind (it then misses the oldest).
+const CONNECTED_BACKLOG: usize = 256;
 
 /// A handle to the driver task; cheap to clone.
 #[derive(Clone)]
 pub struct Agent {
     commands: mpsc::UnboundedSender<Command>,
+    locals: watch::Receiver<Vec<SocketAddr>>,
+    connected: broadcast::Sender<(ConnectionHandle, Identity)>,
 }
 
 impl Agent {
@@ -31,7 +35,9 @@ impl Agent {
     /// connections until the controller's arrive.
     pub fn start(endpoint: Endpoint, locals: &[SocketAddr], policies: LocalPolicies) -> Result<Agent> {
         let (commands, inbox) = mpsc::unbounded_channel();
-        let mut driver = Driver::new(endpoint, inbox, policies);
+        let (bound, bound_rx) = watch::channel(Vec::new());
+        let (connected, _) = broadcast::channel(CONNECTED_BACKLOG);
+        let mut driver = Driver::new(endpoint, inbox, policies, bound, connected.clone());
         for &local in locals {
             driver.bind(local)?;
         }
@@ -44,7 +50,7 @@ impl Agent {
             tracing::warn!("local address changes will not be followed: {err:#}");
         }
         tokio::spawn(driver.run());
-        Ok(Agent { commands })
+        Ok(Agent { commands, locals: bound_rx, connected })
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
@@ -84,6 +90,22 @@ impl Agent {
 
     pub async fn status(&self) -> Result<Status> {
         self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// The bound local addresses, marked changed on every bind, migration and kernel address event (an address
+    /// behind a socket bound to the unspecified address may have come or gone).
+    pub fn local_addresses(&self) -> watch::Receiver<Vec<SocketAddr>> {
+        self.locals.clone()
+    }
+
+    /// Each connection that completes its handshake, with the peer's identity.
+    pub fn connected_peers(&self) -> broadcast::Receiver<(ConnectionHandle, Identity)> {
+        self.connected.subscribe()
+    }
+
+    /// The peer of `conn` is now at `addresses` (learned from the host registry); false once `conn` is gone.
+    pub async fn peer_moved(&self, conn: ConnectionHandle, addresses: Vec<SocketAddr>) -> Result<bool> {
+        self.ask(|reply| Command::PeerAddresses { conn, addresses, reply }).await
     }
 
     /// Binds another local address (multihoming) and returns the bound address.

@@ -5,6 +5,7 @@
 pub mod netns;
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
@@ -67,4 +68,27 @@ pub fn keygen(name: &str) -> (String, String) {
     let out = Command::new(TNG).args(["keygen", "--force", "--out", path.to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     (path.to_str().unwrap().to_owned(), String::from_utf8(out.stdout).unwrap().trim().to_owned())
+}
+
+/// The repository's root.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..").canonicalize().expect("repository root")
+}
+
+/// The repository's Python, if it has the controller package; otherwise why the test cannot run.
+pub fn controller_python() -> Result<PathBuf, String> {
+    let python = repository().join(".venv/bin/python");
+    if !python.exists() {
+        return Err(format!("{} is absent (make deps creates it)", python.display()));
+    }
+    let imports = Command::new(&python)
+        .args(["-c", "import tng_controller.tngctl"])
+        .current_dir(repository())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|err| format!("cannot run {}: {err}", python.display()))?;
+    if !imports.success() {
+        return Err(format!("the controller package tng_controller is not importable by {}", python.display()));
+    }
+    Ok(python)
 }

@@ -25,32 +25,56 @@ pub fn sysctl(ns: &str, key: &str, value: &str) {
     assert!(out.status.success(), "sysctl {key}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Two namespaces joined by two veth pairs; removed on drop.
+/// Two namespaces with loopback up, joined by `paths` veth pairs: `c{i}` in the client namespace with
+/// 10.{subnet}.{i}.1/24, `s{i}` in the server namespace with 10.{subnet}.{i}.2/24, all up; removed on drop.
+pub struct NamespacePair {
+    pub client: String,
+    pub server: String,
+}
+
+impl NamespacePair {
+    /// Namespaces left over by an earlier run under the same names are removed first.
+    pub fn new(client: String, server: String, subnet: u8, paths: u8) -> NamespacePair {
+        for ns in [&client, &server] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            ip(&format!("netns add {ns}"));
+            ip(&format!("-n {ns} link set lo up"));
+        }
+        let net = NamespacePair { client, server };
+        let (c, s) = (&net.client, &net.server);
+        for path in 0..paths {
+            ip(&format!("link add c{path} netns {c} type veth peer name s{path} netns {s}"));
+            ip(&format!("-n {c} addr add 10.{subnet}.{path}.1/24 dev c{path}"));
+            ip(&format!("-n {s} addr add 10.{subnet}.{path}.2/24 dev s{path}"));
+            ip(&format!("-n {c} link set c{path} up"));
+            ip(&format!("-n {s} link set s{path} up"));
+        }
+        net
+    }
+}
+
+impl Drop for NamespacePair {
+    fn drop(&mut self) {
+        for ns in [&self.client, &self.server] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Two namespaces joined by two veth pairs (10.77.0.0/24 and 10.77.1.0/24), the client able to reach the server's
+/// path-0 address from both of its addresses; removed on drop.
 pub struct TwoPaths {
     pub client: String,
     pub server: String,
+    _pair: NamespacePair,
 }
 
 impl TwoPaths {
     /// `name` tells apart the namespaces of tests running at once.
     pub fn new(name: &str) -> TwoPaths {
         let tag = std::process::id() % 100_000;
-        let (client, server) = (format!("tngc{name}{tag}"), format!("tngs{name}{tag}"));
-        let _ = Command::new("ip").args(["netns", "del", &client]).output();
-        let _ = Command::new("ip").args(["netns", "del", &server]).output();
-        ip(&format!("netns add {client}"));
-        ip(&format!("netns add {server}"));
-        let net = TwoPaths { client, server };
-        let (c, s) = (&net.client, &net.server);
-        for path in 0..2 {
-            ip(&format!("link add c{path} netns {c} type veth peer name s{path} netns {s}"));
-            ip(&format!("-n {c} addr add 10.77.{path}.1/24 dev c{path}"));
-            ip(&format!("-n {s} addr add 10.77.{path}.2/24 dev s{path}"));
-            ip(&format!("-n {c} link set c{path} up"));
-            ip(&format!("-n {s} link set s{path} up"));
-        }
-        ip(&format!("-n {c} link set lo up"));
-        ip(&format!("-n {s} link set lo up"));
+        let pair = NamespacePair::new(format!("tngc{name}{tag}"), format!("tngs{name}{tag}"), 77, 2);
+        let (c, s) = (&pair.client, &pair.server);
         // The client reaches the server's path-0 address from both of its addresses: traffic from 10.77.1.1 leaves
         // by c1 (policy routing), and the server answers it by s1; reverse-path filtering would drop that.
         ip(&format!("-n {c} rule add from 10.77.1.1 table 101"));
@@ -63,14 +87,7 @@ impl TwoPaths {
                 sysctl(ns, &format!("net.ipv4.conf.{dev}.rp_filter"), "0");
             }
         }
-        net
-    }
-}
-
-impl Drop for TwoPaths {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.client]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.server]).output();
+        TwoPaths { client: c.clone(), server: s.clone(), _pair: pair }
     }
 }
 

@@ -41,6 +41,36 @@ impl Connection {
         }
     }
 
+    /// The peer is now reachable at `addresses`, learned outside the connection (the controller's host registry):
+    /// when both ends move at once no packet from the peer's new address ever arrives to show the move. Each channel
+    /// whose remote address is not among them is validated towards one of them (of its family, preferring one no
+    /// other channel from the same local address uses) and moves there once the PATH_RESPONSE comes back from that
+    /// address; until then it goes on where it was, and only challenges go to the new address.
+    pub(crate) fn peer_addresses_changed(&mut self, addresses: &[SocketAddr]) {
+        let mut ids: Vec<u8> = self.channels.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let Some(channel) = self.channels.get(&id) else { continue };
+            if addresses.contains(&channel.remote) {
+                continue;
+            }
+            let local = channel.local;
+            let family: Vec<SocketAddr> =
+                addresses.iter().copied().filter(|address| address.is_ipv4() == local.is_ipv4()).collect();
+            let taken = |target: &SocketAddr| {
+                self.channels.values().any(|other| other.id != id && other.local == local && other.remote == *target)
+            };
+            let Some(target) = family.iter().find(|target| !taken(target)).or(family.first()).copied() else {
+                continue;
+            };
+            if channel.challenge.is_some_and(|c| (c.local, c.remote) == (local, target)) {
+                continue;
+            }
+            let token = self.random_token();
+            self.begin_validation(id, token, (local, target), None);
+        }
+    }
+
     /// A new local address (a radio came up): a client opens a channel from it to every remote address in use; a
     /// server advertises it (NEW_ADDRESS) so that clients open channels to it.
     pub(crate) fn add_local_address(&mut self, now: Time, address: SocketAddr) {

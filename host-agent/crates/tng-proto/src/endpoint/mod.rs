@@ -325,6 +325,16 @@ impl Endpoint {
         self.for_each_connection(now, |connection| connection.local_address_changed(now, old, new));
     }
 
+    /// The peer of `handle` is now reachable at `addresses` (from the host registry): channels to addresses it no
+    /// longer has are validated towards the new ones and move there once answered (simultaneous mobility).
+    pub fn peer_addresses_changed(&mut self, now: Time, handle: ConnectionHandle, addresses: &[SocketAddr]) {
+        if let Some(entry) = self.connections.get_mut(&handle) {
+            entry.connection.advance(now);
+            entry.connection.peer_addresses_changed(addresses);
+            self.settle(handle, true);
+        }
+    }
+
     /// A new local address: clients open channels from it, servers advertise it.
     pub fn add_local_address(&mut self, now: Time, address: SocketAddr) {
         if !self.local_addresses.contains(&address) {

@@ -464,6 +464,18 @@ impl Pair {
         self.client_addrs[index] = new;
         self.client.local_address_changed(self.now, old, new);
     }
+
+    /// Moves the server to a new address (the network forgets the old one).
+    pub fn move_server(&mut self, new: SocketAddr) {
+        let old = self.server_addr;
+        self.server_addr = new;
+        self.server.local_address_changed(self.now, old, new);
+    }
+
+    /// Bytes the server's application has read so far, over every stream.
+    pub fn server_bytes_read(&self) -> usize {
+        self.server_received.values().map(|received| received.data.len()).sum()
+    }
 }
 
 /// Deterministic pseudo-random payload.

@@ -1,0 +1,164 @@
+//! Simultaneous mobility with real processes: the Python controller (`tngctl serve`, no switches) and two agents
+//! (`tng perf server` and `tng perf client`, both with `--controller`) in two network namespaces. The data path's
+//! addresses change at both ends at once (`ip addr del` / `ip addr add` on each side) in the middle of a bulk
+//! transfer; the agents register their new addresses, learn each other's from the registry and the transfer goes on
+//! over the new addresses, every byte checked. A second link carries only the controller's traffic. Then `tng
+//! connect --server-identity` with no address resolves the server through the registry. Needs root; skipped
+//! otherwise.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::netns::{ip, is_root, NamespacePair};
+use common::{controller_python, keygen, repository, Process, TNG};
+use serde_json::Value;
+
+/// Data path: client 10.79.0.1, server 10.79.0.2, moving to .11 and .12. Control path: the controller listens on
+/// the server side's 10.79.1.2.
+const CONTROLLER: &str = "10.79.1.2:50079";
+
+fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", ns]).args(args);
+    command
+}
+
+/// `tngctl serve` in `ns` on [`CONTROLLER`], its store in a temp file; returns once it serves.
+fn start_controller(python: &std::path::Path, ns: &str) -> Process {
+    let dir = std::env::temp_dir().join(format!("tng-test-{}-registry", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("controller.toml");
+    let store = dir.join("controller.db");
+    let _ = std::fs::remove_file(&store);
+    std::fs::write(
+        &config,
+        format!("[api]\nlisten = \"{CONTROLLER}\"\nallow_insecure_remote = true\n[store]\npath = {store:?}\n"),
+    )
+    .unwrap();
+    let mut child = in_ns(ns, &[python.to_str().unwrap(), "-m", "tng_controller.tngctl", "serve", "--config"])
+        .arg(&config)
+        .current_dir(repository())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tngctl serve");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(ready.starts_with("tngctl: serving"), "tngctl serve did not start: {ready:?}");
+    Process(child)
+}
+
+fn hosts(python: &std::path::Path, ns: &str) -> Value {
+    let out = in_ns(ns, &[python.to_str().unwrap(), "-m", "tng_controller.tngctl", "--server", CONTROLLER])
+        .args(["--json", "hosts"])
+        .current_dir(repository())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tngctl hosts: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The registered addresses of `identity`, waiting up to 5 s for them to be `expected`.
+fn wait_registered(python: &std::path::Path, ns: &str, identity: &str, expected: &str) {
+    for _ in 0..50 {
+        let listed = hosts(python, ns);
+        let record = listed.as_array().into_iter().flatten().find(|h| h["identity"] == identity);
+        if record.is_some_and(|r| r["addresses"] == serde_json::json!([expected])) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{identity} never registered at {expected}: {}", hosts(python, ns));
+}
+
+fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_transfer_survives_both_ends_moving_at_once() {
+    if !is_root() {
+        eprintln!("SKIP registry: needs root for network namespaces");
+        return;
+    }
+    let python = match controller_python() {
+        Ok(python) => python,
+        Err(why) => {
+            eprintln!("SKIP registry: {why}");
+            return;
+        }
+    };
+    let tag = std::process::id() % 100_000;
+    let net = NamespacePair::new(format!("registry-c{tag}"), format!("registry-s{tag}"), 79, 2);
+    let (c, s) = (&net.client, &net.server);
+    let _controller = start_controller(&python, s);
+    let (server_key, server_identity) = keygen("registry-server");
+    let (client_key, client_identity) = keygen("registry-client");
+    let _server = Process(
+        in_ns(s, &[TNG, "--log-level", "error", "perf", "server", "--listen", "10.79.0.2:5201"])
+            .args(["--identity", &server_key, "--controller", CONTROLLER])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_registered(&python, s, &server_identity, "10.79.0.2:5201");
+
+    let client = in_ns(c, &[TNG, "--log-level", "info", "perf", "client", "--connect", "10.79.0.2:5201"])
+        .args(["--local", "10.79.0.1:0", "--identity", &client_key, "--controller", CONTROLLER])
+        .args(["--server-identity", &server_identity, "--mode", "bulk", "--duration", "8", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // Both ends at once: neither ever receives a packet from the other's new address.
+    let moves = [(c.clone(), "c0", "10.79.0.1", "10.79.0.11"), (s.clone(), "s0", "10.79.0.2", "10.79.0.12")];
+    let threads: Vec<_> = moves
+        .into_iter()
+        .map(|(ns, dev, old, new)| {
+            std::thread::spawn(move || {
+                ip(&format!("-n {ns} addr del {old}/24 dev {dev}"));
+                ip(&format!("-n {ns} addr add {new}/24 dev {dev}"));
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let out = client.wait_with_output().unwrap();
+    let log = stderr_of(&out);
+    assert!(out.status.success(), "perf client failed: {log}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    eprintln!("after the move: {report}");
+    for line in log.lines().filter(|line| line.contains("registry") || line.contains("migrating")) {
+        eprintln!("client: {line}");
+    }
+    assert_eq!(report["bytes_corrupted"], 0, "{report}");
+    assert!(log.contains("at 10.79.0.12:5201"), "the client never heard of the server's move:\n{log}");
+    wait_registered(&python, s, &server_identity, "10.79.0.12:5201");
+    let client_record = hosts(&python, s);
+    let client_addresses = client_record.as_array().into_iter().flatten().find(|h| h["identity"] == client_identity);
+    let moved = client_addresses.and_then(|h| h["addresses"][0].as_str()).unwrap_or_default();
+    assert!(moved.starts_with("10.79.0.11:"), "{client_record}");
+    // Bytes went over the new addresses (path names are "local->remote").
+    let paths = report["paths"].as_array().cloned().unwrap_or_default();
+    let over_new: u64 = paths
+        .iter()
+        .filter(|p| p["name"].as_str().is_some_and(|name| name.contains("10.79.0.12:5201")))
+        .map(|p| p["bytes"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(over_new > 0, "no bytes over the new addresses: {report}");
+
+    // Connect-time mobility: only the identity and the controller, no address.
+    let out = in_ns(c, &[TNG, "--log-level", "error", "connect", "--server-identity", &server_identity])
+        .args(["--controller", CONTROLLER])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "tng connect: {}", stderr_of(&out));
+    assert!(stdout.contains("connected to 10.79.0.12:5201"), "{stdout}");
+}
