@@ -82,8 +82,7 @@ pub fn supported(kind: CcKind) -> Result<CcKind> {
         bail!("--alcc: {}", UnsupportedAlcc(kind));
     }
     bail!(
-        "--alcc: {kind} is not one of the delay-based controllers ALCC runs over kernel TCP ({}); for the kernel's \
-         own controller use --cc",
+        "--alcc: {kind} is not one of the delay-based controllers ALCC runs over kernel TCP ({})",
         ALCC_KINDS.map(CcKind::name).join(", ")
     )
 }

@@ -1,6 +1,6 @@
 //! `tng proxy --alcc copa|verus` on a real bottleneck: a plain TCP client in one namespace downloads through the
-//! proxy in the other, whose writes to it leave through a 10 Mbit/s drop-tail queue (tbf), the kernel's default
-//! controller underneath. The tng server and the target sit beside the proxy on loopback. Needs root; skipped
+//! proxy in the other, whose writes to it leave through a 10 Mbit/s drop-tail queue (tbf), the system's default
+//! kernel controller underneath. The tng server and the target sit beside the proxy on loopback. Needs root; skipped
 //! otherwise.
 mod common;
 
