@@ -1,5 +1,6 @@
 //! `tng`: the tng host agent's command line.
 
+mod alcc;
 mod config;
 mod control;
 mod driver;
@@ -9,6 +10,7 @@ mod metrics;
 mod netlink;
 mod perf;
 mod policy;
+mod proxy;
 mod registry;
 mod resolver;
 mod service;
@@ -197,6 +199,11 @@ struct ProxyArgs {
     /// The TCP target, as the server reaches it.
     #[arg(long)]
     to: SocketAddr,
+    /// Write to each TCP client only what this tng controller allows (ALCC: copa or verus, fed from the client
+    /// socket's TCP_INFO); the kernel's controller still runs underneath. Only the download direction: what
+    /// clients send is copied as is.
+    #[arg(long, value_name = "CC")]
+    alcc: Option<CcKind>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -465,31 +472,14 @@ async fn connect(args: ConnectArgs) -> Result<()> {
 }
 
 async fn proxy(args: ProxyArgs) -> Result<()> {
+    let alcc = args.alcc.map(alcc::supported).transpose()?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let (agent, conn) = dial(args.via, &args.client).await?;
-    eprintln!("tng proxy: {} -> {} via {}", args.listen, args.to, args.via);
-    loop {
-        let (mut tcp, peer) = tokio::select! {
-            accepted = listener.accept() => accepted?,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-        };
-        let agent = agent.clone();
-        let target = args.to;
-        tokio::spawn(async move {
-            let result = async {
-                let mut io = agent.open_stream(conn).await?.into_io();
-                service::request_proxy(&mut io, target).await?;
-                tokio::io::copy_bidirectional(&mut tcp, &mut io).await?;
-                anyhow::Ok(())
-            }
-            .await;
-            if let Err(err) = result {
-                tracing::warn!("proxied connection from {peer}: {err:#}");
-            }
-        });
-    }
+    let governed = alcc.map_or(String::new(), |kind| format!(", downloads under ALCC {kind}"));
+    eprintln!("tng proxy: {} -> {} via {}{governed}", args.listen, args.to, args.via);
+    proxy::run(listener, proxy::Proxy { agent, conn, target: args.to, alcc }).await
 }
 
 async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
@@ -512,9 +502,7 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         if args.transport != Transport::Tcp {
             bail!("--alcc {kind} needs --transport tcp: ALCC limits what a server writes to a kernel TCP socket");
         }
-        if !tng_proto::alcc::ALCC_KINDS.contains(&kind) {
-            bail!("--alcc: {}", tng_proto::alcc::UnsupportedAlcc(kind));
-        }
+        alcc::supported(kind)?;
     }
     let dialer = match args.transport {
         Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),

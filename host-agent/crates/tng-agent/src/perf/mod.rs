@@ -1,7 +1,6 @@
 //! `tng perf`: one workload generator for tng, kernel TCP and Linux MPTCP, so every comparison uses the same
 //! workload.
 
-pub mod alcc;
 pub mod client;
 mod cpu;
 pub mod kernel;

@@ -12,9 +12,9 @@ use tng_proto::{CcKind, ConnectionHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
-use super::alcc::{AlccSocket, POLL_INTERVAL};
 use super::protocol::{fill_pattern, Queueing, Request, SenderStats, DATA_FOLLOWS, REFUSED, REQUEST_LEN, UNBOUNDED};
 use super::{kernel, ByteStream};
+use crate::alcc::{write_governed, AlccSocket};
 use crate::driver::Agent;
 
 const CHUNK: usize = 64 * 1024;
@@ -241,7 +241,7 @@ enum Sent {
 
 /// Sends the [`DATA_FOLLOWS`] status and `size` pattern bytes, or for an unbounded request pattern bytes until the
 /// peer closes its side; with `alcc`, only as many at a time as its controller allows, reading the kernel's state
-/// at least every [`POLL_INTERVAL`].
+/// at least every [`crate::alcc::POLL_INTERVAL`].
 async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut AlccSocket>) -> Result<Sent> {
     // The status byte rides in the first write with the data, so it costs no packet of its own.
     let mut chunk = vec![0u8; 1 + CHUNK];
@@ -256,20 +256,8 @@ async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut
         fill_pattern(offset, &mut chunk[status..end]);
         let mut pos = 0;
         while pos < end {
-            let allowed = match alcc.as_deref_mut() {
-                Some(alcc) => alcc.writable(end - pos)?,
-                None => end - pos,
-            };
             tokio::select! {
-                // `write` is cancel-safe: either it wrote `n` bytes or nothing.
-                written = writer.write(&chunk[pos..pos + allowed]), if allowed > 0 => {
-                    let written = written?;
-                    pos += written;
-                    if let Some(alcc) = alcc.as_deref_mut() {
-                        alcc.wrote(written);
-                    }
-                }
-                () = tokio::time::sleep(POLL_INTERVAL), if alcc.is_some() => {}
+                written = write_governed(&mut writer, &chunk[pos..end], alcc.as_deref_mut()) => pos += written?,
                 read = reader.read(&mut probe), if size == UNBOUNDED => {
                     if matches!(read, Ok(0) | Err(_)) {
                         return Ok(Sent::PeerClosed);

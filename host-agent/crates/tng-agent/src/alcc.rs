@@ -1,0 +1,146 @@
+//! The ALCC writer of one kernel TCP socket: reads TCP_INFO into `tng_proto::alcc::AlccSender` and applies its
+//! decisions (how much to write, the pacing cap) to the socket. The logic lives in tng-proto; this is the IO, shared
+//! by the perf server's TCP sender and `tng proxy`'s writes to its TCP clients.
+
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tng_proto::alcc::{AlccSender, AlccStats, UnsupportedAlcc, ALCC_KINDS};
+use tng_proto::{CcKind, Time};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::sockopt;
+
+/// Longest the sender goes without reading the kernel's state while it has data to send: the ACKs it reads
+/// arrive on the kernel's schedule, so the controller hears of them at most this late.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(1);
+
+/// Written bytes the kernel may hold unsent: small, so that what the controller allows goes out at once and what
+/// it holds back stays in the application.
+const NOTSENT_LOWAT: u32 = 16 * 1024;
+
+/// Bytes `copy_governed` reads from its source at a time.
+const COPY_CHUNK: usize = 64 * 1024;
+
+/// A pacing cap changes when the controller's rate moved by more than 1/8 of it, not on every sample.
+const PACING_CHANGE: u64 = 8;
+
+/// ALCC on one kernel TCP socket.
+pub struct AlccSocket {
+    socket: OwnedFd,
+    sender: AlccSender,
+    mss: u64,
+    started: Instant,
+    pacing_cap: u64,
+}
+
+impl AlccSocket {
+    /// Puts `socket` (a descriptor of the connection the data leaves on) under controller `kind`.
+    pub fn new(socket: OwnedFd, kind: CcKind) -> Result<AlccSocket> {
+        let info = sockopt::alcc_tcp_info(&socket).context("cannot read TCP_INFO")?;
+        let sender = AlccSender::new(kind, info.snd_mss, Time::ZERO)?;
+        sockopt::set_notsent_lowat(&socket, NOTSENT_LOWAT).context("cannot set TCP_NOTSENT_LOWAT")?;
+        let mut alcc =
+            AlccSocket { socket, sender, mss: u64::from(info.snd_mss.max(1)), started: Instant::now(), pacing_cap: 0 };
+        alcc.sender.on_tcp_info(Time::ZERO, &info);
+        Ok(alcc)
+    }
+
+    /// Reads the kernel's state, feeds it to the controller, updates the pacing cap, and returns how many of the
+    /// `pending` bytes may be written now: zero rather than a sliver of a segment while more is pending.
+    pub fn writable(&mut self, pending: usize) -> Result<usize> {
+        let info = sockopt::alcc_tcp_info(&self.socket).context("cannot read TCP_INFO")?;
+        let now = Time::ZERO + self.started.elapsed();
+        self.sender.on_tcp_info(now, &info);
+        let rate = self.sender.pacing_rate();
+        if rate.abs_diff(self.pacing_cap) > self.pacing_cap / PACING_CHANGE {
+            sockopt::set_max_pacing_rate(&self.socket, rate).context("cannot set SO_MAX_PACING_RATE")?;
+            self.pacing_cap = rate;
+        }
+        let allowance = usize::try_from(self.sender.allowance()).unwrap_or(usize::MAX);
+        let smallest = usize::try_from(self.mss).unwrap_or(usize::MAX).min(pending);
+        Ok(if allowance >= smallest { allowance.min(pending) } else { 0 })
+    }
+
+    /// `bytes` were written to the socket.
+    pub fn wrote(&mut self, bytes: usize) {
+        self.sender.on_written(bytes as u64);
+    }
+
+    pub fn stats(&self) -> AlccStats {
+        self.sender.stats()
+    }
+}
+
+/// `kind`, if ALCC runs it over kernel TCP; else why not, for an `--alcc` flag.
+pub fn supported(kind: CcKind) -> Result<CcKind> {
+    if ALCC_KINDS.contains(&kind) {
+        return Ok(kind);
+    }
+    if kind == CcKind::Sprout {
+        bail!("--alcc: {}", UnsupportedAlcc(kind));
+    }
+    bail!(
+        "--alcc: {kind} is not one of the delay-based controllers ALCC runs over kernel TCP ({})",
+        ALCC_KINDS.map(CcKind::name).join(", ")
+    )
+}
+
+/// Writes part of `buf` to `writer`: as much as `alcc` allows after reading the kernel's state, or whatever the
+/// writer takes without a controller. While the controller holds everything back, or the socket takes nothing, it
+/// returns 0 after [`POLL_INTERVAL`] so that the caller reads the kernel's state again. Cancel-safe: dropped, it
+/// wrote nothing.
+pub async fn write_governed(
+    writer: &mut (impl AsyncWrite + Unpin),
+    buf: &[u8],
+    alcc: Option<&mut AlccSocket>,
+) -> Result<usize> {
+    let Some(alcc) = alcc else { return took(writer.write(buf).await) };
+    let allowed = alcc.writable(buf.len())?;
+    if allowed == 0 {
+        tokio::time::sleep(POLL_INTERVAL).await;
+        return Ok(0);
+    }
+    tokio::select! {
+        // `write` is cancel-safe: either it wrote `n` bytes or nothing.
+        written = writer.write(&buf[..allowed]) => {
+            let written = took(written)?;
+            alcc.wrote(written);
+            Ok(written)
+        }
+        () = tokio::time::sleep(POLL_INTERVAL) => Ok(0),
+    }
+}
+
+/// The bytes a write took; none of a non-empty buffer means the peer can take no more.
+fn took(written: std::io::Result<usize>) -> Result<usize> {
+    match written? {
+        0 => bail!("the socket takes no more bytes"),
+        written => Ok(written),
+    }
+}
+
+/// Copies `reader` into `writer` through [`write_governed`] until the reader ends, then shuts the writer down;
+/// returns the bytes copied.
+pub async fn copy_governed(
+    reader: &mut (impl AsyncRead + Unpin),
+    writer: &mut (impl AsyncWrite + Unpin),
+    mut alcc: Option<&mut AlccSocket>,
+) -> Result<u64> {
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut copied = 0u64;
+    loop {
+        let read = reader.read(&mut buf).await?;
+        if read == 0 {
+            break;
+        }
+        let mut pos = 0;
+        while pos < read {
+            pos += write_governed(writer, &buf[pos..read], alcc.as_deref_mut()).await?;
+        }
+        copied += read as u64;
+    }
+    writer.shutdown().await?;
+    Ok(copied)
+}
