@@ -1,6 +1,7 @@
 """BMv2 as the in-path switch: the [switch] table and steered workloads, the choice of switch, the topology BMv2
 gets, the controller configuration and policies the lab generates (read back by the controller's own parsers)."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,7 @@ def test_steered_workloads_use_both_lwip_links(lwip) -> None:
         ('lte = "lte"\n', "", "switch.lte", "needs both an lte and a wifi link"),
         ('wifi = "wifi"\n', 'wifi = "lte"\n', "switch.wifi", "is the same link as lte ('lte')"),
         ('[switch]\n', '[switch]\nuse = "tofino"\n', "switch.use", "'tofino' is not one of auto, bmv2, linux"),
+        ('[switch]\n', '[switch]\nhelper = "nic"\n', "switch.helper", "'nic' is not one of port, cpu"),
         ('rate = "10mbit", delay', 'trace = "t", delay', "links[0].down.trace", "no trace file"),
         ('steering = "qdepl"\nvisible', 'steering = "fast"\nvisible', "workloads[2].steering", "'fast' is not one of"),
         ('steering = "qdepl"\nvisible = "full"\n', "visible = 'full'\npaths = ['lte']\n", "workloads[2].visible",
@@ -146,11 +148,37 @@ def test_bmv2_owns_the_switch_interfaces_and_the_ue_answers_on_one_address(lwip)
     assert "ip -n tlab42-ue addr add 10.2.0.2/32 dev lo" in commands
     assert "ip -n tlab42-ue rule add from 10.2.0.2 table 101" in commands  # answers over Wi-Fi
     assert "ip -n tlab42-server route add 10.2.0.0/24 via 10.0.0.254" in commands
-    assert plan.switch_ports() == [(1, "srv"), (2, "l-lte"), (3, "l-wifi")]
+    # A full-VISIBLE workload gets the retransmission helper on a port of its own: a veth inside the switch namespace.
+    assert plan.switch_ports() == [(1, "srv"), (2, "l-lte"), (3, "l-wifi"), (4, "helper")]
+    helper_veth = [c for c in commands if c.startswith("ip link add helper netns tlab42-switch")]
+    assert len(helper_veth) == 1 and "peer name helper-end netns tlab42-switch" in helper_veth[0]
+    # A copy is an MTU-sized frame plus the helper's headers: at the default 1500 the veth would drop every one.
+    assert "ip -n tlab42-switch link set helper mtu 9000" in commands
+    assert "ip -n tlab42-switch link set helper-end mtu 9000" in commands
     argv = bmv2.config(Path("/usr/bin/simple_switch_grpc"), plan, Path("/tmp/bmv2.log")).command()
     assert argv[:4] == ["ip", "netns", "exec", "tlab42-switch"]
-    ports = " -i 1@srv -i 2@l-lte -i 3@l-wifi --no-p4 -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255"
+    ports = " -i 1@srv -i 2@l-lte -i 3@l-wifi -i 4@helper --no-p4 -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255"
     assert ports in " ".join(argv)
+    helper = controller.helper_command(plan)
+    assert helper[:4] == ["ip", "netns", "exec", "tlab42-switch"]
+    module = [sys.executable, "-m", "tng_controller.retransmit_helper"]
+    assert helper[4:] == [*module, "--interface", "helper-end", "--health", "127.0.0.1:9601"]
+
+
+def test_the_helper_on_the_controllers_stream_needs_no_port(tmp_path: Path) -> None:
+    on_stream = load(tmp_path, LWIP.replace("[switch]\n", '[switch]\nhelper = "cpu"\n'))
+    plan = make_plan(on_stream, "tlab42-", Path("/run/tng-lab/tlab42"), bmv2=True)
+    assert plan.helper_port is None and plan.switch_ports() == [(1, "srv"), (2, "l-lte"), (3, "l-wifi")]
+    file = tmp_path / "controller.toml"
+    file.write_text(controller.config_toml(on_stream, plan, P4INFO, BMV2_JSON, tmp_path / "c.db"))
+    (lwip_switch,) = controller_config.load(file).switches
+    assert lwip_switch.helper is not None and lwip_switch.helper.attach == "cpu"
+    assert {p.role for p in lwip_switch.ports} == {"core", "lte", "wifi"}
+
+
+def test_linux_forwarding_starts_no_helper_process(lwip) -> None:
+    plan = make_plan(lwip, "tlab42-", Path("/run/tng-lab/tlab42"))
+    assert plan.helper_port is None and not [v for v in plan.veths() if v.a_if == "helper"]
 
 
 def test_linux_forwarding_keeps_the_switch_addresses(lwip) -> None:
@@ -169,7 +197,12 @@ def test_the_controller_reads_the_generated_configuration(lwip, tmp_path: Path) 
     (lwip_switch,) = loaded.switches
     assert (lwip_switch.address, lwip_switch.thrift, lwip_switch.p4info) == ("127.0.0.1:9559", "127.0.0.1:9090", P4INFO)
     ports = {(p.port, p.role, p.capacity_bps, p.queue_packets) for p in lwip_switch.ports}
-    assert ports == {(1, "core", None, None), (2, "lte", 10_000_000, 100), (3, "wifi", 30_000_000, 100)}
+    assert ports == {
+        (1, "core", None, None),
+        (2, "lte", 10_000_000, 100),
+        (3, "wifi", 30_000_000, 100),
+        (4, "helper", None, None),
+    }
     lte, wifi = plan.path("lte"), plan.path("wifi")
     assert {p.port: p.mac for p in lwip_switch.ports}[2] == int(lte.switch_mac.replace(":", ""), 16)
     routes = {str(r.prefix): r for r in lwip_switch.routes}
@@ -180,7 +213,8 @@ def test_the_controller_reads_the_generated_configuration(lwip, tmp_path: Path) 
     assert steered.wifi.dst_mac == int(wifi.ue_mac.replace(":", ""), 16)
     # The link prober: from the server's gateway (punted to the controller) to the UE's LWIP address.
     assert (str(lwip_switch.probe_source), str(steered.probe)) == ("10.0.0.254", "10.2.0.2")
-    assert lwip_switch.helper is not None and lwip_switch.helper.attach == "cpu"
+    helper = lwip_switch.helper
+    assert helper is not None and (helper.attach, helper.port, helper.health) == ("port", 4, "127.0.0.1:9601")
 
 
 def test_no_helper_without_a_full_visible_workload(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ depths (the LTE and Wi-Fi links' capacities, so BMv2's queues are the bottleneck
 UE's LWIP address over both links), the link prober (from the server's gateway address, which the switch punts to
 the controller, to the UE's LWIP address over each link: the measured delay difference of the two links gives the
 earliest-arrival link state and what steered policies leave to the controller: the lowest-rtt spill depth and the
-VISIBLE hold budget) and, when a workload turns VISIBLE on, the retransmission helper on its P4Runtime stream.
+VISIBLE hold budget) and, when a workload turns all of VISIBLE on, the retransmission helper: a process of its own on a
+switch port (the default) or the controller itself on its P4Runtime stream (`[switch] helper = "cpu"`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from tng_lab import bmv2
 from tng_lab.netns import LabError, sh
-from tng_lab.plan import SERVER_PORT, SWITCH_SERVER_ADDRESS, Plan
+from tng_lab.plan import HELPER_HEALTH, HELPER_IF, SERVER_PORT, SWITCH_SERVER_ADDRESS, Plan
 from tng_lab.procs import Child, log_tail
 from tng_lab.scenario import Link, Scenario, Workload
 
@@ -114,7 +115,10 @@ def config_toml(scenario: Scenario, plan: Plan, p4info: Path, bmv2_json: Path, s
             f'wifi = {{ port = {plan.port_of(wifi.name)}, dst_mac = "{wifi.ue_mac}" }}',
             f'probe = "{plan.lwip.address}"',
         )
-    if any(workload.visible == "full" for workload in scenario.workloads):
+    if plan.helper_port is not None:
+        lines += ["[[switch.port]]", f"port = {plan.helper_port}", 'role = "helper"']
+        lines += ["[switch.helper]", 'attach = "port"', f"port = {plan.helper_port}", f'health = "{HELPER_HEALTH}"']
+    elif any(workload.visible == "full" for workload in scenario.workloads):
         lines += ["[switch.helper]", 'attach = "cpu"']
     return "\n".join(lines) + "\n"
 
@@ -181,6 +185,12 @@ class Controller:
 def serve_command(plan: Plan, config: Path) -> list[str]:
     argv = ["ip", "netns", "exec", plan.switch_ns, sys.executable, "-m", "tng_controller.tngctl"]
     return [*argv, "serve", "--config", str(config)]
+
+
+def helper_command(plan: Plan) -> list[str]:
+    """The retransmission helper as a process on its switch port (AF_PACKET on the veth's far end)."""
+    argv = ["ip", "netns", "exec", plan.switch_ns, sys.executable, "-m", "tng_controller.retransmit_helper"]
+    return [*argv, "--interface", HELPER_IF, "--health", HELPER_HEALTH]
 
 
 def wait_ready(child: Child, plan: Plan) -> Controller:

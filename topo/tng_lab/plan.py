@@ -49,6 +49,14 @@ UE_HOST_OFFSET = 10  # with several UEs, UE k is host 10 + k in every link's sub
 GATEWAY_UE_IF = "gw"  # a UE's interface toward the gateway (link names cannot clash: they have no '-')
 SERVER_PORT = 1  # BMv2 port of `srv`; link i is port FIRST_LINK_PORT + i
 FIRST_LINK_PORT = 2
+# VISIBLE's retransmission helper on a port of its own: a veth inside the switch namespace, BMv2's end and the
+# helper process's end (it answers health probes on the namespace's loopback).
+HELPER_SWITCH_IF = "helper"
+HELPER_IF = "helper-end"
+HELPER_HEALTH = "127.0.0.1:9601"
+# A copy is a whole MTU-sized frame behind the helper's own Ethernet and 2-byte header: 1516 bytes would not fit a
+# 1500-byte veth, and the kernel drops it without a word, so the helper's veth takes jumbo frames.
+HELPER_MTU = 9000
 PERF_PORT = 5201
 FIRST_TABLE = 100
 OFFLOADS_OFF = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
@@ -145,6 +153,7 @@ class Plan:
     lwip: LwipPlan | None = None
     ues: tuple[UePlan, ...] = ()
     ue_links: tuple[UeLink, ...] = ()  # empty with one UE (it is the links' far end)
+    helper_port: int | None = None  # BMv2's port toward a retransmission helper process, when a run needs one
 
     @property
     def server_address(self) -> str:
@@ -161,7 +170,8 @@ class Plan:
     def switch_ports(self) -> list[tuple[int, str]]:
         """BMv2's ports: (port number, interface in the switch namespace)."""
         links = [(FIRST_LINK_PORT + index, path.switch_if) for index, path in enumerate(self.paths)]
-        return [(SERVER_PORT, "srv"), *links]
+        helper = [(self.helper_port, HELPER_SWITCH_IF)] if self.helper_port is not None else []
+        return [(SERVER_PORT, "srv"), *links, *helper]
 
     def port_of(self, link: str) -> int:
         return FIRST_LINK_PORT + next(index for index, path in enumerate(self.paths) if path.name == link)
@@ -188,6 +198,8 @@ class Plan:
         for link in self.ue_links:
             ue = link.ue
             veths.append(Veth(self.ue_ns, link.gateway_if, link.gateway_mac, ue.namespace, GATEWAY_UE_IF, link.ue_mac))
+        if self.helper_port is not None:
+            veths.append(Veth(self.switch_ns, HELPER_SWITCH_IF, _mac(0, 5), self.switch_ns, HELPER_IF, _mac(0, 6)))
         return veths
 
     def commands(self) -> list[list[str]]:
@@ -224,6 +236,9 @@ class Plan:
             )
             commands.append(_static_arp(self.ue_ns, path.ue_if, path.switch_address, path.switch_mac))
         commands.append(_ip(self.ue_ns, "route", "add", "default", "via", self.paths[0].switch_address))
+        if self.helper_port is not None:
+            for interface in (HELPER_SWITCH_IF, HELPER_IF):
+                commands.append(_ip(self.switch_ns, "link", "set", interface, "mtu", str(HELPER_MTU)))
         if self.lwip is not None:
             commands += self._lwip_commands(self.lwip)
         if self.ue_links:
@@ -342,13 +357,21 @@ def make_plan(scenario: Scenario, prefix: str, run_dir: Path, *, bmv2: bool = Fa
     )
     switch = scenario.switch
     lwip = LwipPlan(switch.lte, switch.wifi) if switch.lte is not None and switch.wifi is not None else None
+    helper_port = FIRST_LINK_PORT + len(paths) if bmv2 and helper_process(scenario) else None
+    ue_links: tuple[UeLink, ...] = ()
     if scenario.ues == 1:
         sources = tuple(UeSource(path.name, path.ue_address, path.ue_if) for path in paths)
-        ue = UePlan(1, f"{prefix}ue", sources, lwip.address if lwip else None)
-        return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}ue", paths, run_dir, bmv2, lwip, (ue,))
-    ue_links = tuple(_ue_link(prefix, number, paths, lwip) for number in range(1, scenario.ues + 1))
-    ues = tuple(link.ue for link in ue_links)
-    return Plan(prefix, f"{prefix}server", f"{prefix}switch", f"{prefix}gw", paths, run_dir, bmv2, lwip, ues, ue_links)
+        far_end, ues = f"{prefix}ue", (UePlan(1, f"{prefix}ue", sources, lwip.address if lwip else None),)
+    else:
+        ue_links = tuple(_ue_link(prefix, number, paths, lwip) for number in range(1, scenario.ues + 1))
+        far_end, ues = f"{prefix}gw", tuple(link.ue for link in ue_links)
+    switch_ns = f"{prefix}switch"
+    return Plan(prefix, f"{prefix}server", switch_ns, far_end, paths, run_dir, bmv2, lwip, ues, ue_links, helper_port)
+
+
+def helper_process(scenario: Scenario) -> bool:
+    """Whether a run of `scenario` on BMv2 starts the retransmission helper as a process on a switch port."""
+    return scenario.switch.helper == "port" and any(workload.visible == "full" for workload in scenario.workloads)
 
 
 def _ue_link(prefix: str, number: int, paths: tuple[PathPlan, ...], lwip: LwipPlan | None) -> UeLink:

@@ -365,10 +365,16 @@ def _start_bmv2(
     store = plan.run_dir / "controller.db"
     config.write_text(controller.config_toml(scenario, plan, choice.p4info, choice.bmv2_json, store))
     shutil.copyfile(config, logs / "controller.toml")  # the run directory goes away with the run
+    pids = {}
+    if plan.helper_port is not None:
+        helper = stack.enter_context(
+            running("retransmission helper", controller.helper_command(plan), logs / "helper.log")
+        )
+        pids["helper"] = helper.pid
     child = stack.enter_context(
         running("tng controller", controller.serve_command(plan, config), logs / "controller.log")
     )
-    pids = {"controller": child.pid}
+    pids["controller"] = child.pid
     if switch_process.pid is not None:
         pids["bmv2"] = switch_process.pid
     return controller.wait_ready(child, plan), pids

@@ -29,6 +29,10 @@ TRANSPORTS: tuple[Transport, ...] = ("tng", "tcp", "mptcp")
 KERNEL_TRANSPORTS: tuple[Transport, ...] = ("tcp", "mptcp")
 MODES: tuple[Mode, ...] = ("bulk", "shortflows", "rr")
 SWITCH_USES: tuple[SwitchUse, ...] = ("auto", "bmv2", "linux")
+HelperAttach = Literal["port", "cpu"]
+# Where VISIBLE's retransmission helper takes the switch's copies: a process on a switch port of its own (an
+# AF_PACKET socket, no gRPC per copy) or the controller's P4Runtime stream (packet-in and packet-out per copy).
+HELPER_ATTACHES: tuple[HelperAttach, ...] = ("port", "cpu")
 # The LWIP switch's steering modes (p4src/README.md, `ingress.steering.modes`), as the scenario names them.
 VisibleUse = Literal["hold", "full"]
 VISIBLE_USES: tuple[VisibleUse, ...] = ("hold", "full")
@@ -100,6 +104,7 @@ class SwitchSpec:
     use: SwitchUse = "auto"  # auto: BMv2 when the toolchain and the compiled pipeline are there
     lte: str | None = None
     wifi: str | None = None
+    helper: HelperAttach = "port"  # how a workload with visible = "full" gets the retransmission helper
 
     @property
     def lwip(self) -> bool:
@@ -244,6 +249,7 @@ def parse(data: dict[str, Any], file: Path) -> Scenario:
 
 def _switch(table: _Table, links: tuple[Link, ...]) -> SwitchSpec:
     use = cast(SwitchUse, table.choice("use", SWITCH_USES, "auto"))
+    helper = cast(HelperAttach, table.choice("helper", HELPER_ATTACHES, "port"))
     names = [link.name for link in links]
     lwip: dict[str, str | None] = {}
     for role in ("lte", "wifi"):
@@ -260,7 +266,7 @@ def _switch(table: _Table, links: tuple[Link, ...]) -> SwitchSpec:
         if name is not None and rates[name] is None:
             raise table.error(role, f"link {name!r} needs a constant down rate (the switch queue is shaped to it)")
     table.finish()
-    return SwitchSpec(use, lwip["lte"], lwip["wifi"])
+    return SwitchSpec(use, lwip["lte"], lwip["wifi"], helper)
 
 
 def _unique(table: _Table, key: str, names: list[str]) -> None:
