@@ -68,6 +68,16 @@ def test_valid_scenario_becomes_dataclasses(tmp_path: Path) -> None:
         "150",
     ]
     assert cell.up.spec() == ""  # no `up` table: straight through
+
+
+def test_a_steps_trace_takes_its_period_and_spread(tmp_path: Path) -> None:
+    steps = 'model = "steps", mean_mbps = 8, seconds = 30, seed = 7, period_seconds = 5, spread = 0.8'
+    loaded = scenario.load(
+        write(tmp_path, VALID.replace('model = "sprout", mean_mbps = 8, seconds = 30, seed = 7, sigma = 150', steps))
+    )
+    model = loaded.link("cell").down.trace_model
+    assert model is not None
+    assert model.argv()[-4:] == ["--period-seconds", "5", "--spread", "0.8"]
     assert loaded.workloads[0].paths == ("lte", "cell")
     assert loaded.workloads[1].parallel == 4 and loaded.workloads[1].mode == "shortflows"
 
@@ -112,7 +122,12 @@ def test_shipped_scenarios_load(path: Path) -> None:
         (("duration_s = 5", "duration_s = 5\nues = 0"), "ues", "must be 1 to 8"),
         (("duration_s = 5", "duration_s = 5\nues = true"), "ues", "expected an integer, got true or false"),
         (('name = "cell"', 'name = "Cell-1"'), "links[1].name", "must be a lowercase letter"),
-        (('model = "sprout"', 'model = "verus"'), "links[1].down.trace.model", "'verus' is not one of sprout"),
+        (('model = "sprout"', 'model = "verus"'), "links[1].down.trace.model", "'verus' is not one of sprout, steps"),
+        (
+            ('model = "sprout"', 'model = "steps"'),
+            "links[1].down.trace.sigma",
+            "an option of the sprout model, not of steps",
+        ),
         (('cc = "cubic"', 'alcc = "copa"'), "workloads[0].alcc", "needs transport = 'tcp', not 'mptcp'"),
         (
             ('transport = "mptcp"\ncc = "cubic"', 'transport = "tcp"\nalcc = "sprout"'),

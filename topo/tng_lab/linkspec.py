@@ -14,7 +14,7 @@ _NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z%]*)\s*$")
 RATE_UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 SIZE_UNITS = {"pkt", "b", "kb", "mb"}
-TRACE_MODELS = ("sprout",)
+TRACE_MODELS = ("sprout", "steps")  # linkem gen-trace --model: Sprout's stochastic link, or a level redrawn per period
 
 
 class SpecValueError(ValueError):

@@ -51,7 +51,11 @@ WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")  # becomes par
 CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
 # The tng controllers `tng perf --alcc` runs over kernel TCP (docs/congestion-control.md, ALCC).
 ALCC_CONTROLLERS = ("copa", "verus")
-TRACE_OPTIONS = ("sigma", "mean_reversion", "outages_per_minute", "outage_mean_seconds")
+# The further `linkem gen-trace` flags each trace model takes.
+TRACE_OPTIONS = {
+    "sprout": ("sigma", "mean_reversion", "outages_per_minute", "outage_mean_seconds"),
+    "steps": ("period_seconds", "spread"),
+}
 DIRECTION_KEYS = ("rate", "trace", "delay", "jitter", "reorder", "loss", "ge", "queue", "ecn")
 MAX_LINKS = 8
 MAX_UES = 8
@@ -342,8 +346,12 @@ def _trace_model(table: _Table) -> TraceModel:
     mean_mbps = table.positive("mean_mbps", float)
     seconds = table.positive("seconds", int, 60)
     seed = table.take("seed", int, 1)
-    options = tuple((name, table.positive(name, float)) for name in TRACE_OPTIONS if name in table.data)
-    table.seen.update(TRACE_OPTIONS)
+    options = tuple((name, table.positive(name, float)) for name in TRACE_OPTIONS[model] if name in table.data)
+    table.seen.update(TRACE_OPTIONS[model])
+    for name in table.data:
+        other = next((m for m, names in TRACE_OPTIONS.items() if name in names and m != model), None)
+        if other is not None:
+            raise table.error(name, f"is an option of the {other} model, not of {model}")
     table.finish()
     return TraceModel(model, mean_mbps, seconds, seed, options)
 

@@ -1,12 +1,16 @@
-//! Synthetic cellular traces from Sprout's stochastic link model (Winstein et al., NSDI 2013).
+//! Synthetic cellular traces: Sprout's stochastic link model (Winstein et al., NSDI 2013), and a rapidly changing
+//! channel whose rate is redrawn every few seconds (the ALCC paper's "rapidly changing network", after Verus).
 //!
-//! The link rate (packets per second) drifts by Brownian motion with noise power `sigma` packets/s per sqrt(s), as in
+//! Sprout: the link rate (packets per second) drifts by Brownian motion with noise power `sigma` packets/s per sqrt(s), as in
 //! Sprout's model; unlike Sprout's pure random walk it is pulled back towards the requested mean (an
 //! Ornstein-Uhlenbeck process with rate `mean_reversion`), so a long trace keeps the requested average. Outages start
 //! as a Poisson process and last an exponentially distributed time, during which the rate is zero. Each millisecond
 //! then emits Poisson(rate x 1 ms) delivery opportunities, as Sprout assumes packet deliveries are Poisson given the
 //! rate. The rate path is finally scaled so that its time average is exactly the requested mean (outages and the
 //! floor at zero would otherwise bias it), which leaves only the Poisson sampling noise in the trace's mean.
+//!
+//! Steps: every `period_seconds` the rate jumps to a level drawn uniformly from mean x (1 - spread) to
+//! mean x (1 + spread) and holds it; deliveries and the scaling to the mean are as for Sprout.
 
 use std::io::{self, Write};
 
@@ -32,6 +36,15 @@ pub struct SproutModel {
     pub outage_mean_seconds: f64,
 }
 
+/// A rate held for `period_seconds`, then redrawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepsModel {
+    pub mean_mbps: f64,
+    pub period_seconds: f64,
+    /// Levels lie within mean x (1 +- spread); 0 keeps the rate constant, below 1 keeps it above zero.
+    pub spread: f64,
+}
+
 #[derive(Debug, Error, PartialEq)]
 pub enum GenTraceError {
     #[error("--mean-mbps must be above 0 and at most {MAX_MEAN_MBPS}, got {0}")]
@@ -40,16 +53,48 @@ pub enum GenTraceError {
     Seconds(u64),
     #[error("--{name} must be finite and >= 0, got {value}")]
     Parameter { name: &'static str, value: f64 },
+    #[error("--period-seconds must be at least 0.001 (one millisecond), got {0}")]
+    Period(f64),
+    #[error("--spread must be between 0 and 1 (a level below zero is no rate), got {0}")]
+    Spread(f64),
+}
+
+fn validate_mean_and_length(mean_mbps: f64, seconds: u64) -> Result<(), GenTraceError> {
+    if !(mean_mbps > 0.0 && mean_mbps <= MAX_MEAN_MBPS) {
+        return Err(GenTraceError::Mean(mean_mbps));
+    }
+    if !(1..=MAX_SECONDS).contains(&seconds) {
+        return Err(GenTraceError::Seconds(seconds));
+    }
+    Ok(())
+}
+
+fn packets_per_second(mbps: f64) -> f64 {
+    mbps * 1e6 / (OPPORTUNITY_BYTES * 8) as f64
+}
+
+/// Delivery opportunities for a rate path (packets/s per millisecond), scaled so that its mean is `mean_pps`:
+/// Poisson(rate x 1 ms) per millisecond. The last line is always the final millisecond, so the trace loops with
+/// exactly the path's length.
+fn deliveries(path: &[f64], mean_pps: f64, rng: &mut impl rand_core::RngCore) -> Vec<u64> {
+    let path_mean = path.iter().sum::<f64>() / path.len() as f64;
+    let scale = if path_mean > 0.0 { mean_pps / path_mean } else { 0.0 };
+    let mut timestamps = Vec::new();
+    for (index, rate) in path.iter().enumerate() {
+        let millisecond = index as u64 + 1;
+        let count = poisson(rng, rate * scale * STEP_SECONDS);
+        timestamps.extend(std::iter::repeat_n(millisecond, count as usize));
+    }
+    let milliseconds = path.len() as u64;
+    if timestamps.last() != Some(&milliseconds) {
+        timestamps.push(milliseconds);
+    }
+    timestamps
 }
 
 impl SproutModel {
     fn validate(&self, seconds: u64) -> Result<(), GenTraceError> {
-        if !(self.mean_mbps > 0.0 && self.mean_mbps <= MAX_MEAN_MBPS) {
-            return Err(GenTraceError::Mean(self.mean_mbps));
-        }
-        if !(1..=MAX_SECONDS).contains(&seconds) {
-            return Err(GenTraceError::Seconds(seconds));
-        }
+        validate_mean_and_length(self.mean_mbps, seconds)?;
         for (name, value) in [
             ("sigma", self.sigma),
             ("mean-reversion", self.mean_reversion),
@@ -63,13 +108,9 @@ impl SproutModel {
         Ok(())
     }
 
-    fn mean_packets_per_second(&self) -> f64 {
-        self.mean_mbps * 1e6 / (OPPORTUNITY_BYTES * 8) as f64
-    }
-
     /// The rate in packets/s for each millisecond, before rescaling to the mean.
     fn rate_path(&self, milliseconds: usize, rng: &mut impl rand_core::RngCore) -> Vec<f64> {
-        let mean = self.mean_packets_per_second();
+        let mean = packets_per_second(self.mean_mbps);
         let outage_start_probability = self.outages_per_minute / 60.0 * STEP_SECONDS;
         let mut rate = mean;
         let mut outage_left_seconds = 0.0;
@@ -95,21 +136,32 @@ impl SproutModel {
     /// final millisecond, so the trace loops with exactly the requested period.
     pub fn generate(&self, seconds: u64, seed: u64) -> Result<Vec<u64>, GenTraceError> {
         self.validate(seconds)?;
-        let milliseconds = seconds * MILLIS_PER_SECOND;
         let mut rng = rng(seed, Stream::TraceGenerator);
-        let path = self.rate_path(milliseconds as usize, &mut rng);
-        let path_mean = path.iter().sum::<f64>() / path.len() as f64;
-        let scale = if path_mean > 0.0 { self.mean_packets_per_second() / path_mean } else { 0.0 };
-        let mut timestamps = Vec::new();
-        for (index, rate) in path.iter().enumerate() {
-            let millisecond = index as u64 + 1;
-            let count = poisson(&mut rng, rate * scale * STEP_SECONDS);
-            timestamps.extend(std::iter::repeat_n(millisecond, count as usize));
+        let path = self.rate_path((seconds * MILLIS_PER_SECOND) as usize, &mut rng);
+        Ok(deliveries(&path, packets_per_second(self.mean_mbps), &mut rng))
+    }
+}
+
+impl StepsModel {
+    /// Generates the trace's timestamps, as [`SproutModel::generate`] does.
+    pub fn generate(&self, seconds: u64, seed: u64) -> Result<Vec<u64>, GenTraceError> {
+        validate_mean_and_length(self.mean_mbps, seconds)?;
+        if !(self.period_seconds.is_finite() && self.period_seconds >= STEP_SECONDS) {
+            return Err(GenTraceError::Period(self.period_seconds));
         }
-        if timestamps.last() != Some(&milliseconds) {
-            timestamps.push(milliseconds);
+        if !(0.0..=1.0).contains(&self.spread) {
+            return Err(GenTraceError::Spread(self.spread));
         }
-        Ok(timestamps)
+        let mut rng = rng(seed, Stream::TraceGenerator);
+        let mean = packets_per_second(self.mean_mbps);
+        let hold = (self.period_seconds / STEP_SECONDS).round() as usize;
+        let milliseconds = (seconds * MILLIS_PER_SECOND) as usize;
+        let mut path = Vec::with_capacity(milliseconds);
+        while path.len() < milliseconds {
+            let level = mean * (1.0 + self.spread * (2.0 * uniform(&mut rng) - 1.0));
+            path.extend(std::iter::repeat_n(level, hold.min(milliseconds - path.len())));
+        }
+        Ok(deliveries(&path, mean, &mut rng))
     }
 }
 
@@ -164,6 +216,56 @@ mod tests {
         assert!(min < 500, "min {min}");
         let silent_stretch = timestamps.windows(2).map(|w| w[1] - w[0]).max().unwrap();
         assert!(silent_stretch >= 100, "longest gap {silent_stretch} ms");
+    }
+
+    fn steps(spread: f64) -> StepsModel {
+        StepsModel { mean_mbps: 8.0, period_seconds: 5.0, spread }
+    }
+
+    /// Packets per whole second of a trace.
+    fn per_second(timestamps: &[u64], seconds: usize) -> Vec<u32> {
+        let mut counts = vec![0u32; seconds];
+        for t in timestamps {
+            counts[((t - 1) / 1000) as usize] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn steps_hold_a_level_for_a_period_then_jump() {
+        let timestamps = steps(0.8).generate(60, 5).unwrap();
+        let seconds = per_second(&timestamps, 60);
+        // 8 Mbit/s is 667 packets/s; levels lie within 133-1200 packets/s.
+        let periods: Vec<f64> =
+            seconds.chunks(5).map(|chunk| chunk.iter().map(|&c| f64::from(c)).sum::<f64>() / 5.0).collect();
+        for (period, chunk) in periods.iter().zip(seconds.chunks(5)) {
+            for &count in chunk {
+                // Within a period only Poisson noise moves the count: a few sqrt(level).
+                assert!((f64::from(count) - period).abs() < 5.0 * period.sqrt() + 5.0, "{chunk:?}");
+            }
+        }
+        let jumps = periods.windows(2).filter(|w| (w[1] - w[0]).abs() > 100.0).count();
+        assert!(jumps >= 6, "levels {periods:?}");
+        assert!(periods.iter().all(|&p| p > 100.0), "no level near zero with spread 0.8: {periods:?}");
+        let mean_mbps = timestamps.len() as f64 * (OPPORTUNITY_BYTES * 8) as f64 / 60.0 / 1e6;
+        assert!((mean_mbps - 8.0).abs() < 0.02 * 8.0, "mean {mean_mbps}");
+    }
+
+    #[test]
+    fn steps_without_spread_are_a_constant_rate() {
+        let seconds = per_second(&steps(0.0).generate(20, 1).unwrap(), 20);
+        assert!(seconds.iter().all(|&c| (c as f64 - 667.0).abs() < 5.0 * 667f64.sqrt()), "{seconds:?}");
+    }
+
+    #[test]
+    fn bad_steps_are_errors() {
+        assert_eq!(steps(1.5).generate(10, 1), Err(GenTraceError::Spread(1.5)));
+        let mut zero_period = steps(0.5);
+        zero_period.period_seconds = 0.0;
+        assert_eq!(zero_period.generate(10, 1), Err(GenTraceError::Period(0.0)));
+        let mut no_mean = steps(0.5);
+        no_mean.mean_mbps = 0.0;
+        assert_eq!(no_mean.generate(10, 1), Err(GenTraceError::Mean(0.0)));
     }
 
     #[test]

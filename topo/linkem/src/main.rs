@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use linkem::bridge::{self, Clock};
 use linkem::control::{self, Control, ControlledDirection};
-use linkem::gentrace::{write_trace, SproutModel};
+use linkem::gentrace::{write_trace, SproutModel, StepsModel};
 use linkem::link::RandomStreams;
 use linkem::spec::LinkSpec;
 
@@ -56,6 +56,8 @@ enum Command {
 enum TraceModel {
     /// Sprout's stochastic model: Brownian rate, Poisson deliveries, outages
     Sprout,
+    /// A rapidly changing channel: a level redrawn every --period-seconds, Poisson deliveries
+    Steps,
 }
 
 #[derive(Args)]
@@ -82,6 +84,12 @@ struct GenTraceArgs {
     /// Mean outage length in seconds (exponentially distributed)
     #[arg(long, default_value_t = 0.5)]
     outage_mean_seconds: f64,
+    /// Steps: how long each level holds
+    #[arg(long, default_value_t = 5.0)]
+    period_seconds: f64,
+    /// Steps: levels are drawn uniformly from mean x (1 - spread) to mean x (1 + spread)
+    #[arg(long, default_value_t = 0.8)]
+    spread: f64,
 }
 
 #[derive(Args)]
@@ -114,16 +122,21 @@ fn main() -> ExitCode {
 }
 
 fn gen_trace(args: &GenTraceArgs) -> Result<(), String> {
-    let model = match args.model {
+    let generated = match args.model {
         TraceModel::Sprout => SproutModel {
             mean_mbps: args.mean_mbps,
             sigma: args.sigma,
             mean_reversion: args.mean_reversion,
             outages_per_minute: args.outages_per_minute,
             outage_mean_seconds: args.outage_mean_seconds,
-        },
+        }
+        .generate(args.seconds, args.seed),
+        TraceModel::Steps => {
+            StepsModel { mean_mbps: args.mean_mbps, period_seconds: args.period_seconds, spread: args.spread }
+                .generate(args.seconds, args.seed)
+        }
     };
-    let timestamps = model.generate(args.seconds, args.seed).map_err(|e| e.to_string())?;
+    let timestamps = generated.map_err(|e| e.to_string())?;
     write_trace(&mut io::stdout().lock(), &timestamps).map_err(|e| format!("writing the trace: {e}"))
 }
 
