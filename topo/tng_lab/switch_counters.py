@@ -29,6 +29,9 @@ from tng_p4.pipeline import DROPS, FORWARDED, PORT_TX, STEERED, VISIBLE_DECISION
 from tng_lab.netns import LabError, sh
 
 READ_TIMEOUT_S = 5.0
+# The reading process: Python's start and finsy's import took over 30 s on a 2-core machine at load 20, and a run
+# that gives up on its counters loses every workload measured so far.
+PROCESS_TIMEOUT_S = 120.0
 COUNTERS = (STEERED, FORWARDED, PORT_TX, DROPS, VISIBLE_DECISIONS)
 Snapshot = dict[str, dict[int, int]]  # counter name -> index -> packets
 KERNEL_RX = "kernel.rx_packets"  # pseudo counter of a snapshot: packets the namespace's interfaces received (index 0)
@@ -104,7 +107,10 @@ def kernel_rx_packets(sys_net: Path = SYS_NET) -> int:
 def snapshot_in(namespace: str, address: str, p4info: Path, device_id: int) -> Snapshot:
     """`read` run inside `namespace`, where the switch's gRPC server is."""
     argv = ["ip", "netns", "exec", namespace, sys.executable, "-m", "tng_lab.switch_counters"]
-    output = sh([*argv, "--address", address, "--p4info", str(p4info), "--device-id", str(device_id)])
+    output = sh(
+        [*argv, "--address", address, "--p4info", str(p4info), "--device-id", str(device_id)],
+        timeout_s=PROCESS_TIMEOUT_S,
+    )
     try:
         data = json.loads(output)
         return {name: {int(index): int(value) for index, value in cells.items()} for name, cells in data.items()}
