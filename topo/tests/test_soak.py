@@ -175,8 +175,8 @@ def bin_dir() -> Path:
 @pytest.mark.needs_root
 def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "soak"
-    argv = [sys.executable, "-m", "tng_lab.soak", "--minutes", str(SHORT_SOAK_MINUTES), "--warmup", "30"]
-    argv += ["--fault-interval", "8-15", "--seed", "3", "--out", str(out), "--bin-dir", str(bin_dir)]
+    argv = [sys.executable, "-m", "tng_lab.soak", "--minutes", str(SHORT_SOAK_MINUTES), "--warmup", "60"]
+    argv += ["--fault-interval", "5-10", "--seed", "3", "--out", str(out), "--bin-dir", str(bin_dir)]
     soak = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = soak.communicate(timeout=SHORT_SOAK_MINUTES * 60 + 600)
     said = f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
@@ -184,7 +184,7 @@ def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     report = json.loads((out / "soak.json").read_text())
     assert report["violations"] == [], said
     assert all(invariant["held"] for invariant in report["invariants"].values())
-    assert report["faults_injected"] >= 4 and report["faults_not_injected"] == 0, said
+    assert report["faults_injected"] >= 2 and report["faults_not_injected"] == 0, said
     traffic = report["traffic"]
     assert traffic["http-proxy"]["verified"] > 0 and traffic["http-proxy"]["mismatched"] == 0
     for kind in ("tng-bulk", "tng-short", "mptcp", "steered-tcp"):

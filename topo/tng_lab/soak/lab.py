@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,10 @@ from tng_lab.runner import _Lab
 from tng_lab.soak.processes import Registry, alive
 from tng_lab.switch import SwitchChoice
 
-RECONNECT_TIMEOUT_S = (
-    90.0  # a restarted BMv2 gets its pipeline and every entry again; on a loaded machine it takes a while
-)
+# A restarted BMv2 gets its pipeline and every entry again, and a tngctl call is a fresh Python in the switch
+# namespace: seconds of CPU each, minutes on a starved machine.
+RECONNECT_TIMEOUT_S = 180.0
+TNGCTL_TIMEOUT_S = 180.0
 GONE_TIMEOUT_S = 5.0
 
 
@@ -93,10 +95,15 @@ class SoakLab:
         self.registry.register("bmv2", switch.pid)
         return switch.pid
 
-    def switch_state(self) -> str:
+    def tngctl(self, *args: str) -> str:
+        """`tngctl` against the controller of now, in the switch namespace."""
         assert self.lab.controller is not None
+        argv = ["ip", "netns", "exec", self.plan.switch_ns, sys.executable, "-m", "tng_controller.tngctl"]
+        return sh([*argv, "--server", self.lab.controller.api, *args], timeout_s=TNGCTL_TIMEOUT_S)
+
+    def switch_state(self) -> str:
         try:
-            switches = json.loads(self.lab.controller.tngctl("--json", "switches") or "[]")
+            switches = json.loads(self.tngctl("--json", "switches") or "[]")
         except LabError as err:
             return f"no answer ({err})"
         return ", ".join(str(s.get("state")) for s in switches) or "none"
@@ -107,7 +114,7 @@ class SoakLab:
         while (state := self.switch_state()) != "CONNECTED":
             if time.monotonic() - started > timeout_s:
                 raise LabError(f"the switch is not CONNECTED {timeout_s:.0f} s later (state: {state})")
-            time.sleep(0.5)
+            time.sleep(2.0)
         return round(time.monotonic() - started, 1)
 
     def p4runtime_reachable(self) -> bool:

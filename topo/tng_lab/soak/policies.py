@@ -63,18 +63,17 @@ def _wait(reader: EntryReader, network: str, want_present: bool, timeout_s: floa
 
 
 def churn(soak: SoakLab, reader: EntryReader, number: int, t: float) -> Churn:
-    assert soak.lab.controller is not None
     name = f"soak-churn-{number}"
     network = CHURN_NETWORK.format(n=number % 250)
     file = soak.plan.run_dir / f"{name}.toml"
     file.write_text(_policy_toml(name, network))
     try:
-        soak.lab.controller.set_policy(file)
+        soak.tngctl("policy", "set", str(file))
     except LabError as err:
         return Churn(t, name, None, None, f"the controller refused the churn policy: {err}")
     appeared = _wait(reader, network, True, APPEAR_TIMEOUT_S)
     try:
-        soak.lab.controller.remove_policy(name)
+        soak.tngctl("policy", "rm", name)
     except LabError as err:
         return Churn(t, name, appeared, None, f"the controller did not delete it: {err}")
     gone = _wait(reader, network, False, RECONCILE_TIMEOUT_S)

@@ -236,7 +236,7 @@ def _start_traffic(soak: SoakLab, options: SoakOptions, record: SoakRecord, star
     else:
         policy = plan.run_dir / "policy-steered.toml"
         policy.write_text(controller.policy_toml(options.scenario, plan, steered))
-        soak.lab.controller.set_policy(policy)
+        soak.tngctl("policy", "set", str(policy))
         kinds.append(
             PerfKind(
                 "steered-tcp", ue.namespace, ("--local", f"{ue.lwip_address}:0", "--mode", "bulk", "--transport", "tcp")
