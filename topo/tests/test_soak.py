@@ -199,3 +199,41 @@ def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     assert (out / "timeline.png").stat().st_size > 10_000
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"tlab{soak.pid}-" not in listed  # everything the soak created is gone
+
+
+def test_report_names_every_invariant_and_plots_the_timeline(tmp_path: Path) -> None:
+    from tng_lab import runner, scenario
+    from tng_lab.soak import report
+    from tng_lab.soak.runner import FaultRecord, SoakOptions, SoakRecord
+    from tng_lab.soak.sampler import LinkSample
+
+    options = SoakOptions(
+        scenario.load(REPO / "topo" / "scenarios" / "soak.toml"),
+        tmp_path,
+        duration_s=120.0,
+        warmup_s=20.0,
+        seed=5,
+        interval_s=(5.0, 10.0),
+        round_s=20.0,
+        binaries=runner.Binaries(Path("tng"), Path("linkem")),
+    )
+    record = SoakRecord(options, "2026-11-27T00:00:00+00:00", "Linux forwarding", 1.0)
+    record.faults = [
+        FaultRecord("link-down (lte)", 30.0, 5.0, True, 30.0, 35.0, "lte: linkem now loss=100%", "spec restored"),
+        FaultRecord("kill-tng-server", 50.0, 2.0, False, 50.0, 50.5, "no perf-server process is registered"),
+    ]
+    record.rounds = [_round(0.0, 20.0), _round(21.0, 41.0, "exit status 1")]
+    record.fetches = [Fetch(10.0, 1000, 1000, True, None)]
+    record.process_samples = _samples("tng-serve", 10, [12, 12, 12, 12, 40], start=0.0)
+    record.link_samples = [LinkSample(10.0 * i, 1_000_000 * i) for i in range(6)]
+    record.check()
+    data = report.to_json(record)
+    assert set(data["invariants"]) == {"delivery", "policies", "resources", "processes", "faults"}
+    assert data["invariants"]["resources"]["held"] is False and data["invariants"]["delivery"]["held"] is True
+    assert data["faults_injected"] == 1 and data["faults_not_injected"] == 1 and data["seed"] == 5
+    assert data["traffic"]["http-proxy"]["verified"] == 1
+    printed = report.lines(record)
+    assert any(line.startswith("  VIOLATED resources: tng-serve (pid 10): open fds 40") for line in printed)
+    json_file, png = report.write(record, tmp_path)
+    assert json.loads(json_file.read_text())["violations"] == data["violations"]
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000

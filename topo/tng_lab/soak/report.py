@@ -23,6 +23,8 @@ INVARIANTS = {
     "faults": "every injected fault heals",
 }
 DPI = 110
+KIND_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
+MAX_VIOLATIONS_SHOWN = 8  # on the plot; soak.json and the printed report have every one
 
 
 def _plain(value: Any) -> Any:
@@ -98,7 +100,7 @@ def plot(record: SoakRecord, file: Path) -> Path:
         faults_ax.text(fault.start, number % 4, fault.label, fontsize=7, va="bottom")
     faults_ax.set_ylim(-0.5, 4.5)
     faults_ax.set_yticks([])
-    faults_ax.set_title(f"soak {record.options.scenario.name}, seed {record.options.seed}: faults (grey: not injected)")
+    faults_ax.set_title(f"fault soak, seed {record.options.seed}: faults (red: injected, grey: not injected)")
     links = record.link_samples
     t = [(a.t + b.t) / 2 for a, b in pairwise(links)]
     mbps = [(b.down_bytes - a.down_bytes) * 8 / max(b.t - a.t, 1e-9) / 1e6 for a, b in pairwise(links)]
@@ -106,9 +108,11 @@ def plot(record: SoakRecord, file: Path) -> Path:
     by_kind: dict[str, list] = defaultdict(list)
     for r in record.rounds:
         by_kind[r.kind].append(r)
-    for kind, rounds in by_kind.items():
+    for number, (kind, rounds) in enumerate(by_kind.items()):
+        color = KIND_COLORS[number % len(KIND_COLORS)]
+        goodput = [r.goodput_mbps for r in rounds]
         goodput_ax.hlines(
-            [r.goodput_mbps for r in rounds], [r.start for r in rounds], [r.end for r in rounds], label=f"{kind} rounds"
+            goodput, [r.start for r in rounds], [r.end for r in rounds], color=color, label=f"{kind} rounds"
         )
     goodput_ax.set_ylabel("Mbit/s")
     goodput_ax.legend(fontsize=7, loc="upper right")
@@ -117,11 +121,16 @@ def plot(record: SoakRecord, file: Path) -> Path:
         series[sample.role].append(sample)
     for role, samples in sorted(series.items()):
         rss_ax.plot([s.t for s in samples], [s.rss_kib / 1024 for s in samples], marker=".", label=role)
-    rss_ax.set_ylabel("RSS MiB")
+    rss_ax.set_yscale("log")
+    rss_ax.set_ylabel("RSS MiB (log)")
     rss_ax.set_xlabel("seconds since the soak started")
     rss_ax.legend(fontsize=7, loc="upper left", ncol=3)
-    for violation_number, violation in enumerate(record.violations[:8]):
-        figure.text(0.01, 0.005 + 0.015 * violation_number, violation.line[:180], fontsize=6, color="#d62728")
+    shown = record.violations[:MAX_VIOLATIONS_SHOWN]
+    figure.subplots_adjust(bottom=0.08 + 0.018 * len(shown))
+    for number, violation in enumerate(shown):
+        figure.text(
+            0.01, 0.005 + 0.018 * number, f"{violation.invariant}: {violation.line}"[:200], fontsize=6, color="#d62728"
+        )
     figure.savefig(file, dpi=DPI)
     return file
 
