@@ -271,12 +271,14 @@ def _run_faults(soak: SoakLab, options: SoakOptions, record: SoakRecord, started
         soak.stack.callback(reader.close)
         _sleep_until(started + options.warmup_s)
         record.churns.append(churn(soak, reader, 0, round(time.monotonic() - started, 1)))
+    next_at = started + options.warmup_s
     for number, planned in enumerate(record.schedule, start=1):
-        _sleep_until(started + planned.at_s)
-        if time.monotonic() - started + planned.hold_s + END_MARGIN_S > options.duration_s:
+        next_at = max(next_at, time.monotonic()) + planned.gap_s
+        if next_at - started + planned.hold_s + END_MARGIN_S > options.duration_s:
             record.late_faults = len(record.schedule) - number + 1
             notice(f"{record.late_faults} scheduled faults left out: the soak fell behind its schedule (slow machine)")
             break
+        _sleep_until(next_at)
         fault = available[planned.fault]
         record.faults.append(_one_fault(soak, fault, planned, rng, started))
         last = record.faults[-1]
@@ -284,6 +286,7 @@ def _run_faults(soak: SoakLab, options: SoakOptions, record: SoakRecord, started
         notice(f"{last.start or 0:.0f} s: {last.label}: {status}: {last.evidence}; {last.problem or last.healed}")
         if reader is not None and fault.touches_switch and last.problem is None:
             record.churns.append(churn(soak, reader, number, round(time.monotonic() - started, 1)))
+        next_at = time.monotonic()
 
 
 def _one_fault(soak: SoakLab, fault: Fault, planned: Planned, rng: random.Random, started: float) -> FaultRecord:

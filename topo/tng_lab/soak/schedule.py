@@ -1,6 +1,8 @@
-"""The fault schedule: from one seed, when each fault starts (every `interval` seconds after the warm-up, drawn
-uniformly), which fault (the available ones in a shuffled cycle, so a run long enough meets every one of them) and
-how long it lasts (within the fault's own range)."""
+"""The fault schedule: from one seed, the gap before each fault (drawn uniformly from `interval`, counted from the
+end of the warm-up for the first and from the previous fault's heal for the others), which fault (the available
+ones in a shuffled cycle, so a run long enough meets every one of them) and how long it lasts (within the fault's
+own range). `at_s` is when each fault would start if every heal were instant; the runner counts each gap from the
+real heal, so a slow restart delays the rest of the schedule instead of squeezing it."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ END_MARGIN_S = 30.0  # the last fault heals this long before the end, so the rec
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    at_s: float  # seconds since the soak started
+    at_s: float  # seconds since the soak started, with instant heals
     fault: int  # index into the faults the schedule was made from
     hold_s: float
+    gap_s: float  # from the previous fault's heal (the first: from the end of the warm-up)
 
 
 def make_schedule(
@@ -29,7 +32,8 @@ def make_schedule(
     rng = random.Random(seed)
     planned: list[Planned] = []
     cycle: list[int] = []
-    at = warmup_s + rng.uniform(*interval_s)
+    gap = rng.uniform(*interval_s)
+    at = warmup_s + gap
     while holds:
         if not cycle:
             cycle = list(range(len(holds)))
@@ -39,6 +43,7 @@ def make_schedule(
         if at + hold + END_MARGIN_S > duration_s:
             break
         cycle.pop(0)
-        planned.append(Planned(round(at, 1), fault, hold))
-        at += hold + rng.uniform(*interval_s)
+        planned.append(Planned(round(at, 1), fault, hold, round(gap, 1)))
+        gap = rng.uniform(*interval_s)
+        at += hold + gap
     return planned
