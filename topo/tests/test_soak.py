@@ -185,7 +185,7 @@ def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     report = json.loads((out / "soak.json").read_text())
     assert report["violations"] == [], said
     assert all(invariant["held"] for invariant in report["invariants"].values())
-    assert report["faults_injected"] >= 2 and report["faults_not_injected"] == 0, said
+    assert report["faults_injected"] >= 1 and report["faults_not_injected"] == 0, said
     traffic = report["traffic"]
     assert traffic["http-proxy"]["verified"] > 0 and traffic["http-proxy"]["mismatched"] == 0
     for kind in ("tng-bulk", "tng-short", "mptcp", "steered-tcp"):

@@ -1,7 +1,6 @@
 """Policy churn: a throwaway policy is set, must reach the switch, is deleted, and must leave no entry behind once
-the controller reconciled. The soak runs one at the end of the warm-up and one after every fault that touches the
-controller or the switch (a kill, the partition), when a deletion could fall between the controller's view and
-the switch's."""
+the controller reconciled. The soak runs one after every fault that touches the controller or the switch (a kill,
+the partition), when a deletion could fall between the controller's view and the switch's, and one at its end."""
 
 from __future__ import annotations
 

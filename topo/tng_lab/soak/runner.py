@@ -269,8 +269,6 @@ def _run_faults(soak: SoakLab, options: SoakOptions, record: SoakRecord, started
         log = soak.logs / "switch-entries.log"
         reader = EntryReader(soak.plan.switch_ns, bmv2.GRPC_ADDRESS, soak.choice.p4info, bmv2.DEVICE_ID, log)
         soak.stack.callback(reader.close)
-        _sleep_until(started + options.warmup_s)
-        record.churns.append(churn(soak, reader, 0, round(time.monotonic() - started, 1)))
     next_at = started + options.warmup_s
     for number, planned in enumerate(record.schedule, start=1):
         next_at = max(next_at, time.monotonic()) + planned.gap_s
@@ -287,6 +285,9 @@ def _run_faults(soak: SoakLab, options: SoakOptions, record: SoakRecord, started
         if reader is not None and fault.touches_switch and last.problem is None:
             record.churns.append(churn(soak, reader, number, round(time.monotonic() - started, 1)))
         next_at = time.monotonic()
+    if reader is not None:  # one more with everything healed, so every soak on BMv2 checks reconciliation
+        _sleep_until(started + options.duration_s - END_MARGIN_S)
+        record.churns.append(churn(soak, reader, 0, round(time.monotonic() - started, 1)))
 
 
 def _one_fault(soak: SoakLab, fault: Fault, planned: Planned, rng: random.Random, started: float) -> FaultRecord:
