@@ -97,6 +97,10 @@ def test_resources_give_a_restarted_process_its_own_warm_up() -> None:
     first = _samples("perf-server", 10, [10, 12, 12])
     successor = _samples("perf-server", 20, [50, 50, 51, 51], start=100.0)
     assert resources(first + successor, warmup_s=20.0) == []
+    # A successor that took a while to be ready (a controller syncing the switch) is judged from then on.
+    starting = _samples("controller", 30, [3, 3, 9, 19, 19, 19, 19], start=100.0)
+    assert len(resources(starting, warmup_s=20.0)) == 1
+    assert resources(starting, warmup_s=20.0, ready_at={30: 130.0}) == []
 
 
 def test_an_unannounced_exit_is_a_violation_a_killed_process_is_not() -> None:

@@ -230,7 +230,9 @@ class KillController(_Kill):
 
     def heal(self, soak: SoakLab) -> str:
         said = super().heal(soak)
-        return f"{said}; switch CONNECTED after {soak.wait_connected()} s"
+        waited = soak.wait_connected()
+        soak.registry.mark_ready(self.role)
+        return f"{said}; switch CONNECTED after {waited} s"
 
     def _restart(self, soak: SoakLab) -> int:
         return soak.restart_controller()
@@ -246,7 +248,9 @@ class KillBmv2(_Kill):
 
     def heal(self, soak: SoakLab) -> str:
         said = super().heal(soak)
-        return f"{said}; the controller pushed the pipeline again, switch CONNECTED after {soak.wait_connected()} s"
+        waited = soak.wait_connected()
+        soak.registry.mark_ready(self.role)
+        return f"{said}; the controller pushed the pipeline again, switch CONNECTED after {waited} s"
 
     def _restart(self, soak: SoakLab) -> int:
         return soak.restart_bmv2()

@@ -75,14 +75,17 @@ def delivery(rounds: list[Round], fetches: list[Fetch], windows: list[Window]) -
     return found
 
 
-def resources(samples: list[ProcessSample], warmup_s: float) -> list[Violation]:
-    """Per process (role and pid: a restarted process starts its own warm-up at its first sample)."""
+def resources(
+    samples: list[ProcessSample], warmup_s: float, ready_at: dict[int, float] | None = None
+) -> list[Violation]:
+    """Per process (role and pid): its warm-up starts when it was ready (`ready_at`; a restarted controller once
+    the switch is in sync again), or at its first sample."""
     series: dict[tuple[str, int], list[ProcessSample]] = defaultdict(list)
     for sample in samples:
         series[(sample.role, sample.pid)].append(sample)
     found = []
     for (role, pid), points in series.items():
-        warm = points[0].t + warmup_s  # the first processes are sampled at 0 s, a successor when it is up
+        warm = max(points[0].t, (ready_at or {}).get(pid, 0.0)) + warmup_s
         base = [p for p in points if warm - BASELINE_WINDOW_S <= p.t <= warm]
         if not base:
             continue

@@ -26,11 +26,19 @@ class Registry:
     _pids: dict[str, int] = field(default_factory=dict)
     _killed: set[int] = field(default_factory=set)
     exits: list[Exit] = field(default_factory=list)  # unexpected ones
+    ready_at: dict[int, float] = field(default_factory=dict)  # pid -> seconds since the start when it was ready
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, role: str, pid: int) -> None:
         with self._lock:
             self._pids[role] = pid
+            self.ready_at[pid] = round(time.monotonic() - self.started, 1)
+
+    def mark_ready(self, role: str) -> None:
+        """`role`'s process is ready only now (a restarted switch or controller once they are in sync): its
+        warm-up, after which its resources are compared with their level, starts here."""
+        with self._lock:
+            self.ready_at[self._pids[role]] = round(time.monotonic() - self.started, 1)
 
     def pid(self, role: str) -> int:
         with self._lock:

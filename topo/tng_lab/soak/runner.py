@@ -80,6 +80,7 @@ class SoakRecord:
     process_samples: list[ProcessSample] = field(default_factory=list)
     link_samples: list[LinkSample] = field(default_factory=list)
     pauses: list[Pause] = field(default_factory=list)
+    ready_at: dict[int, float] = field(default_factory=dict)  # pid -> when it was ready (its warm-up starts)
     late_faults: int = 0  # scheduled faults left out because the soak fell behind its schedule
     exits: list[Exit] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
@@ -91,7 +92,7 @@ class SoakRecord:
     def check(self) -> None:
         found = delivery(self.rounds, self.fetches, self.windows())
         found += [Violation("policies", f"{c.policy} at {c.t:.0f} s: {c.problem}") for c in self.churns if c.problem]
-        found += resources(self.process_samples, self.options.warmup_s)
+        found += resources(self.process_samples, self.options.warmup_s, self.ready_at)
         found += processes(self.exits)
         found += [
             Violation("faults", f"{f.label} at {f.start:.0f} s did not heal: {f.problem}")
@@ -155,6 +156,7 @@ def soak(options: SoakOptions) -> SoakRecord:
             record.link_samples = sampler.links
             record.pauses = sampler.pauses
             record.exits = soak_lab.registry.exits
+            record.ready_at = soak_lab.registry.ready_at
             record.loadavg_end = os.getloadavg()[0]
     record.check()
     return record
