@@ -14,6 +14,9 @@ CARGO ?= cargo
 FUZZ_SECONDS ?= 60
 # The cargo-fuzz targets `make fuzz` runs, in order (host-agent/fuzz/fuzz_targets/).
 FUZZ_TARGETS ?= parse_packet frames ack_ranges handshake operations
+# `make soak`: minutes of faults and traffic, and the seed of its fault schedule (docs/soak.md).
+SOAK_MINUTES ?= 60
+SOAK_SEED ?= 1
 # Interleaved rounds of the loopback benchmark (tng, quinn, iperf3); the medians count.
 BENCH_ROUNDS ?= 3
 
@@ -22,7 +25,7 @@ APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
 	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump etcd-server
 RUST_COMPONENTS := rustfmt clippy
 
-.PHONY: help deps build test bench demo lint fmt clean distclean p4 p4-check fuzz lock
+.PHONY: help deps build test bench demo soak lint fmt clean distclean p4 p4-check fuzz lock
 
 help: ## Show this help
 	@echo "tng make targets (on a fresh machine run 'make demo' or 'make test'; both install what they need):"
@@ -85,6 +88,11 @@ demo: deps ## Run the LTE + Wi-Fi scenario (TCP, MPTCP, tng; with BMv2 switch-st
 	$(CARGO) build --release -q -p linkem -p tng-agent
 	rm -rf build/lab/demo
 	$(PY) -m tng_lab run topo/scenarios/lwip.toml --duration 10 --out build/lab/demo
+
+soak: deps ## Fault soak for SOAK_MINUTES (default 60; seed SOAK_SEED): faults, all traffic, invariants -> build/soak/ (root)
+	$(CARGO) build --release -q -p linkem -p tng-agent
+	rm -rf build/soak/latest
+	$(PY) -m tng_lab.soak --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) --out build/soak/latest
 
 lint: deps ## cargo fmt --check, clippy (warnings denied), ruff check, ruff format --check
 	$(CARGO) fmt --all --check

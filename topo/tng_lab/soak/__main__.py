@@ -1,0 +1,5 @@
+import sys
+
+from tng_lab.soak.cli import main
+
+sys.exit(main())
