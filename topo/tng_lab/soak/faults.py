@@ -261,7 +261,7 @@ class KillHelper(Fault):
 
     def unavailable(self, soak: SoakLab) -> str | None:
         return (
-            "the lab runs the VISIBLE helper inside the controller (attach = 'cpu'), not as a process of its own; "
+            "soak.toml runs the VISIBLE helper inside the controller (helper = 'cpu'), not as a process of its own; "
             "kill-controller kills it with the controller"
         )
 
