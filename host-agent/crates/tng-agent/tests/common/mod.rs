@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod flood;
 pub mod netns;
 
 use std::io::{BufRead, BufReader};
