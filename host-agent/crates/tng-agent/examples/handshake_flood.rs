@@ -17,7 +17,7 @@ use tng_proto::Identity;
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut tng = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("tng");
-    let mut handshakes = 20;
+    let mut handshakes = 200;
     while let Some(arg) = args.next() {
         match (arg.as_str(), args.next()) {
             ("--tng", Some(path)) => tng = path.into(),
