@@ -72,12 +72,14 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs
 	@mkdir -p build/bench
 	$(CARGO) build --release -q -p tng-sim -p tng-agent -p linkem -p tng-bench-quinn
 	$(CARGO) build --release -q -p tng-proto --example codec_bench --example idle_memory
+	$(CARGO) build --release -q -p tng-agent --example handshake_flood
 	$(PY) -m tng_lab.bench_loopback --rounds $(BENCH_ROUNDS) | tee build/bench/loopback.json
 	$(CARGO) run --release -q -p tng-sim --bin tng-sim -- bench --json | tee build/bench/sim.json
 	$(PY) -m tng_lab.bench_scale | tee build/bench/scale.json
 	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
+	target/release/examples/handshake_flood | tee build/bench/handshake-flood.json
 	$(PY) -m tng_controller.bench | tee build/bench/controller.json
 	$(PY) -m tng_controller.bench --replicas 3 | tee build/bench/controller-takeover.json
 	$(PY) -m tng_lab.bench_lwip | tee build/bench/lwip.json

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from test_southbound import TableServer, free_port  # the fake switch
+from tng_controller import tngctl as tngctl_module
 from tng_controller.api import PolicyServicer, start_server
 from tng_controller.config import ApiConfig, TlsConfig
 from tng_controller.fleet import NoSwitches
 from tng_controller.pb import policy_pb2 as pb
+from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.store import PolicyStore
 from tng_controller.tngctl import load_policies, main, policy_toml
 
@@ -101,11 +103,12 @@ async def test_json_output(api, policy_file: Path) -> None:
     _, out = await tngctl(api.address, "--json", "switches")
     assert [s["name"] for s in json.loads(out)] == ["s1", "s2", "s3"]
     _, out = await tngctl(api.address, "--json", "policy", "rm", "video")
-    assert json.loads(out) == {"deleted": "video"}
+    assert json.loads(out) == [{"deleted": "video", "revision": "3"}]
 
 
 async def test_stats_and_switches_tables(api, policy_file: Path) -> None:
-    await tngctl(api.address, "policy", "set", str(policy_file))
+    for policy in load_policies(str(policy_file)):  # one after the other: two batches, whatever the timing
+        await api.stub.SetPolicy(pb.SetPolicyRequest(policy=policy))
     _, out = await tngctl(api.address, "stats")
     assert out.splitlines() == [
         "POLICY          PACKETS  BYTES",
@@ -156,7 +159,7 @@ async def test_errors_are_one_line_with_exit_status(api, tmp_path: Path, capsys)
     bad.write_text(json.dumps({"name": "x", "host_policy": {"congestion_control": "foo"}}))
     assert (await tngctl(api.address, "policy", "set", str(bad)))[0] == 1
     assert capsys.readouterr().err == (
-        'tngctl: INVALID_ARGUMENT: policy.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, '
+        'tngctl: x: INVALID_ARGUMENT: set.host_policy.congestion_control: "foo" is not one of newreno, cubic, vegas, '
         "copa, bbr, verus, sprout\n"
     )
     assert (await tngctl(api.address, "policy", "get", "absent"))[0] == 1
@@ -179,6 +182,60 @@ async def test_errors_are_one_line_with_exit_status(api, tmp_path: Path, capsys)
     with pytest.raises(SystemExit) as usage:
         main(["policy", "frobnicate"])
     assert usage.value.code == 2
+
+
+class StreamOnlyStub(pb_grpc.PolicyServiceStub):
+    """The policy API's client without its one-change calls: tngctl must write through ApplyPolicies."""
+
+    def __init__(self, channel) -> None:
+        super().__init__(channel)
+        del self.SetPolicy, self.DeletePolicy
+
+
+async def test_writes_go_over_one_stream_and_each_refusal_names_its_policy_and_reason(
+    api, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setattr(tngctl_module.pb_grpc, "PolicyServiceStub", StreamOnlyStub)
+    api.fleet.refuse.add("refused-by-switch")
+    mixed = tmp_path / "mixed.toml"
+    mixed.write_text(
+        '[[policy]]\nname = "first"\n\n'
+        '[[policy]]\nname = "bad-cc"\nhost_policy = { congestion_control = "foo" }\n\n'
+        '[[policy]]\nname = "refused-by-switch"\nswitch_policy = { aggregation = "AGGREGATION_IN_NETWORK" }\n\n'
+        '[[policy]]\nname = "last"\n'
+    )
+    status, out = await tngctl(api.address, "policy", "set", str(mixed))
+    assert status == 1
+    assert out.splitlines() == [
+        "first: revision 1, written to s1, s2, s3",
+        "last: revision 2, written to s1, s2, s3",
+    ]
+    refusals = capsys.readouterr().err.splitlines()
+    assert len(refusals) == 2, refusals
+    assert refusals[0].startswith("tngctl: bad-cc: INVALID_ARGUMENT: set.host_policy.congestion_control: ")
+    assert refusals[1].startswith("tngctl: refused-by-switch: "), refusals
+    assert sorted(p.name for p in api.store.list()) == ["first", "last"]
+
+    status, out = await tngctl(api.address, "--json", "policy", "rm", "first", "absent", "last")
+    assert status == 1
+    assert json.loads(out) == [
+        {"deleted": "first", "revision": "3"},
+        {"name": "absent", "refused": "NOT_FOUND", "message": "no policy named 'absent'"},
+        {"deleted": "last", "revision": "4"},
+    ]
+    assert api.store.list() == []
+
+
+async def test_a_file_of_many_policies_is_applied_in_order(api, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tngctl_module.pb_grpc, "PolicyServiceStub", StreamOnlyStub)
+    many = tmp_path / "many.json"
+    many.write_text(json.dumps([{"name": f"p{i}", "match": {"priority": i % 7}} for i in range(300)]))
+    status, out = await tngctl(api.address, "--json", "policy", "set", str(many))
+    assert status == 0
+    results = json.loads(out)
+    assert [r["policy"]["name"] for r in results] == [f"p{i}" for i in range(300)]
+    assert [int(r["policy"]["revision"]) for r in results] == list(range(1, 301))
+    assert len(api.store.list()) == 300
 
 
 async def test_set_from_standard_input_as_json(api, monkeypatch) -> None:

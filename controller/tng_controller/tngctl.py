@@ -31,6 +31,7 @@ DEFAULT_ETCD = os.environ.get("TNG_ETCD", "http://127.0.0.1:2379")
 USAGE_ERROR = 2
 API_ERROR = 1
 PROTOCOLS = {6: "tcp", 17: "udp"}
+STATUS_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}  # ApplyPolicies answers carry numbers
 
 
 class UsageError(Exception):
@@ -82,14 +83,16 @@ def _parser() -> argparse.ArgumentParser:
 
     policy = commands.add_parser("policy", help="set, get, remove, list or watch policies")
     policies = policy.add_subparsers(dest="action", required=True, metavar="ACTION")
-    set_ = policies.add_parser("set", help="create or replace the policies of a file ('-' for standard input)")
+    set_ = policies.add_parser(
+        "set", help="create or replace the policies of a file ('-' for standard input), on one ApplyPolicies stream"
+    )
     set_.add_argument("file", help="TOML with [[policy]] tables, or JSON (one policy or a list)")
     set_.set_defaults(run=_policy_set)
     get = policies.add_parser("get", help="show a policy (as TOML that 'policy set' reads back)")
     get.add_argument("name")
     get.set_defaults(run=_policy_get)
-    rm = policies.add_parser("rm", help="delete a policy")
-    rm.add_argument("name")
+    rm = policies.add_parser("rm", help="delete policies")
+    rm.add_argument("names", nargs="+", metavar="NAME")
     rm.set_defaults(run=_policy_rm)
     policies.add_parser("ls", help="list the policies").set_defaults(run=_policy_ls)
     watch = policies.add_parser("watch", help="print policy events as they happen, as host agents get them")
@@ -223,16 +226,8 @@ def _read(path: Path) -> bytes:
 
 
 def _policy_set(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    results = []
-    for policy in load_policies(args.file):
-        response = stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=args.timeout)
-        results.append(response)
-        if not args.json:
-            switches = ", ".join(response.switches) or "no switch"
-            print(f"{response.policy.name}: revision {response.policy.revision}, written to {switches}", file=out)
-    if args.json:
-        _print_json([_as_dict(r) for r in results], out)
-    return 0
+    changes = [pb.PolicyChange(set=policy) for policy in load_policies(args.file)]
+    return _apply(stub, args, changes, out)
 
 
 def _policy_get(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:
@@ -245,12 +240,37 @@ def _policy_get(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: 
 
 
 def _policy_rm(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:
-    stub.DeletePolicy(pb.DeletePolicyRequest(name=args.name), timeout=args.timeout)
+    return _apply(stub, args, [pb.PolicyChange(delete=name) for name in args.names], out)
+
+
+def _apply(
+    stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, changes: list[pb.PolicyChange], out: TextIO
+) -> int:
+    """Sends `changes` on one ApplyPolicies stream and reports each answer as it comes: applied on `out`, refused
+    (with the controller's reason) on standard error. Exit status 1 when any was refused."""
+    refused = 0
+    reports = []
+    results = stub.ApplyPolicies(iter(changes), timeout=args.timeout)
+    for change, result in zip(changes, results, strict=False):
+        name = change.set.name if change.HasField("set") else change.delete
+        if result.code != grpc.StatusCode.OK.value[0]:
+            refused += 1
+            code = STATUS_NAMES.get(result.code, str(result.code))
+            reports.append({"name": name, "refused": code, "message": result.message})
+            if not args.json:
+                _complain(f"{name}: {code}: {result.message}")
+        elif change.HasField("set"):
+            reports.append(_as_dict(result))
+            if not args.json:
+                switches = ", ".join(result.switches) or "no switch"
+                print(f"{name}: revision {result.policy.revision}, written to {switches}", file=out, flush=True)
+        else:
+            reports.append({"deleted": name, "revision": str(result.policy.revision)})
+            if not args.json:
+                print(f"{name}: deleted", file=out, flush=True)
     if args.json:
-        _print_json({"deleted": args.name}, out)
-    else:
-        print(f"{args.name}: deleted", file=out)
-    return 0
+        _print_json(reports, out)
+    return API_ERROR if refused else 0
 
 
 def _policy_ls(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextIO) -> int:

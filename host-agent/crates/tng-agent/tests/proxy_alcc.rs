@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, keygen, wait_tcp, Process, TNG};
+use common::{free_port, serve_allowing, wait_tcp, Process, TNG};
 use sha2::{Digest, Sha256};
 
 const DOWNLOAD: usize = 8 << 20;
@@ -78,28 +78,14 @@ fn a_download_through_the_proxy_under_alcc_copa_arrives_intact_and_reports_the_c
     let download = pattern(0x9E37_79B9_7F4A_7C15, DOWNLOAD);
     let upload = pattern(0x2545_F491_4F6C_DD1D, UPLOAD);
     let (target, uploads) = download_server(download.clone());
-    let (key, identity) = keygen("proxy-alcc");
-    let server = format!("127.0.0.1:{}", free_port());
-    let control = std::env::temp_dir().join(format!("tng-test-{}-proxy-alcc.sock", std::process::id()));
-    let target_text = target.to_string();
-    let _serve = Process::spawn(&[
-        "serve",
-        "--listen",
-        &server,
-        "--identity",
-        &key,
-        "--allow-proxy",
-        &target_text,
-        "--control",
-        control.to_str().unwrap(),
-    ]);
+    let server = serve_allowing(target, "proxy-alcc");
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log_path = std::env::temp_dir().join(format!("tng-test-{}-proxy-alcc.log", std::process::id()));
     let log = File::create(&log_path).unwrap();
     let _proxy = Process(
         Command::new(TNG)
-            .args(["proxy", "--listen", &listen.to_string(), "--via", &server, "--to", &target_text])
-            .args(["--server-identity", &identity, "--alcc", "copa"])
+            .args(["proxy", "--listen", &listen.to_string(), "--via", &server.address, "--to", &target.to_string()])
+            .args(["--server-identity", &server.identity, "--alcc", "copa"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

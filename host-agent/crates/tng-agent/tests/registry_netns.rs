@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::netns::{ip, is_root, NamespacePair};
-use common::{controller_python, keygen, repository, Process, TNG};
+use common::{controller_python, keygen, repository, tngctl_serve, Process, TNG};
 use serde_json::Value;
 
 /// Data path: client 10.79.0.1, server 10.79.0.2, moving to .11 and .12. Control path: the controller listens on
@@ -38,17 +37,9 @@ fn start_controller(python: &std::path::Path, ns: &str) -> Process {
         format!("[api]\nlisten = \"{CONTROLLER}\"\nallow_insecure_remote = true\n[store]\npath = {store:?}\n"),
     )
     .unwrap();
-    let mut child = in_ns(ns, &[python.to_str().unwrap(), "-m", "tng_controller.tngctl", "serve", "--config"])
-        .arg(&config)
-        .current_dir(repository())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tngctl serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert!(ready.starts_with("tngctl: serving"), "tngctl serve did not start: {ready:?}");
-    Process(child)
+    let (controller, address) = tngctl_serve(python, &config, Some(ns));
+    assert_eq!(address, CONTROLLER);
+    controller
 }
 
 fn hosts(python: &std::path::Path, ns: &str) -> Value {

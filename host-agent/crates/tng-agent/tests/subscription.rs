@@ -8,13 +8,13 @@
 mod common;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{controller_python, free_port, keygen, repository, wait_tcp, Process, TNG};
+use common::{controller_python, free_port, keygen, repository, tngctl_serve, wait_tcp, Process, TNG};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use serde_json::Value;
 
@@ -47,21 +47,7 @@ fn start_controller(python: &Path, dir: &TempDir, api: &str) -> (Process, String
     let store = dir.0.join("policies.db");
     let config =
         dir.file("controller.toml", &format!("[api]\nlisten = \"127.0.0.1:0\"\n{api}[store]\npath = {store:?}\n"));
-    let mut child = Command::new(python)
-        .args(["-m", "tng_controller.tngctl", "serve", "--config", &config])
-        .current_dir(repository())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tngctl serve");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines.next().and_then(Result::ok).unwrap_or_default();
-    let address = ready
-        .strip_prefix("tngctl: serving the policy API on ")
-        .and_then(|rest| rest.split(',').next())
-        .unwrap_or_else(|| panic!("tngctl serve did not say where it serves: {ready:?}"))
-        .to_owned();
-    (Process(child), address)
+    tngctl_serve(python, Path::new(&config), None)
 }
 
 /// `tngctl` with its global `options` (`--server`, TLS files) and a command's `args`.

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, keygen, wait_tcp, Process, TNG};
+use common::{free_port, keygen, serve_allowing, wait_tcp, Process, TNG};
 use sha2::{Digest, Sha256};
 
 /// A TCP server that hashes what each client sends and reports the digest and byte count of every connection that
@@ -56,31 +56,18 @@ struct Proxied {
 }
 
 fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> Proxied {
-    let (key, identity) = keygen("server");
-    let server = format!("127.0.0.1:{}", free_port());
-    let control = std::env::temp_dir().join(format!("tng-test-{}-{}.sock", std::process::id(), free_port()));
-    let serve = Process::spawn(&[
-        "serve",
-        "--listen",
-        &server,
-        "--identity",
-        &key,
-        "--allow-proxy",
-        &target.to_string(),
-        "--control",
-        control.to_str().unwrap(),
-    ]);
+    let server = serve_allowing(target, "server");
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut args: Vec<String> =
-        ["proxy", "--listen", &listen.to_string(), "--via", &server, "--to", &target.to_string()]
+        ["proxy", "--listen", &listen.to_string(), "--via", &server.address, "--to", &target.to_string()]
             .iter()
             .map(ToString::to_string)
             .collect();
-    args.extend(["--server-identity".to_string(), identity]);
+    args.extend(["--server-identity".to_string(), server.identity]);
     args.extend(extra_client.iter().map(ToString::to_string));
     let proxy = Process::spawn(&args);
     wait_tcp(listen);
-    Proxied { _serve: serve, _proxy: proxy, listen, control }
+    Proxied { _serve: server.process, _proxy: proxy, listen, control: server.control }
 }
 
 #[test]

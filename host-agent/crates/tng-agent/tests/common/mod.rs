@@ -2,8 +2,10 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod flood;
 pub mod netns;
 
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,4 +93,65 @@ pub fn controller_python() -> Result<PathBuf, String> {
         return Err(format!("the controller package tng_controller is not importable by {}", python.display()));
     }
     Ok(python)
+}
+
+/// `tngctl serve --config config` run by `python` (inside network namespace `namespace` if given); returns once its
+/// ready line says where it serves, with that address.
+pub fn tngctl_serve(python: &Path, config: &Path, namespace: Option<&str>) -> (Process, String) {
+    let mut command = match namespace {
+        Some(ns) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", ns]).arg(python);
+            command
+        }
+        None => Command::new(python),
+    };
+    let mut child = command
+        .args(["-m", "tng_controller.tngctl", "serve", "--config"])
+        .arg(config)
+        .current_dir(repository())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tngctl serve");
+    let ready = BufReader::new(child.stdout.take().unwrap()).lines().next().and_then(Result::ok).unwrap_or_default();
+    let address = ready
+        .strip_prefix("tngctl: serving the policy API on ")
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("tngctl serve did not say where it serves: {ready:?}"))
+        .to_owned();
+    (Process(child), address)
+}
+
+/// A `tng serve` that allows proxy streams to one target, with its identity and control socket.
+pub struct ProxyServer {
+    pub process: Process,
+    /// Where it listens, HOST:PORT.
+    pub address: String,
+    /// Its public identity, for `--server-identity`.
+    pub identity: String,
+    /// Its control socket, for `tng status`.
+    pub control: PathBuf,
+}
+
+/// `tng serve` on a free port with a new key, allowing `tng proxy` streams to `target`; `name` tells its files apart.
+pub fn serve_allowing(target: SocketAddr, name: &str) -> ProxyServer {
+    // Tests of one binary run at once: each server gets files of its own.
+    static SERVERS: AtomicU16 = AtomicU16::new(0);
+    let name = format!("{name}-{}", SERVERS.fetch_add(1, Ordering::Relaxed));
+    let (key, identity) = keygen(&name);
+    let address = format!("127.0.0.1:{}", free_port());
+    let control = std::env::temp_dir().join(format!("tng-test-{}-{name}.sock", std::process::id()));
+    let process = Process::spawn(&[
+        "serve",
+        "--listen",
+        &address,
+        "--identity",
+        &key,
+        "--allow-proxy",
+        &target.to_string(),
+        "--control",
+        control.to_str().unwrap(),
+    ]);
+    ProxyServer { process, address, identity, control }
 }
