@@ -25,6 +25,7 @@ const bit<4>  IPV4_IHL_MIN = 5;
 #define TNG_INITIAL_PREFIX_BYTES 5
 #define TNG_RETRY_PREFIX_BYTES 2
 #define TNG_AEAD_TAG_BYTES 16
+#define TNG_SECTION_PREFIX_BYTES 19
 
 /* tng transport (wire-format sections 1-3). */
 const l4_port_t TNG_UDP_PORT = 4477;
@@ -38,7 +39,9 @@ const bit<8> TNG_TYPE_DATA = 0x03;
 const bit<8> TNG_TYPE_ACK = 0x04;
 const bit<8> TNG_TYPE_PROBE = 0x05;
 const bit<8> TNG_TYPE_CLOSE = 0x06;
-#define TNG_PACKET_TYPE_COUNT 8
+const bit<8> TNG_TYPE_SECTION = 0x07;
+const bit<8> TNG_TYPE_SECTION_ACK = 0x08;
+#define TNG_PACKET_TYPE_COUNT 9
 
 const bit<8> TNG_FLAG_ECN_CAPABLE = 0x01;
 const bit<8> TNG_FLAG_FEEDBACK_ECHO = 0x02;
@@ -48,6 +51,7 @@ const bit<8> TNG_FLAGS_RESERVED = 0xf8;
 const bit<8> TNG_STAGE_CLIENT_HELLO = 1;
 const bit<8> TNG_STAGE_SERVER = 2;
 const bit<8> TNG_STAGE_CLIENT_FINISH = 3;
+const bit<8> TNG_SECTION_VERSION = 1;
 
 /* Drop reasons: index of the tng_wire_drops counter. 1-10 are the receiver rules of
  * wire-format section 8, by their error names. */
@@ -71,7 +75,9 @@ const drop_reason_t DROP_TTL_EXPIRED = 13;
 const drop_reason_t DROP_NO_ROUTE = 14;
 const drop_reason_t DROP_BAD_LENGTH = 15;
 const drop_reason_t DROP_HELPER_FRAME = 16;
-#define DROP_REASON_COUNT 17
+/* A receiver rule added after the pipeline's own reasons (wire-format section 10). */
+const drop_reason_t DROP_BAD_SECTION = 17;
+#define DROP_REASON_COUNT 18
 
 #define PORT_FORWARD_TABLE_SIZE 512
 

@@ -87,6 +87,11 @@ header tng_retry_prefix_t {
     bit<16> token_length;
 }
 
+/* First field of a SECTION payload (wire-format section 10); the next hop and the inner packet stay unparsed. */
+header tng_section_prefix_t {
+    bit<8> section_version;
+}
+
 struct headers_t {
     ethernet_t           ethernet;
     ipv4_t               ipv4;
@@ -95,6 +100,7 @@ struct headers_t {
     tng_flow_t           tng_flow;
     tng_initial_prefix_t tng_initial;
     tng_retry_prefix_t   tng_retry;
+    tng_section_prefix_t tng_section;
 }
 
 /* Per-packet metadata of the tng pipelines; tng_wire needs none. */

@@ -30,7 +30,7 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
         } else if (hdr.tng_flow.isValid()) {
             if (hdr.tng_flow.version != TNG_VERSION) {
                 reason = DROP_BAD_VERSION;
-            } else if (hdr.tng_flow.packet_type < TNG_TYPE_INITIAL || hdr.tng_flow.packet_type > TNG_TYPE_CLOSE) {
+            } else if (hdr.tng_flow.packet_type < TNG_TYPE_INITIAL || hdr.tng_flow.packet_type > TNG_TYPE_SECTION_ACK) {
                 reason = DROP_UNKNOWN_TYPE;
             } else if ((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) != 0) {
                 reason = DROP_RESERVED_FLAGS;
@@ -51,6 +51,15 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
             } else if (hdr.tng_retry.isValid()) {
                 if (TNG_RETRY_PREFIX_BYTES + (bit<32>)hdr.tng_retry.token_length != (bit<32>)payload) {
                     reason = DROP_HANDSHAKE_LENGTH;
+                }
+            } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION) {
+                if (payload < TNG_SECTION_PREFIX_BYTES + TNG_FLOW_HEADER_BYTES
+                        || hdr.tng_section.section_version != TNG_SECTION_VERSION) {
+                    reason = DROP_BAD_SECTION;
+                }
+            } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION_ACK) {
+                if (payload == 0) {
+                    reason = DROP_BAD_SECTION;
                 }
             } else if (payload < TNG_AEAD_TAG_BYTES) {
                 reason = DROP_SHORT_SEALED_PAYLOAD;

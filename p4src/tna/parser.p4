@@ -59,6 +59,7 @@ parser TngParser(packet_in packet, out headers_t hdr, inout local_metadata_t loc
         transition select(hdr.tng_flow.packet_type) {
             TNG_TYPE_INITIAL: parse_tng_initial;
             TNG_TYPE_RETRY: parse_tng_retry;
+            TNG_TYPE_SECTION: parse_tng_section;
             default: accept;
         }
     }
@@ -70,6 +71,11 @@ parser TngParser(packet_in packet, out headers_t hdr, inout local_metadata_t loc
 
     state parse_tng_retry {
         packet.extract(hdr.tng_retry);
+        transition accept;
+    }
+
+    state parse_tng_section {
+        packet.extract(hdr.tng_section);
         transition accept;
     }
 }

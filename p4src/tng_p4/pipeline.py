@@ -41,6 +41,7 @@ class DropReason(IntEnum):
     NO_ROUTE = 14
     BAD_LENGTH = 15
     HELPER_FRAME = 16
+    BAD_SECTION = 17
 
 
 # P4Info names of tng (p4src/README.md, "tng: the main pipeline") that experiments read.

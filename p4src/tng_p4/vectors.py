@@ -20,7 +20,8 @@ HEADER_FIELDS = (
     "queue_level",
     "rate_hint",
 )
-BYTES_FIELDS = frozenset({"token", "noise", "sealed"})  # lowercase hex in the JSON
+# Byte strings, lowercase hex in the JSON.
+BYTES_FIELDS = frozenset({"token", "noise", "sealed", "next_hop_address", "inner", "frames"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,8 @@ class Vector:
 
     @property
     def payload(self) -> dict[str, int | bytes]:
-        """The type-specific fields of a valid vector (stage/token/noise/padding_len, token, or sealed)."""
+        """The type-specific fields of a valid vector (stage/token/noise/padding_len, token, sealed, the SECTION
+        prefix and inner packet, or a SECTION_ACK's frames)."""
         return {name: value for name, value in self.fields.items() if name not in HEADER_FIELDS}
 
 

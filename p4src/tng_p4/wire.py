@@ -11,6 +11,7 @@ from scapy.fields import (
     FieldLenField,
     FlagsField,
     IntField,
+    IP6Field,
     ShortField,
     StrField,
     StrLenField,
@@ -31,10 +32,13 @@ QUEUE_LEVEL_MAX = 65534  # 0xFFFF is reserved and read as this
 QUEUE_NEUTRAL = 0
 RATE_NEUTRAL = 0xFFFFFFFF
 RESERVED_FLAGS = 0xF8
+SECTION_VERSION = 1
+SECTION_PREFIX_LEN = 19  # section_version, next_hop_port, next_hop_address
 
 _HEADER = struct.Struct(">BBBBQIHHI")
 _INITIAL_PREFIX = struct.Struct(">BHH")
 _RETRY_PREFIX = struct.Struct(">H")
+_SECTION_PREFIX = struct.Struct(">BH16s")
 
 
 class PacketType(IntEnum):
@@ -46,6 +50,8 @@ class PacketType(IntEnum):
     ACK = 0x04
     PROBE = 0x05
     CLOSE = 0x06
+    SECTION = 0x07
+    SECTION_ACK = 0x08
 
 
 PACKET_TYPES = frozenset(PacketType)
@@ -67,6 +73,7 @@ class WireError(StrEnum):
     BAD_STAGE = "bad_stage"
     INITIAL_TOO_SMALL = "initial_too_small"
     SHORT_SEALED_PAYLOAD = "short_sealed_payload"
+    BAD_SECTION = "bad_section"
 
 
 class TngFlow(Packet):
@@ -136,6 +143,28 @@ class TngSealed(Packet):
     fields_desc = [StrField("sealed", b"")]
 
 
+class TngSection(Packet):
+    """SECTION payload: section version, next hop (IPv4 as ::ffff:a.b.c.d, :: and port 0 for none), then the
+    end-to-end packet unchanged (dissected as a TngFlow of its own)."""
+
+    name = "TngSection"
+    fields_desc = [
+        ByteField("section_version", SECTION_VERSION),
+        ShortField("next_hop_port", 0),
+        IP6Field("next_hop_address", "::"),
+    ]
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        return TngFlow
+
+
+class TngSectionAck(Packet):
+    """SECTION_ACK payload: cleartext ACK, FEEDBACK_ECHO and PADDING frames (wire-format section 7 encodings)."""
+
+    name = "TngSectionAck"
+    fields_desc = [StrField("frames", b"")]
+
+
 bind_layers(UDP, TngFlow, dport=TNG_UDP_PORT)
 bind_bottom_up(UDP, TngFlow, sport=TNG_UDP_PORT)
 bind_layers(TngFlow, TngInitial, packet_type=PacketType.INITIAL)
@@ -144,6 +173,8 @@ bind_bottom_up(TngFlow, TngSealed, packet_type=PacketType.ACK)
 bind_bottom_up(TngFlow, TngSealed, packet_type=PacketType.PROBE)
 bind_bottom_up(TngFlow, TngSealed, packet_type=PacketType.CLOSE)
 bind_layers(TngFlow, TngSealed, packet_type=PacketType.DATA)  # TngFlow()/TngSealed() builds DATA by default
+bind_layers(TngFlow, TngSection, packet_type=PacketType.SECTION)
+bind_layers(TngFlow, TngSectionAck, packet_type=PacketType.SECTION_ACK)
 
 
 def validate(raw: bytes) -> WireError | None:
@@ -168,6 +199,10 @@ def validate(raw: bytes) -> WireError | None:
         return _check_initial(payload)
     if packet_type == PacketType.RETRY:
         return _check_retry(payload)
+    if packet_type == PacketType.SECTION:
+        return _check_section(payload)
+    if packet_type == PacketType.SECTION_ACK:
+        return WireError.BAD_SECTION if not payload else None
     return WireError.SHORT_SEALED_PAYLOAD if len(payload) < TAG_LEN else None
 
 
@@ -189,6 +224,13 @@ def _check_retry(payload: bytes) -> WireError | None:
         return WireError.HANDSHAKE_LENGTH
     (token_length,) = _RETRY_PREFIX.unpack_from(payload)
     return WireError.HANDSHAKE_LENGTH if len(payload) != RETRY_PREFIX_LEN + token_length else None
+
+
+def _check_section(payload: bytes) -> WireError | None:
+    if len(payload) < SECTION_PREFIX_LEN + HEADER_LEN:
+        return WireError.BAD_SECTION
+    (section_version, _port, _address) = _SECTION_PREFIX.unpack_from(payload)
+    return WireError.BAD_SECTION if section_version != SECTION_VERSION else None
 
 
 def set_feedback(pkt: Packet, queue_level: int, rate_hint: int) -> Packet:

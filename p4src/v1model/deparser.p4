@@ -16,6 +16,7 @@ control TngDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.tng_flow);
         packet.emit(hdr.tng_initial);
         packet.emit(hdr.tng_retry);
+        packet.emit(hdr.tng_section);
     }
 }
 

@@ -35,6 +35,8 @@ control WireDropReason(in standard_metadata_t std_md, out drop_reason_t reason) 
             reason = DROP_INITIAL_TOO_SMALL;
         } else if (std_md.parser_error == error.TngShortSealedPayload) {
             reason = DROP_SHORT_SEALED_PAYLOAD;
+        } else if (std_md.parser_error == error.TngBadSection) {
+            reason = DROP_BAD_SECTION;
         } else if (std_md.parser_error == error.PacketTooShort) {
             reason = DROP_PACKET_TOO_SHORT;
         } else {

@@ -22,7 +22,8 @@ error {
     TngHandshakeLength,
     TngBadStage,
     TngInitialTooSmall,
-    TngShortSealedPayload
+    TngShortSealedPayload,
+    TngBadSection
 }
 
 parser TngParser(packet_in packet,
@@ -77,7 +78,7 @@ parser TngParser(packet_in packet,
     state parse_tng_flow {
         packet.extract(hdr.tng_flow);
         verify(hdr.tng_flow.version == TNG_VERSION, error.TngBadVersion);
-        verify(hdr.tng_flow.packet_type >= TNG_TYPE_INITIAL && hdr.tng_flow.packet_type <= TNG_TYPE_CLOSE,
+        verify(hdr.tng_flow.packet_type >= TNG_TYPE_INITIAL && hdr.tng_flow.packet_type <= TNG_TYPE_SECTION_ACK,
                error.TngUnknownType);
         verify((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) == 0, error.TngReservedFlags);
         verify(hdr.tng_flow.payload_length == hdr.udp.length - (UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES),
@@ -85,6 +86,8 @@ parser TngParser(packet_in packet,
         transition select(hdr.tng_flow.packet_type) {
             TNG_TYPE_INITIAL: parse_tng_initial;
             TNG_TYPE_RETRY: parse_tng_retry;
+            TNG_TYPE_SECTION: parse_tng_section;
+            TNG_TYPE_SECTION_ACK: check_tng_section_ack;
             default: check_tng_sealed;
         }
     }
@@ -109,6 +112,18 @@ parser TngParser(packet_in packet,
         packet.extract(hdr.tng_retry);
         verify(TNG_RETRY_PREFIX_BYTES + (bit<32>)hdr.tng_retry.token_length == (bit<32>)hdr.tng_flow.payload_length,
                error.TngHandshakeLength);
+        transition accept;
+    }
+
+    state parse_tng_section {
+        verify(hdr.tng_flow.payload_length >= TNG_SECTION_PREFIX_BYTES + TNG_FLOW_HEADER_BYTES, error.TngBadSection);
+        packet.extract(hdr.tng_section);
+        verify(hdr.tng_section.section_version == TNG_SECTION_VERSION, error.TngBadSection);
+        transition accept;
+    }
+
+    state check_tng_section_ack {
+        verify(hdr.tng_flow.payload_length > 0, error.TngBadSection);
         transition accept;
     }
 

@@ -16,12 +16,14 @@ HERE = Path(__file__).resolve().parent
 FRAMES = HERE / "frames"
 
 VERSION = 1
-INITIAL, RETRY, DATA, ACK, PROBE, CLOSE = 1, 2, 3, 4, 5, 6
+INITIAL, RETRY, DATA, ACK, PROBE, CLOSE, SECTION, SECTION_ACK = 1, 2, 3, 4, 5, 6, 7, 8
 ECN_CAPABLE, FEEDBACK_ECHO, KEY_PHASE = 0x01, 0x02, 0x04
 HEADER_LEN = 24
 TAG_LEN = 16
 MAX_PACKET = 1472
 MIN_CLIENT_INITIAL = 1200
+SECTION_VERSION = 1
+SECTION_PREFIX_LEN = 19
 QUEUE_NEUTRAL = 0
 RATE_NEUTRAL = 0xFFFFFFFF
 
@@ -97,6 +99,36 @@ def retry(token: bytes, **kw) -> tuple[bytes, dict]:
     raw = header(RETRY, len(body), **kw) + body
     return raw, {**header_fields(raw), "token": token.hex()}
 
+
+def section(inner: bytes, next_hop: tuple[bytes, int] | None, *, section_version: int = SECTION_VERSION, **kw):
+    """SECTION: version, next-hop port and 16-byte address (IPv4-mapped for IPv4, all zero for none), inner packet."""
+    address, port = next_hop if next_hop is not None else (bytes(16), 0)
+    body = struct.pack(">BH", section_version, port) + address + inner
+    raw = header(SECTION, len(body), **kw) + body
+    fields = {
+        **header_fields(raw),
+        "section_version": section_version,
+        "next_hop_port": port,
+        "next_hop_address": address.hex(),
+        "inner": inner.hex(),
+    }
+    return raw, fields
+
+
+def section_ack(frames: bytes, **kw) -> tuple[bytes, dict]:
+    raw = header(SECTION_ACK, len(frames), **kw) + frames
+    return raw, {**header_fields(raw), "frames": frames.hex()}
+
+
+IPV4_MAPPED_192_0_2_7 = bytes(10) + b"\xff\xff" + bytes([192, 0, 2, 7])
+IPV6_2001_DB8_1 = bytes.fromhex("20010db8000000000000000000000001")
+_inner_data = header(DATA, 48, flags=ECN_CAPABLE, packet_number=12) + pattern(48, 79)
+# ACK frame: largest 41, delay 25 (x 1 us), no extra range, first range 9 (32..41), ECN 0 0 0; FEEDBACK_ECHO 100 units.
+_section_ack_frames = (
+    bytes([0x01, 0x07, 0x29, 0x19, 0x00, 0x09, 0x00, 0x00, 0x00])
+    + bytes([0x02, 0x06])
+    + struct.pack(">HI", 100, 0xFFFFFFFF)
+)
 
 VALID: list[tuple[str, str, tuple[bytes, dict]]] = [
     (
@@ -196,6 +228,48 @@ VALID: list[tuple[str, str, tuple[bytes, dict]]] = [
         "CLOSE carrying a sealed CLOSE frame with a reason.",
         sealed(CLOSE, pattern(TAG_LEN + 20, 53), packet_number=77),
     ),
+    (
+        "section-ipv4-next-hop",
+        "SECTION to a relay: an end-to-end DATA packet (sealed, untouched) for the next hop 192.0.2.7:4477, "
+        "section packet number 5, feedback written by a switch on the section.",
+        section(
+            _inner_data,
+            (IPV4_MAPPED_192_0_2_7, 4477),
+            flags=ECN_CAPABLE,
+            packet_number=5,
+            queue_level=40,
+            rate_hint=20_000,
+        ),
+    ),
+    (
+        "section-ipv6-next-hop",
+        "SECTION carrying a client's stage-1 INITIAL (provisional id in both headers) to [2001:db8::1]:4477.",
+        section(
+            initial(1, b"", pattern(32, 1), MIN_CLIENT_INITIAL, connection_id=0xA1A2A3A4A5A6A7A8)[0],
+            (IPV6_2001_DB8_1, 4477),
+            connection_id=0xA1A2A3A4A5A6A7A8,
+        ),
+    ),
+    (
+        "section-learned-next-hop",
+        "SECTION with no next hop (all-zero address and port): the relay's learned peer, or the IP destination; "
+        "the smallest inner packet, a bare flow header.",
+        section(header(ACK, 0), None, packet_number=0xFFFFFFFF),
+    ),
+    (
+        "section-maximum-size",
+        "SECTION at the 1472-byte maximum: its inner packet is 1429 bytes, the most an endpoint behind a relay sends.",
+        section(
+            header(DATA, MAX_PACKET - 2 * HEADER_LEN - SECTION_PREFIX_LEN)
+            + pattern(MAX_PACKET - 2 * HEADER_LEN - SECTION_PREFIX_LEN, 89),
+            None,
+        ),
+    ),
+    (
+        "section-ack",
+        "SECTION_ACK: cleartext ACK of section packets 32-41 and a FEEDBACK_ECHO with the relay's queue (100 units).",
+        section_ack(_section_ack_frames, flags=FEEDBACK_ECHO, packet_number=3),
+    ),
 ]
 
 
@@ -211,7 +285,20 @@ INVALID: list[tuple[str, str, bytes, str]] = [
     ("malformed-truncated-header", "Only 23 of the 24 header bytes.", _data[:23], "truncated_header"),
     ("malformed-bad-version", "Version 2.", corrupt(_data, 0, b"\x02"), "bad_version"),
     ("malformed-version-zero", "Version 0.", corrupt(_data, 0, b"\x00"), "bad_version"),
-    ("malformed-unknown-type", "Packet type 0x07.", corrupt(_data, 1, b"\x07"), "unknown_type"),
+    (
+        "malformed-section-short",
+        "SECTION whose 42-byte payload cannot hold the 19-byte prefix and a 24-byte inner flow header.",
+        section(header(ACK, 0)[:23], None)[0],
+        "bad_section",
+    ),
+    (
+        "malformed-section-version",
+        "SECTION of section version 2.",
+        section(header(ACK, 0), None, section_version=2)[0],
+        "bad_section",
+    ),
+    ("malformed-section-ack-empty", "SECTION_ACK with no frames.", section_ack(b"")[0], "bad_section"),
+    ("malformed-unknown-type", "Packet type 0x09.", corrupt(_data, 1, b"\x09"), "unknown_type"),
     ("malformed-type-zero", "Packet type 0x00.", corrupt(_data, 1, b"\x00"), "unknown_type"),
     ("malformed-reserved-flags", "Reserved flag bit 7 set.", corrupt(_data, 2, b"\x80"), "reserved_flags"),
     (

@@ -30,6 +30,11 @@ FIELD_NAMES = {name: f"tng.{name}" for name in HEADER_FIELDS} | {
     "noise": "tng.initial.noise",
     "padding_len": "tng.initial.padding_len",
     "sealed": "tng.sealed",
+    "section_version": "tng.section.section_version",
+    "next_hop_port": "tng.section.next_hop_port",
+    "next_hop_address": "tng.section.next_hop_address",
+    "inner": "tng.section.inner",
+    "frames": "tng.section_ack.frames",
 }
 TOKEN_FIELDS = {1: "tng.initial.token", 2: "tng.retry.token"}  # `token` by packet type: INITIAL, RETRY
 

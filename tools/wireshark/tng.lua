@@ -1,7 +1,8 @@
 -- Wireshark dissector for tng, wire format version 1 (docs/wire-format.md is the single source of truth).
 --
 -- Decodes the 24-byte flow header, the cleartext framing of INITIAL and RETRY, and shows the payload of the sealed
--- types (DATA, ACK, PROBE, CLOSE) as sealed bytes: their frames are AES-256-GCM ciphertext. A packet that breaks a
+-- types (DATA, ACK, PROBE, CLOSE) as sealed bytes: their frames are AES-256-GCM ciphertext. A relay's SECTION shows its
+-- prefix and the end-to-end packet it carries as bytes, a SECTION_ACK its cleartext frames as bytes. A packet that breaks a
 -- receiver rule of wire-format section 8 gets expert info naming the rule and a `tng.error` field holding the
 -- rule's name (the `error` string of the shared vectors in testdata/wire/), so `tng.error` filters malformed packets.
 --
@@ -19,8 +20,10 @@ local INITIAL_PREFIX_LEN = 5
 local RETRY_PREFIX_LEN = 2
 local RESERVED_FLAGS = 0xF8
 local SERVER_STAGE = 2
+local SECTION_VERSION = 1
+local SECTION_PREFIX_LEN = 19
 
-local INITIAL, RETRY = 0x01, 0x02
+local INITIAL, RETRY, SECTION, SECTION_ACK = 0x01, 0x02, 0x07, 0x08
 local PACKET_TYPES = {
     [0x01] = "INITIAL",
     [0x02] = "RETRY",
@@ -28,6 +31,8 @@ local PACKET_TYPES = {
     [0x04] = "ACK",
     [0x05] = "PROBE",
     [0x06] = "CLOSE",
+    [0x07] = "SECTION",
+    [0x08] = "SECTION_ACK",
 }
 local STAGES = {
     [1] = "client -> server (Noise message 1)",
@@ -63,6 +68,11 @@ local f = {
     retry_token = ProtoField.bytes("tng.retry.token", "Retry token"),
     sealed = ProtoField.bytes("tng.sealed", "Sealed payload (AES-256-GCM: frames and tag)"),
     tag = ProtoField.bytes("tng.sealed.tag", "AEAD tag"),
+    section_version = ProtoField.uint8("tng.section.section_version", "Section version", base.DEC),
+    next_hop_port = ProtoField.uint16("tng.section.next_hop_port", "Next hop port (0: learned)", base.DEC),
+    next_hop_address = ProtoField.bytes("tng.section.next_hop_address", "Next hop address (IPv6, IPv4-mapped)"),
+    inner = ProtoField.bytes("tng.section.inner", "End-to-end packet (unchanged)"),
+    section_frames = ProtoField.bytes("tng.section_ack.frames", "Cleartext ACK / FEEDBACK_ECHO / PADDING frames"),
     error = ProtoField.string("tng.error", "Receiver rule broken (wire-format section 8)"),
 }
 tng.fields = {}
@@ -82,6 +92,7 @@ local RULES = {
     bad_stage = "rule 6: INITIAL stage is not 1, 2 or 3",
     initial_too_small = "rule 6: client INITIAL under 1200 bytes",
     short_sealed_payload = "rule 6: sealed payload under 16 bytes",
+    bad_section = "rule 6: SECTION under 19 + 24 bytes or of another section version, or SECTION_ACK empty",
 }
 local experts = {}
 tng.experts = {}
@@ -190,6 +201,35 @@ local function dissect_sealed(tvb, tree, payload_len)
     return nil
 end
 
+local function dissect_section(tvb, tree, payload_len)
+    local payload = tree:add(tvb:range(HEADER_LEN), "SECTION (relay encapsulation)")
+    if payload_len < SECTION_PREFIX_LEN + HEADER_LEN then
+        return flag(tree, payload, "bad_section",
+            string.format("%d bytes, the prefix and an inner flow header need %d", payload_len,
+                SECTION_PREFIX_LEN + HEADER_LEN))
+    end
+    if not captured(tvb, payload, HEADER_LEN, SECTION_PREFIX_LEN) then
+        return nil
+    end
+    local version = tvb:range(HEADER_LEN, 1):uint()
+    local version_item = payload:add(f.section_version, tvb:range(HEADER_LEN, 1))
+    payload:add(f.next_hop_port, tvb:range(HEADER_LEN + 1, 2))
+    payload:add(f.next_hop_address, tvb:range(HEADER_LEN + 3, 16))
+    if version ~= SECTION_VERSION then
+        return flag(tree, version_item, "bad_section", string.format("section version %d", version))
+    end
+    add_bytes(payload, f.inner, tvb, HEADER_LEN + SECTION_PREFIX_LEN, payload_len - SECTION_PREFIX_LEN)
+    return nil
+end
+
+local function dissect_section_ack(tvb, tree, payload_len)
+    if payload_len == 0 then
+        return flag(tree, tree, "bad_section", "SECTION_ACK without frames")
+    end
+    add_bytes(tree, f.section_frames, tvb, HEADER_LEN, payload_len)
+    return nil
+end
+
 -- Applies the receiver rules in the order of section 8 while building the tree; returns the broken rule or nil.
 local function dissect_packet(tvb, tree, datagram_len)
     -- Rule 0 (too_large) and rule 1 exclude each other; rule 0 is checked below, once the header is shown.
@@ -240,6 +280,10 @@ local function dissect_packet(tvb, tree, datagram_len)
         return dissect_initial(tvb, tree, datagram_len, payload_len)
     elseif packet_type == RETRY then
         return dissect_retry(tvb, tree, payload_len)
+    elseif packet_type == SECTION then
+        return dissect_section(tvb, tree, payload_len)
+    elseif packet_type == SECTION_ACK then
+        return dissect_section_ack(tvb, tree, payload_len)
     end
     return dissect_sealed(tvb, tree, payload_len)
 end

@@ -12,6 +12,7 @@ mod perf;
 mod policy;
 mod proxy;
 mod registry;
+mod relay;
 mod resolver;
 mod service;
 mod sockopt;
@@ -73,6 +74,8 @@ enum Command {
         #[command(subcommand)]
         role: PerfRole,
     },
+    /// Relay tng connections section by section (Tng's flow middlebox): terminates the flow layer only, holds no key.
+    Relay(RelayArgs),
     /// Show a running daemon's connections and channels.
     Status {
         #[arg(long, default_value_os_t = control::default_path())]
@@ -80,6 +83,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `tng relay`'s policy.
+#[derive(Args)]
+struct RelayArgs {
+    /// UDP address to receive SECTIONs on.
+    #[arg(long, default_value = "0.0.0.0:4477")]
+    listen: SocketAddr,
+    /// Congestion controller of the sections sent toward servers (the core: cubic, newreno, ...).
+    #[arg(long, default_value = "cubic")]
+    toward_server_cc: CcKind,
+    /// Congestion controller of the sections sent toward clients (the last mile: vegas, ...).
+    #[arg(long, default_value = "vegas")]
+    toward_client_cc: CcKind,
+    /// Packets each direction of a connection may queue at the relay; more are dropped unacknowledged.
+    #[arg(long, default_value_t = 64)]
+    queue_limit: usize,
 }
 
 /// Transport settings shared by every command that runs an endpoint.
@@ -295,6 +315,18 @@ async fn run(command: Command) -> Result<()> {
         Command::Serve(args) => serve(args).await,
         Command::Connect(args) => connect(args).await,
         Command::Proxy(args) => proxy(args).await,
+        Command::Relay(args) => {
+            if args.queue_limit == 0 {
+                bail!("--queue-limit must be at least 1");
+            }
+            let config = tng_relay::RelayConfig {
+                toward_server_cc: args.toward_server_cc,
+                toward_client_cc: args.toward_client_cc,
+                cc: tng_proto::cc::CcConfig::default(),
+                queue_limit: args.queue_limit,
+            };
+            relay::run(args.listen, config).await
+        }
         Command::Perf { role: PerfRole::Server { listen, identity, transport } } => {
             perf_server(listen, identity, transport).await
         }

@@ -71,6 +71,13 @@ pub enum WireError {
         /// Payload length.
         len: usize,
     },
+    /// Rule 6: a SECTION payload too short for its prefix and an inner flow header, or of another section
+    /// version; an empty SECTION_ACK payload.
+    #[error("malformed section payload: {reason}")]
+    BadSection {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A core frame type (below 0x20) this version does not define.
     #[error("unknown core frame type {frame_type:#04x}")]
     UnknownFrame {
@@ -108,6 +115,7 @@ impl WireError {
             Self::BadStage { .. } => "bad_stage",
             Self::InitialTooSmall { .. } => "initial_too_small",
             Self::ShortSealedPayload { .. } => "short_sealed_payload",
+            Self::BadSection { .. } => "bad_section",
             Self::UnknownFrame { .. } => "unknown_frame",
             Self::FrameTruncated { .. } => "frame_truncated",
             Self::MalformedFrame { .. } => "malformed_frame",
@@ -143,6 +151,7 @@ mod tests {
             WireError::BadStage { stage: 0 },
             WireError::InitialTooSmall { len: 0 },
             WireError::ShortSealedPayload { len: 0 },
+            WireError::BadSection { reason: "" },
             WireError::UnknownFrame { frame_type: 0 },
             WireError::FrameTruncated { offset: 0 },
             WireError::MalformedFrame { frame_type: 0, reason: "" },

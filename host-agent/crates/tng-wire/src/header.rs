@@ -29,6 +29,10 @@ pub enum PacketType {
     Probe = 0x05,
     /// A sealed CLOSE frame.
     Close = 0x06,
+    /// One section of a relayed connection carrying an end-to-end packet unchanged (section 10).
+    Section = 0x07,
+    /// A section's cleartext acknowledgement: ACK, FEEDBACK_ECHO and PADDING frames (section 10).
+    SectionAck = 0x08,
 }
 
 impl PacketType {
@@ -41,6 +45,8 @@ impl PacketType {
             0x04 => Self::Ack,
             0x05 => Self::Probe,
             0x06 => Self::Close,
+            0x07 => Self::Section,
+            0x08 => Self::SectionAck,
             _ => return None,
         })
     }
@@ -54,6 +60,8 @@ impl PacketType {
             Self::Ack => "ack",
             Self::Probe => "probe",
             Self::Close => "close",
+            Self::Section => "section",
+            Self::SectionAck => "section_ack",
         }
     }
 
@@ -282,10 +290,11 @@ mod tests {
         for byte in 0..=u8::MAX {
             match PacketType::from_u8(byte) {
                 Some(packet_type) => assert_eq!(u8::from(packet_type), byte),
-                None => assert!(byte == 0 || byte >= 7, "byte {byte}"),
+                None => assert!(byte == 0 || byte >= 9, "byte {byte}"),
             }
         }
         assert!(PacketType::Ack.is_sealed());
         assert!(!PacketType::Retry.is_sealed());
+        assert!(!PacketType::Section.is_sealed() && !PacketType::SectionAck.is_sealed());
     }
 }

@@ -39,11 +39,16 @@ pub mod limits;
 pub mod packet;
 pub mod pn;
 mod reader;
+pub mod section;
 pub mod varint;
 
 pub use error::WireError;
 pub use feedback::Feedback;
 pub use frame::{parse_frames, AckFrame, EcnCounts, Frame, Frames, PathStatus};
 pub use header::{Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN};
-pub use limits::{DEFAULT_PORT, HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN, VERSION};
+pub use limits::{
+    DEFAULT_PORT, HEADER_LEN, MAX_PACKET, MAX_SECTION_INNER, MIN_CLIENT_INITIAL, SECTION_PREFIX_LEN, SECTION_VERSION,
+    TAG_LEN, VERSION,
+};
 pub use packet::{rewrite_feedback, Handshake, Packet, Payload, Stage};
+pub use section::Section;

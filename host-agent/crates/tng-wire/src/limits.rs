@@ -12,3 +12,9 @@ pub const MIN_CLIENT_INITIAL: usize = 1200;
 pub const TAG_LEN: usize = 16;
 /// UDP port switches recognise tng on unless configured otherwise.
 pub const DEFAULT_PORT: u16 = 4477;
+/// The only section-encapsulation version (wire-format section 10).
+pub const SECTION_VERSION: u8 = 1;
+/// SECTION payload bytes before the inner packet: `section_version`, `next_hop_port`, `next_hop_address`.
+pub const SECTION_PREFIX_LEN: usize = 19;
+/// Largest end-to-end packet a section can carry: what an endpoint sending through a relay caps its datagrams at.
+pub const MAX_SECTION_INNER: usize = MAX_PACKET - HEADER_LEN - SECTION_PREFIX_LEN;

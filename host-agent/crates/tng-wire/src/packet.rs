@@ -6,6 +6,7 @@ use crate::feedback::Feedback;
 use crate::header::{Flags, FlowHeader, PacketType, ASSOCIATED_DATA_LEN};
 use crate::limits::{HEADER_LEN, MAX_PACKET, MIN_CLIENT_INITIAL, TAG_LEN};
 use crate::reader::Reader;
+use crate::section::{parse_section_ack, Section};
 
 /// `stage`, `token_length`, `noise_length`.
 const HANDSHAKE_PREFIX_LEN: usize = 5;
@@ -121,6 +122,10 @@ pub enum Payload<'a> {
     Probe(&'a [u8]),
     /// `CLOSE`: a sealed CLOSE frame.
     Close(&'a [u8]),
+    /// `SECTION`: one end-to-end packet carried over a relay's section.
+    Section(Section<'a>),
+    /// `SECTION_ACK`: cleartext ACK, FEEDBACK_ECHO and PADDING frames acknowledging SECTION packets.
+    SectionAck(&'a [u8]),
 }
 
 impl<'a> Payload<'a> {
@@ -133,6 +138,8 @@ impl<'a> Payload<'a> {
             Self::Ack(_) => PacketType::Ack,
             Self::Probe(_) => PacketType::Probe,
             Self::Close(_) => PacketType::Close,
+            Self::Section(_) => PacketType::Section,
+            Self::SectionAck(_) => PacketType::SectionAck,
         }
     }
 
@@ -140,7 +147,7 @@ impl<'a> Payload<'a> {
     pub fn sealed(&self) -> Option<&'a [u8]> {
         match *self {
             Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => Some(sealed),
-            Self::Initial(_) | Self::Retry { .. } => None,
+            Self::Initial(_) | Self::Retry { .. } | Self::Section(_) | Self::SectionAck(_) => None,
         }
     }
 
@@ -150,6 +157,8 @@ impl<'a> Payload<'a> {
             Self::Initial(handshake) => handshake.encoded_len(),
             Self::Retry { token } => RETRY_PREFIX_LEN + token.len(),
             Self::Data(sealed) | Self::Ack(sealed) | Self::Probe(sealed) | Self::Close(sealed) => sealed.len(),
+            Self::Section(section) => section.encoded_len(),
+            Self::SectionAck(frames) => frames.len(),
         }
     }
 
@@ -169,6 +178,8 @@ impl<'a> Payload<'a> {
             PacketType::Ack => Self::Ack(sealed(payload)?),
             PacketType::Probe => Self::Probe(sealed(payload)?),
             PacketType::Close => Self::Close(sealed(payload)?),
+            PacketType::Section => Self::Section(Section::parse(payload)?),
+            PacketType::SectionAck => Self::SectionAck(parse_section_ack(payload)?),
         })
     }
 }
@@ -259,6 +270,8 @@ impl<'a> Packet<'a> {
             Payload::Data(sealed) | Payload::Ack(sealed) | Payload::Probe(sealed) | Payload::Close(sealed) => {
                 out.extend_from_slice(sealed);
             }
+            Payload::Section(section) => section.encode(out),
+            Payload::SectionAck(frames) => out.extend_from_slice(frames),
         }
         Ok(())
     }
@@ -273,6 +286,10 @@ impl<'a> Packet<'a> {
             Payload::Initial(handshake) if handshake.stage.is_client() && len < MIN_CLIENT_INITIAL => {
                 Err(WireError::InitialTooSmall { len })
             }
+            Payload::Section(section) if section.inner.len() < HEADER_LEN => {
+                Err(WireError::BadSection { reason: "shorter than its prefix and an inner flow header" })
+            }
+            Payload::SectionAck([]) => Err(WireError::BadSection { reason: "empty SECTION_ACK" }),
             _ => match self.payload.sealed() {
                 Some(sealed) if sealed.len() < TAG_LEN => Err(WireError::ShortSealedPayload { len: sealed.len() }),
                 _ => Ok(()),
@@ -416,6 +433,26 @@ mod tests {
             let short = packet(make(&tag[1..]));
             assert_eq!(short.encode(&mut Vec::new()), Err(WireError::ShortSealedPayload { len: TAG_LEN - 1 }));
         }
+    }
+
+    #[test]
+    fn section_carries_the_inner_packet_byte_for_byte_and_section_acks_their_frames() {
+        let inner = data_packet(Feedback { queue_level: 9, rate_hint: 1_000 });
+        let next_hop = "198.51.100.4:4477".parse().expect("address");
+        let section = packet(Payload::Section(Section::new(Some(next_hop), &inner)));
+        let bytes = encoded(&section);
+        assert_eq!(bytes.len(), HEADER_LEN + crate::limits::SECTION_PREFIX_LEN + inner.len());
+        let parsed = Packet::parse(&bytes).expect("valid SECTION");
+        assert_eq!(parsed, section);
+        let Payload::Section(carried) = parsed.payload else { panic!("not a SECTION: {parsed:?}") };
+        assert_eq!(carried.inner, inner);
+        assert_eq!(carried.next_hop(), Some(next_hop));
+        let ack = packet(Payload::SectionAck(&[0x0d]));
+        assert_eq!(Packet::parse(&encoded(&ack)), Ok(ack));
+        let short = packet(Payload::Section(Section::new(None, &inner[..HEADER_LEN - 1])));
+        assert_eq!(short.encode(&mut Vec::new()).map_err(|e| e.as_str()), Err("bad_section"));
+        let empty = packet(Payload::SectionAck(&[]));
+        assert_eq!(empty.encode(&mut Vec::new()).map_err(|e| e.as_str()), Err("bad_section"));
     }
 
     #[test]

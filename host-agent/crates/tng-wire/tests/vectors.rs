@@ -38,6 +38,13 @@ fn fields_of(packet: &Packet<'_>) -> Map<String, Value> {
         Payload::Data(sealed) | Payload::Ack(sealed) | Payload::Probe(sealed) | Payload::Close(sealed) => {
             fields.push(("sealed", to_hex(sealed).into()))
         }
+        Payload::Section(section) => fields.extend([
+            ("section_version", tng_wire::SECTION_VERSION.into()),
+            ("next_hop_port", section.next_hop.port().into()),
+            ("next_hop_address", to_hex(&section.next_hop.ip().octets()).into()),
+            ("inner", to_hex(section.inner).into()),
+        ]),
+        Payload::SectionAck(frames) => fields.push(("frames", to_hex(frames).into())),
     }
     fields.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()
 }

@@ -33,7 +33,7 @@ fn frame_allowed(packet_type: PacketType, frame: &Frame<'_>) -> bool {
             matches!(frame, Frame::PathChallenge(_) | Frame::PathResponse(_) | Frame::Padding(_))
         }
         PacketType::Close => matches!(frame, Frame::Close { .. } | Frame::Padding(_)),
-        PacketType::Initial | PacketType::Retry => false,
+        PacketType::Initial | PacketType::Retry | PacketType::Section | PacketType::SectionAck => false,
     }
 }
 

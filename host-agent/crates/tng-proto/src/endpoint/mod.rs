@@ -164,6 +164,8 @@ impl Endpoint {
             Payload::Data(_) | Payload::Ack(_) | Payload::Probe(_) | Payload::Close(_) => {
                 connection.handle_sealed(now, path, ecn, &packet, datagram.len())
             }
+            // Sections end at relays; an endpoint sends and receives only end-to-end packets.
+            Payload::Section(_) | Payload::SectionAck(_) => Err(DropReason::Unexpected),
         };
         self.settle(handle, true);
         result

@@ -1,0 +1,103 @@
+//! `tng relay` as a process on loopback: a SECTION from a client reaches the server it names with its end-to-end
+//! packet unchanged, the client's section is acknowledged once the packet left, and a killed and restarted relay
+//! (all soft state lost) relays the next SECTION again.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::{free_port, Process};
+use tng_wire::{parse_frames, Feedback, Flags, Frame, Packet, Payload, Section};
+
+const CONNECTION_ID: u64 = 0x5eed;
+
+fn socket() -> UdpSocket {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+    socket
+}
+
+fn datagram(packet_number: u32, payload: Payload<'_>) -> Vec<u8> {
+    let packet = Packet {
+        flags: Flags::EMPTY,
+        channel_id: 0,
+        connection_id: CONNECTION_ID,
+        packet_number,
+        feedback: Feedback::NEUTRAL,
+        payload,
+    };
+    let mut out = Vec::new();
+    packet.encode(&mut out).expect("valid packet");
+    out
+}
+
+/// An end-to-end DATA packet as an endpoint seals it (the relay cannot tell these bytes from ciphertext).
+fn inner(seq: u32) -> Vec<u8> {
+    let sealed: Vec<u8> = (0..200).map(|i| (i as u32 * 7 + seq) as u8).collect();
+    datagram(seq, Payload::Data(&sealed))
+}
+
+/// Sends SECTION `number` carrying `inner(seq)` from `client` through `relay` toward `server` until the server gets
+/// it (the relay may still be starting); returns the inner packet the server received.
+fn relay_one(client: &UdpSocket, server: &UdpSocket, relay: SocketAddr, number: u32, seq: u32) -> Vec<u8> {
+    let server_addr = server.local_addr().expect("address");
+    let section = datagram(number, Payload::Section(Section::new(Some(server_addr), &inner(seq))));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut buffer = [0; 2048];
+    loop {
+        assert!(Instant::now() < deadline, "the relay never forwarded SECTION {number}");
+        client.send_to(&section, relay).expect("send");
+        if let Ok((len, from)) = server.recv_from(&mut buffer) {
+            assert_eq!(from, relay);
+            let packet = Packet::parse(&buffer[..len]).expect("the relay sends well-formed packets");
+            let Payload::Section(section) = packet.payload else { panic!("server got {packet:?}") };
+            assert_eq!(packet.connection_id, CONNECTION_ID);
+            return section.inner.to_vec();
+        }
+    }
+}
+
+/// The relay's SECTION_ACK to the client acknowledges section packet `number`.
+fn expect_section_ack(client: &UdpSocket, number: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buffer = [0; 2048];
+    loop {
+        assert!(Instant::now() < deadline, "no SECTION_ACK of {number}");
+        let Ok((len, _)) = client.recv_from(&mut buffer) else { continue };
+        let packet = Packet::parse(&buffer[..len]).expect("well-formed");
+        let Payload::SectionAck(frames) = packet.payload else { continue };
+        let acked = parse_frames(frames).any(|frame| matches!(frame, Ok(Frame::Ack(ack)) if ack.contains(number)));
+        if acked {
+            return;
+        }
+    }
+}
+
+#[test]
+fn relays_sections_unchanged_and_relearns_them_after_a_restart() {
+    let port = free_port();
+    let relay: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
+    let args = ["relay", "--listen", &relay.to_string(), "--queue-limit", "8"];
+    let (client, server) = (socket(), socket());
+
+    let mut process = Process::spawn(&args);
+    assert_eq!(relay_one(&client, &server, relay, 0, 1), inner(1));
+    expect_section_ack(&client, 0);
+
+    process.kill();
+    let _restarted = Process::spawn(&args);
+    // The new process knows nothing of the connection: the SECTION's next hop teaches it again.
+    assert_eq!(relay_one(&client, &server, relay, 1, 2), inner(2));
+    expect_section_ack(&client, 1);
+}
+
+#[test]
+fn a_zero_queue_limit_is_refused_with_a_clear_error() {
+    let out = std::process::Command::new(common::TNG)
+        .args(["relay", "--listen", "127.0.0.1:0", "--queue-limit", "0"])
+        .output()
+        .expect("run tng");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--queue-limit must be at least 1"));
+}

@@ -1,0 +1,243 @@
+//! The relay: per connection, two directions, each an upstream [`SectionReceiver`], a bounded [`SectionQueue`] and a
+//! downstream [`SectionSender`]. Sans-IO: datagrams and time in, datagrams out.
+//!
+//! Everything here is soft state, learned from the SECTIONs themselves: the connection (by `connection_id`), the
+//! upstream peer (the address a SECTION naming a next hop came from) and the downstream peer (that next hop). A
+//! restarted relay learns them again from the next SECTION the client sends.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use tng_proto::cc::CcConfig;
+use tng_proto::{CcKind, Time};
+use tng_wire::{parse_frames, pn, Feedback, Flags, Frame, Packet, Payload, Section, MAX_SECTION_INNER};
+
+use crate::queue::{Queued, SectionQueue};
+use crate::section_receiver::SectionReceiver;
+use crate::section_sender::SectionSender;
+
+/// The relay's policy.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Congestion controller of the sections the relay sends toward the server (Tng's DSL example: the core, CUBIC).
+    pub toward_server_cc: CcKind,
+    /// Congestion controller of the sections the relay sends toward the client (the last mile, Vegas).
+    pub toward_client_cc: CcKind,
+    /// Tunables of both controllers.
+    pub cc: CcConfig,
+    /// Packets each direction's queue holds at most.
+    pub queue_limit: usize,
+}
+
+/// What the relay counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayStats {
+    /// SECTIONs forwarded downstream.
+    pub forwarded: u64,
+    /// SECTIONs dropped because their direction's queue was full (not acknowledged upstream).
+    pub queue_full: u64,
+    /// Datagrams dropped: malformed, not a section, nested, duplicate, or for a connection the relay does not know.
+    pub dropped: u64,
+}
+
+#[derive(Debug)]
+struct Direction {
+    receiver: SectionReceiver,
+    queue: SectionQueue,
+    sender: SectionSender,
+    /// SECTION_ACKs sent upstream: their packet numbers.
+    acks_sent: u64,
+}
+
+impl Direction {
+    fn new(kind: CcKind, config: &RelayConfig, now: Time) -> Self {
+        Self {
+            receiver: SectionReceiver::default(),
+            queue: SectionQueue::new(config.queue_limit),
+            sender: SectionSender::new(kind, &config.cc, now),
+            acks_sent: 0,
+        }
+    }
+
+    /// The relay's own feedback, the fields a switch writes: how long the packet at the head of the queue waited.
+    fn own_feedback(&self, now: Time) -> Feedback {
+        let delay = self.queue.front().map(|head| now.saturating_since(head.arrived)).unwrap_or_default();
+        Feedback { queue_level: Feedback::queue_level_for(delay), rate_hint: Feedback::NEUTRAL.rate_hint }
+    }
+}
+
+#[derive(Debug)]
+struct Relayed {
+    client: SocketAddr,
+    server: SocketAddr,
+    toward_server: Direction,
+    toward_client: Direction,
+}
+
+/// A relay's state: every connection it carries.
+#[derive(Debug)]
+pub struct Relay {
+    config: RelayConfig,
+    connections: HashMap<u64, Relayed>,
+    stats: RelayStats,
+}
+
+impl Relay {
+    /// A relay with no state (a fresh start or a restart look the same).
+    pub fn new(config: RelayConfig) -> Self {
+        Self { config, connections: HashMap::new(), stats: RelayStats::default() }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RelayStats {
+        self.stats
+    }
+
+    /// Packets waiting in the queue toward the server of `connection_id`.
+    pub fn queued_toward_server(&self, connection_id: u64) -> usize {
+        self.connections.get(&connection_id).map_or(0, |relayed| relayed.toward_server.queue.len())
+    }
+
+    /// One datagram arrived from `from`.
+    pub fn handle_datagram(&mut self, now: Time, from: SocketAddr, datagram: &[u8]) {
+        if self.dispatch(now, from, datagram).is_none() {
+            self.stats.dropped += 1;
+        }
+    }
+
+    fn dispatch(&mut self, now: Time, from: SocketAddr, datagram: &[u8]) -> Option<()> {
+        let packet = Packet::parse(datagram).ok()?;
+        let id = packet.connection_id;
+        match packet.payload {
+            Payload::Section(section) => {
+                // A section inside a section would let one packet loop through relays; the inner must be end to end.
+                if matches!(Packet::parse(section.inner).map(|inner| inner.payload), Ok(Payload::Section(_))) {
+                    return None;
+                }
+                if let Some(server) = section.next_hop() {
+                    let config = &self.config;
+                    self.connections.entry(id).or_insert_with(|| Relayed {
+                        client: from,
+                        server,
+                        toward_server: Direction::new(config.toward_server_cc, config, now),
+                        toward_client: Direction::new(config.toward_client_cc, config, now),
+                    });
+                }
+                let relayed = self.connections.get_mut(&id)?;
+                let direction = if from == relayed.client {
+                    &mut relayed.toward_server
+                } else if from == relayed.server {
+                    &mut relayed.toward_client
+                } else {
+                    return None;
+                };
+                let number = direction.receiver.on_section(packet.packet_number, packet.feedback)?;
+                let queued = Queued { upstream_pn: number, arrived: now, inner: section.inner.to_vec() };
+                if direction.queue.push(queued).is_err() {
+                    self.stats.queue_full += 1;
+                }
+                Some(())
+            }
+            Payload::SectionAck(frames) => {
+                let relayed = self.connections.get_mut(&id)?;
+                let direction = if from == relayed.server {
+                    &mut relayed.toward_server
+                } else if from == relayed.client {
+                    &mut relayed.toward_client
+                } else {
+                    return None;
+                };
+                let (ack, echo) = parse_section_ack(frames)?;
+                direction.sender.on_ack(now, &ack, echo);
+                Some(())
+            }
+            _ => None,
+        }
+    }
+
+    /// The next datagram to send and where: SECTION_ACKs first (they release the upstream window), then queued
+    /// packets the downstream window has room for.
+    pub fn poll_transmit(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
+        for (&id, relayed) in &mut self.connections {
+            let Relayed { client, server, toward_server, toward_client } = relayed;
+            for (direction, previous, next) in
+                [(&mut *toward_server, *client, *server), (toward_client, *server, *client)]
+            {
+                if direction.receiver.ack_due() {
+                    let own = direction.own_feedback(now);
+                    if let Some(frames) = direction.receiver.take_ack(now, own) {
+                        let number = direction.acks_sent;
+                        direction.acks_sent += 1;
+                        return Some((previous, encode(id, number, Payload::SectionAck(&frames))?));
+                    }
+                }
+                let fits = direction
+                    .queue
+                    .front()
+                    .is_some_and(|head| direction.sender.can_send(section_len(head.inner.len())));
+                if fits {
+                    let head = direction.queue.pop()?;
+                    let bytes = section_len(head.inner.len());
+                    let number = direction.sender.on_sent(now, bytes);
+                    direction.receiver.release(now, head.upstream_pn);
+                    self.stats.forwarded += 1;
+                    return Some((next, encode(id, number, Payload::Section(Section::new(None, &head.inner)))?));
+                }
+            }
+        }
+        None
+    }
+
+    /// When [`Relay::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.connections
+            .values()
+            .flat_map(|relayed| [&relayed.toward_server, &relayed.toward_client])
+            .filter_map(|direction| direction.sender.next_timeout())
+            .min()
+    }
+
+    /// Time passed: declares timed-out SECTIONs lost.
+    pub fn handle_timeout(&mut self, now: Time) {
+        for relayed in self.connections.values_mut() {
+            relayed.toward_server.sender.on_timeout(now);
+            relayed.toward_client.sender.on_timeout(now);
+        }
+    }
+}
+
+/// A SECTION's length on the wire for an inner packet of `inner` bytes (what its section's window counts).
+fn section_len(inner: usize) -> u64 {
+    (tng_wire::HEADER_LEN + tng_wire::SECTION_PREFIX_LEN + inner.min(MAX_SECTION_INNER)) as u64
+}
+
+fn encode(connection_id: u64, number: u64, payload: Payload<'_>) -> Option<Vec<u8>> {
+    let packet = Packet {
+        flags: Flags::EMPTY,
+        channel_id: 0,
+        connection_id,
+        packet_number: pn::truncate(number),
+        feedback: Feedback::NEUTRAL,
+        payload,
+    };
+    let mut out = Vec::with_capacity(packet.encoded_len());
+    packet.encode(&mut out).ok()?;
+    Some(out)
+}
+
+/// The ACK and the echoed feedback of a SECTION_ACK; `None` if it holds another frame, a malformed one, or no ACK.
+pub(crate) fn parse_section_ack(frames: &[u8]) -> Option<(tng_wire::AckFrame, Feedback)> {
+    let mut ack = None;
+    let mut echo = Feedback::NEUTRAL;
+    for frame in parse_frames(frames) {
+        match frame.ok()? {
+            Frame::Ack(frame) => ack = Some(frame),
+            Frame::FeedbackEcho { max_queue_level, min_rate_hint } => {
+                echo = Feedback { queue_level: max_queue_level, rate_hint: min_rate_hint }
+            }
+            Frame::Padding(_) => {}
+            _ => return None,
+        }
+    }
+    Some((ack?, echo))
+}

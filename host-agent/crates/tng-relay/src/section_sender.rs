@@ -1,0 +1,204 @@
+//! The sending end of a section: numbers SECTIONs, tracks them in flight, runs the section's congestion controller
+//! on SECTION_ACKs and their echoed feedback, and declares losses. It never retransmits: a lost SECTION's content is
+//! the end-to-end layer's to recover (fate sharing).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tng_proto::cc::{new_controller, AckSample, CcConfig, CongestionController, LossEvent, PathFeedback};
+use tng_proto::{CcKind, Time};
+use tng_wire::{AckFrame, Feedback};
+
+/// A SECTION this many packet numbers below the largest acknowledged one is lost (RFC 9002's packet threshold).
+const PACKET_THRESHOLD: u64 = 3;
+/// Probe timeout before the first RTT sample.
+const INITIAL_PTO: Duration = Duration::from_millis(500);
+/// Smallest probe timeout.
+const MIN_PTO: Duration = Duration::from_millis(10);
+
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    time: Time,
+    bytes: u64,
+}
+
+/// One direction of a section, at its sender.
+#[derive(Debug)]
+pub struct SectionSender {
+    cc: Box<dyn CongestionController>,
+    next_number: u64,
+    in_flight: BTreeMap<u64, Sent>,
+    bytes_in_flight: u64,
+    largest_acked: Option<u64>,
+    srtt: Option<Duration>,
+    min_rtt: Duration,
+    lost: u64,
+}
+
+impl SectionSender {
+    /// A section sender whose congestion controller is `kind` (the relay's policy picks one per section).
+    pub fn new(kind: CcKind, config: &CcConfig, now: Time) -> Self {
+        Self {
+            cc: new_controller(kind, config, now),
+            next_number: 0,
+            in_flight: BTreeMap::new(),
+            bytes_in_flight: 0,
+            largest_acked: None,
+            srtt: None,
+            min_rtt: Duration::MAX,
+            lost: 0,
+        }
+    }
+
+    /// The congestion controller's name.
+    pub fn controller(&self) -> &'static str {
+        self.cc.name()
+    }
+
+    /// Bytes sent and neither acknowledged nor declared lost.
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.bytes_in_flight
+    }
+
+    /// SECTIONs declared lost so far.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Whether the congestion window has room for a SECTION of `bytes`.
+    pub fn can_send(&self, bytes: u64) -> bool {
+        self.bytes_in_flight + bytes <= self.cc.window()
+    }
+
+    /// A SECTION of `bytes` leaves now: its packet number.
+    pub fn on_sent(&mut self, now: Time, bytes: u64) -> u64 {
+        let number = self.next_number;
+        self.next_number += 1;
+        self.bytes_in_flight += bytes;
+        self.in_flight.insert(number, Sent { time: now, bytes });
+        self.cc.on_sent(now, bytes, self.bytes_in_flight);
+        number
+    }
+
+    /// A SECTION_ACK arrived: its ACK frame and the feedback it echoed.
+    pub fn on_ack(&mut self, now: Time, ack: &AckFrame, echo: Feedback) {
+        let mut newly_acked = 0;
+        let mut largest_newly: Option<(u64, Sent)> = None;
+        for range in &ack.ranges {
+            let numbers: Vec<u64> = self.in_flight.range(range.clone()).map(|(&number, _)| number).collect();
+            for number in numbers {
+                if let Some(sent) = self.in_flight.remove(&number) {
+                    newly_acked += sent.bytes;
+                    if largest_newly.is_none_or(|(largest, _)| number > largest) {
+                        largest_newly = Some((number, sent));
+                    }
+                }
+            }
+        }
+        let Some((largest, sent)) = largest_newly else { return };
+        self.bytes_in_flight -= newly_acked;
+        self.largest_acked = Some(self.largest_acked.map_or(largest, |acked| acked.max(largest)));
+        let rtt = (largest == ack.largest).then(|| {
+            let sample = now.saturating_since(sent.time);
+            sample.saturating_sub(Duration::from_micros(ack.ack_delay_micros)).max(Duration::from_micros(1))
+        });
+        if let Some(rtt) = rtt {
+            self.min_rtt = self.min_rtt.min(rtt);
+            self.srtt = Some(self.srtt.map_or(rtt, |srtt| (srtt * 7 + rtt) / 8));
+        }
+        let srtt = self.srtt.unwrap_or_default();
+        let sample = AckSample {
+            bytes_acked: newly_acked,
+            sent_time: sent.time,
+            rtt,
+            srtt,
+            min_rtt: if self.min_rtt == Duration::MAX { srtt } else { self.min_rtt },
+            delivery_rate: None,
+            app_limited: false,
+            bytes_in_flight: self.bytes_in_flight,
+        };
+        self.cc.on_ack(now, &sample);
+        let feedback = PathFeedback {
+            queue_delay: (echo.effective_queue_level() > 0).then(|| echo.queue_delay()),
+            rate_hint: echo.rate_hint_kbps().map(|kbps| u64::from(kbps) * 1000 / 8),
+        };
+        self.cc.on_feedback(now, sent.time, &feedback);
+        let threshold = self.largest_acked.unwrap_or(0).saturating_sub(PACKET_THRESHOLD - 1);
+        let lost: Vec<u64> = self.in_flight.range(..threshold).map(|(&number, _)| number).collect();
+        self.declare_lost(now, &lost);
+    }
+
+    /// When the oldest SECTION in flight times out, if any.
+    pub fn next_timeout(&self) -> Option<Time> {
+        self.in_flight.values().next().map(|sent| sent.time + self.pto())
+    }
+
+    /// Declares lost every SECTION whose probe timeout passed (nothing acknowledged it: the relay restarted, or the
+    /// whole flight was lost).
+    pub fn on_timeout(&mut self, now: Time) {
+        let pto = self.pto();
+        let lost: Vec<u64> =
+            self.in_flight.iter().filter(|(_, sent)| sent.time + pto <= now).map(|(&number, _)| number).collect();
+        self.declare_lost(now, &lost);
+    }
+
+    fn pto(&self) -> Duration {
+        self.srtt.map_or(INITIAL_PTO, |srtt| (srtt * 3).max(MIN_PTO))
+    }
+
+    fn declare_lost(&mut self, now: Time, numbers: &[u64]) {
+        let mut bytes_lost = 0;
+        let mut largest_lost_sent_time = None;
+        for number in numbers {
+            if let Some(sent) = self.in_flight.remove(number) {
+                bytes_lost += sent.bytes;
+                largest_lost_sent_time = Some(sent.time);
+                self.lost += 1;
+            }
+        }
+        let Some(largest_lost_sent_time) = largest_lost_sent_time else { return };
+        self.bytes_in_flight -= bytes_lost;
+        let loss =
+            LossEvent { bytes_lost, largest_lost_sent_time, persistent: false, bytes_in_flight: self.bytes_in_flight };
+        self.cc.on_loss(now, &loss);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tng_wire::EcnCounts;
+
+    use super::*;
+
+    fn ack(ranges: &[std::ops::RangeInclusive<u64>]) -> AckFrame {
+        AckFrame::from_ranges(ranges.iter().cloned(), 0, EcnCounts::default()).expect("non-empty")
+    }
+
+    #[test]
+    fn acks_free_the_window_and_gaps_of_three_are_losses() {
+        let config = CcConfig::default();
+        let mut sender = SectionSender::new(CcKind::NewReno, &config, Time::ZERO);
+        let numbers: Vec<u64> = (0..6).map(|_| sender.on_sent(Time::ZERO, 1000)).collect();
+        assert_eq!(numbers, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(sender.bytes_in_flight(), 6000);
+        sender.on_ack(Time::from_millis(20), &ack(&[2..=4]), Feedback::NEUTRAL);
+        assert_eq!(sender.lost(), 2, "0 and 1 are three below 4");
+        assert_eq!(sender.bytes_in_flight(), 1000);
+        assert_eq!(sender.next_timeout(), Some(Time::ZERO + Duration::from_millis(60)));
+        sender.on_timeout(Time::from_millis(60));
+        assert_eq!((sender.lost(), sender.bytes_in_flight(), sender.next_timeout()), (3, 0, None));
+    }
+
+    #[test]
+    fn the_window_limits_what_may_be_sent() {
+        let config = CcConfig::default();
+        let mut sender = SectionSender::new(CcKind::Vegas, &config, Time::ZERO);
+        assert_eq!(sender.controller(), "vegas");
+        let mut sent = 0;
+        while sender.can_send(1200) {
+            sender.on_sent(Time::ZERO, 1200);
+            sent += 1;
+        }
+        assert!(sent > 0 && sent < 1000, "{sent} packets in the initial window");
+    }
+}
