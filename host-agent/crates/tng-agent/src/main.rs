@@ -29,7 +29,7 @@ use clap::{Args, Parser, Subcommand};
 use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
 use tng_qlog::{Clock, QlogDir};
 
-use driver::{with_timeout, Agent};
+use driver::{with_timeout, Agent, Route};
 use perf::client::{ClientOptions, Dialer, Mode};
 use perf::kernel::KernelTransport;
 use perf::server::StatsByToken;
@@ -412,7 +412,8 @@ fn start_agent(
 }
 
 /// Connects a client agent to `server` over one channel per local address.
-async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto::ConnectionHandle)> {
+/// A client agent with its paths to `server` bound, and its first connection.
+async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tng_proto::ConnectionHandle)> {
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
@@ -422,13 +423,9 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, tng_proto
         let bound = agent.bind(local).await?;
         paths.push((bound, server));
     }
-    let conn = with_timeout(
-        &format!("connecting to {server}"),
-        Duration::from_secs(10),
-        agent.connect(paths, args.server_identity),
-    )
-    .await?;
-    Ok((agent, conn))
+    let route = Route { paths, pin: args.server_identity };
+    let conn = route.connect(&agent).await?;
+    Ok((agent, route, conn))
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -476,7 +473,7 @@ async fn server_address(server: Option<SocketAddr>, args: &ClientArgs) -> Result
 
 async fn connect(args: ConnectArgs) -> Result<()> {
     let server = server_address(args.server, &args.client).await?;
-    let (agent, conn) = dial(server, &args.client).await?;
+    let (agent, _, conn) = dial(server, &args.client).await?;
     // Give every channel a moment to be validated before reporting them.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let status = agent.status().await?;
@@ -508,10 +505,10 @@ async fn proxy(args: ProxyArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let (agent, conn) = dial(args.via, &args.client).await?;
+    let (agent, route, conn) = dial(args.via, &args.client).await?;
     let governed = alcc.map_or(String::new(), |kind| format!(", downloads under ALCC {kind}"));
     eprintln!("tng proxy: {} -> {} via {}{governed}", args.listen, args.to, args.via);
-    proxy::run(listener, proxy::Proxy { agent, conn, target: args.to, alcc }).await
+    proxy::run(listener, proxy::Proxy::new(agent, route, conn, args.to, alcc)).await
 }
 
 async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
@@ -540,7 +537,7 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),
         Transport::Mptcp => Dialer::Kernel(KernelTransport::Mptcp),
         Transport::Tng => {
-            let (agent, conn) = dial(args.connect, &args.client).await?;
+            let (agent, _, conn) = dial(args.connect, &args.client).await?;
             Dialer::Tng { agent, conn }
         }
     };

@@ -62,7 +62,11 @@ async fn serve_one(agent: Agent, stream: Stream, stats: &StatsByToken, proxy: &P
                 bail!("proxy target {target} is not allowed (start the server with --allow-proxy {target})");
             }
             let mut tcp = TcpStream::connect(target).await.with_context(|| format!("cannot reach {target}"))?;
-            tokio::io::copy_bidirectional(&mut io, &mut tcp).await?;
+            if let Err(err) = tokio::io::copy_bidirectional(&mut io, &mut tcp).await {
+                // An upload cut short must not reach the target as a complete one: reset, do not close.
+                tcp.set_zero_linger()?;
+                return Err(err.into());
+            }
             Ok(())
         }
         other => bail!("unknown service byte {other:#04x}"),

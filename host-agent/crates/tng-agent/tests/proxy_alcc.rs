@@ -78,7 +78,7 @@ fn a_download_through_the_proxy_under_alcc_copa_arrives_intact_and_reports_the_c
     let download = pattern(0x9E37_79B9_7F4A_7C15, DOWNLOAD);
     let upload = pattern(0x2545_F491_4F6C_DD1D, UPLOAD);
     let (target, uploads) = download_server(download.clone());
-    let server = serve_allowing(target, "proxy-alcc");
+    let server = serve_allowing(target, "proxy-alcc", &[]);
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let log_path = std::env::temp_dir().join(format!("tng-test-{}-proxy-alcc.log", std::process::id()));
     let log = File::create(&log_path).unwrap();

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, keygen, serve_allowing, wait_tcp, Process, TNG};
+use common::{free_port, keygen, serve_allowing, wait_tcp, Process, ProxyServer, TNG};
 use sha2::{Digest, Sha256};
 
 /// A TCP server that hashes what each client sends and reports the digest and byte count of every connection that
@@ -47,27 +47,36 @@ fn hash_connection(stream: &mut TcpStream, tx: &mpsc::Sender<(Vec<u8>, u64)>) {
 
 /// `tng serve` allowing `target`, and a `tng proxy` to it.
 struct Proxied {
-    _serve: Process,
-    _proxy: Process,
+    server: ProxyServer,
+    proxy: Process,
     /// The proxy's local address.
     listen: SocketAddr,
-    /// The server's control socket, for `tng status`.
-    control: std::path::PathBuf,
 }
 
-fn serve_and_proxy(target: SocketAddr, extra_client: &[&str]) -> Proxied {
-    let server = serve_allowing(target, "server");
+/// `extra` flags go to both (e.g. a shorter `--idle-timeout`).
+fn serve_and_proxy(target: SocketAddr, extra: &[&str]) -> Proxied {
+    let server = serve_allowing(target, "server", extra);
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let mut args: Vec<String> =
         ["proxy", "--listen", &listen.to_string(), "--via", &server.address, "--to", &target.to_string()]
             .iter()
             .map(ToString::to_string)
             .collect();
-    args.extend(["--server-identity".to_string(), server.identity]);
-    args.extend(extra_client.iter().map(ToString::to_string));
+    args.extend(["--server-identity".to_string(), server.identity.clone()]);
+    args.extend(extra.iter().map(ToString::to_string));
     let proxy = Process::spawn(&args);
     wait_tcp(listen);
-    Proxied { _serve: server.process, _proxy: proxy, listen, control: server.control }
+    Proxied { server, proxy, listen }
+}
+
+/// Sends `bytes` of a pattern drawn from `seed` through the proxy at `listen`; the SHA-256 of what was sent, or the
+/// error that cut the connection.
+fn send_through(listen: SocketAddr, bytes: usize, seed: u8) -> std::io::Result<Vec<u8>> {
+    let data: Vec<u8> = (0..bytes).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
+    let mut stream = TcpStream::connect(listen)?;
+    stream.write_all(&data)?;
+    stream.shutdown(std::net::Shutdown::Write)?;
+    Ok(Sha256::digest(&data).to_vec())
 }
 
 #[test]
@@ -96,6 +105,97 @@ fn hundred_megabytes_through_the_proxy_arrive_intact() {
     eprintln!("100 MiB through tng proxy in {seconds:.2} s = {:.0} Mbit/s", 800.0 * 1.048576 / seconds);
     assert_eq!(bytes, 100 << 20);
     assert_eq!(received, hasher.finalize().to_vec(), "SHA-256 of delivered bytes differs");
+}
+
+#[test]
+fn proxy_connects_again_after_its_server_restarts() {
+    let (sink, digests) = hashing_sink();
+    let mut proxied = serve_and_proxy(sink, &["--idle-timeout", "2"]);
+    let sent = send_through(proxied.listen, 1 << 20, 0).unwrap();
+    assert_eq!(digests.recv_timeout(Duration::from_secs(30)).expect("first transfer"), (sent, 1 << 20));
+    proxied.server.restart();
+    // The new server knows nothing of the proxy's connection: it times out after 2 s without an answer, and a
+    // client after that gets a stream on a new connection. Clients before that fail; none may get a wrong byte.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    for attempt in 1u8.. {
+        assert!(Instant::now() < deadline, "no transfer through the proxy went through after the server restarted");
+        if let Ok(sent) = send_through(proxied.listen, 1 << 20, attempt) {
+            if let Ok(received) = digests.recv_timeout(Duration::from_secs(5)) {
+                assert_eq!(received, (sent, 1 << 20), "attempt {attempt} delivered other bytes than it sent");
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn proxy_resets_its_client_when_the_server_dies_mid_download() {
+    // A target that sends until its reader goes away: the download has no end of its own.
+    let source = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = source.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in source.incoming().flatten() {
+            std::thread::spawn(move || while stream.write_all(&[7u8; 1 << 16]).is_ok() {});
+        }
+    });
+    let mut proxied = serve_and_proxy(target, &["--idle-timeout", "2"]);
+    let mut client = TcpStream::connect(proxied.listen).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut received = 0;
+    while received < 1 << 20 {
+        received += client.read(&mut buf).expect("the download flows");
+    }
+    proxied.server.process.kill();
+    // The proxy's stream fails once its connection times out: its client must see that as an error, never as the
+    // clean end of a download.
+    loop {
+        match client.read(&mut buf) {
+            Ok(0) => panic!("the proxy closed its client cleanly after {received} bytes of a download cut short"),
+            Ok(n) => received += n,
+            Err(err) => {
+                assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn server_resets_its_target_when_the_proxy_dies_mid_upload() {
+    // A target that reads until the end and says how the upload ended.
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = sink.local_addr().unwrap();
+    let (tx, ended) = mpsc::channel();
+    std::thread::spawn(move || {
+        for mut stream in sink.incoming().flatten() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut total = 0;
+                let end = loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) => break Ok(total),
+                        Ok(n) => total += n,
+                        Err(err) => break Err(err.kind()),
+                    }
+                };
+                if total > 0 {
+                    let _ = tx.send(end);
+                }
+            });
+        }
+    });
+    let mut proxied = serve_and_proxy(target, &["--idle-timeout", "2"]);
+    let mut client = TcpStream::connect(proxied.listen).unwrap();
+    client.write_all(&vec![5u8; 1 << 20]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    proxied.proxy.kill();
+    // The server's stream fails once its connection times out: the target must see that as an error, never as the
+    // clean end of an upload.
+    let end = ended.recv_timeout(Duration::from_secs(30)).expect("the target's connection ended");
+    assert_eq!(end, Err(std::io::ErrorKind::ConnectionReset), "the upload was cut short, not finished");
 }
 
 #[test]
@@ -148,7 +248,8 @@ fn proxy_carries_an_http_exchange_from_an_unmodified_client() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello through tng\n");
     // The server sent the response: its status tells how long those bytes waited before leaving.
-    let status = Command::new(TNG).args(["status", "--json", "--control"]).arg(&proxied.control).output().unwrap();
+    let status =
+        Command::new(TNG).args(["status", "--json", "--control"]).arg(&proxied.server.control).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     let connection = &status["connections"][0];
     let (p50, p95) = (connection["sender_queueing_p50_ms"].as_f64(), connection["sender_queueing_p95_ms"].as_f64());

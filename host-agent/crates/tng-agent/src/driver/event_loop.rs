@@ -11,6 +11,7 @@ use anyhow::{anyhow, Result};
 use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time, Transmit};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::closed::ClosedReasons;
 use super::command::{Command, Reply, Status};
 use super::READ_CHUNK;
 use crate::netlink::{AddressEvent, Renumbering};
@@ -49,7 +50,7 @@ pub(super) struct Driver {
     incoming: VecDeque<(ConnectionHandle, StreamId)>,
     writes: HashMap<(ConnectionHandle, StreamId), PendingWrite>,
     reads: HashMap<(ConnectionHandle, StreamId), Reply<Option<Vec<u8>>>>,
-    closed: HashMap<ConnectionHandle, String>,
+    closed: ClosedReasons,
     policies: PolicyResolver,
     /// Where stream reads land before they are handed to the application.
     read_buffer: Vec<u8>,
@@ -81,7 +82,7 @@ impl Driver {
             incoming: VecDeque::new(),
             writes: HashMap::new(),
             reads: HashMap::new(),
-            closed: HashMap::new(),
+            closed: ClosedReasons::default(),
             policies,
             read_buffer: vec![0u8; READ_CHUNK],
             locals,
@@ -355,7 +356,7 @@ impl Driver {
     }
 
     fn gone(&self, conn: ConnectionHandle) -> anyhow::Error {
-        match self.closed.get(&conn) {
+        match self.closed.get(conn) {
             Some(reason) => anyhow!("connection closed: {reason}"),
             None => anyhow!("connection {conn} does not exist"),
         }

@@ -1,23 +1,19 @@
-//! The application's side of the driver: an [`Agent`] handle per daemon, a [`Stream`] per tng stream, and the
-//! in-process pipe that lets socket-style code run over a stream.
+//! The application's side of the driver: an [`Agent`] handle per daemon and a [`Stream`] per tng stream (as a socket
+//! through `stream_io`).
 
 use std::net::SocketAddr;
 
 use anyhow::{anyhow, Result};
 use tng_proto::{ConnectionHandle, Endpoint, Identity, StreamId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::command::{Command, Reply, Status};
 use super::event_loop::Driver;
-use super::READ_CHUNK;
+use super::stream_io::StreamIo;
 use crate::netlink;
 use crate::policy::Policy;
 use crate::resolver::LocalPolicies;
 
-/// Buffer of the in-process pipe between a stream and socket-style code. Bytes waiting in it are queued ahead of the
-/// stream's unsent bound, so it is kept small (one chunk); a larger pipe made no loopback throughput difference.
-const PIPE_BYTES: usize = 64 * 1024;
 /// Connection announcements a slow listener may lag behind (it then misses the oldest).
 const CONNECTED_BACKLOG: usize = 256;
 
@@ -147,43 +143,9 @@ impl Stream {
         let _ = self.agent.commands.send(Command::Abandon { conn: self.conn, id: self.id });
     }
 
-    /// An in-process byte pipe to this stream, so code written for sockets (`AsyncRead + AsyncWrite`) runs over tng
-    /// unchanged: shutting down its write half finishes the stream.
-    pub fn into_io(self) -> DuplexStream {
-        let (app, pump) = tokio::io::duplex(PIPE_BYTES);
-        let (mut from_app, mut to_app) = tokio::io::split(pump);
-        let sender = self.clone();
-        tokio::spawn(async move {
-            loop {
-                // A fresh buffer per read moves to the driver as it is: no zero-filling, no copy.
-                let mut buffer = Vec::with_capacity(READ_CHUNK);
-                match from_app.read_buf(&mut buffer).await {
-                    Ok(0) => {
-                        let _ = sender.finish().await;
-                        return;
-                    }
-                    Err(_) => {
-                        sender.abandon();
-                        return;
-                    }
-                    Ok(_) => {
-                        if sender.write_all(buffer).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        tokio::spawn(async move {
-            while let Ok(Some(data)) = self.read().await {
-                if to_app.write_all(&data).await.is_err() {
-                    // The application dropped its end.
-                    self.abandon();
-                    return;
-                }
-            }
-            let _ = to_app.shutdown().await;
-        });
-        app
+    /// This stream as a socket, so code written for sockets (`AsyncRead + AsyncWrite`) runs over tng unchanged:
+    /// shutting down its write half finishes the stream; a failed stream is a read error, not an end of file.
+    pub fn into_io(self) -> StreamIo {
+        StreamIo::new(self)
     }
 }

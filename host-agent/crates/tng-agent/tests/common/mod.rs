@@ -132,17 +132,28 @@ pub struct ProxyServer {
     pub identity: String,
     /// Its control socket, for `tng status`.
     pub control: PathBuf,
+    argv: Vec<String>,
 }
 
-/// `tng serve` on a free port with a new key, allowing `tng proxy` streams to `target`; `name` tells its files apart.
-pub fn serve_allowing(target: SocketAddr, name: &str) -> ProxyServer {
+impl ProxyServer {
+    /// Kills the server and starts a new one with the same key, address and target: it knows none of the old
+    /// server's connections.
+    pub fn restart(&mut self) {
+        self.process.kill();
+        self.process = Process::spawn(&self.argv);
+    }
+}
+
+/// `tng serve` on a free port with a new key, allowing `tng proxy` streams to `target`; `name` tells its files apart,
+/// `extra` are more of its flags.
+pub fn serve_allowing(target: SocketAddr, name: &str, extra: &[&str]) -> ProxyServer {
     // Tests of one binary run at once: each server gets files of its own.
     static SERVERS: AtomicU16 = AtomicU16::new(0);
     let name = format!("{name}-{}", SERVERS.fetch_add(1, Ordering::Relaxed));
     let (key, identity) = keygen(&name);
     let address = format!("127.0.0.1:{}", free_port());
     let control = std::env::temp_dir().join(format!("tng-test-{}-{name}.sock", std::process::id()));
-    let process = Process::spawn(&[
+    let argv: Vec<String> = [
         "serve",
         "--listen",
         &address,
@@ -152,6 +163,11 @@ pub fn serve_allowing(target: SocketAddr, name: &str) -> ProxyServer {
         &target.to_string(),
         "--control",
         control.to_str().unwrap(),
-    ]);
-    ProxyServer { process, address, identity, control }
+    ]
+    .iter()
+    .chain(extra)
+    .map(ToString::to_string)
+    .collect();
+    let process = Process::spawn(&argv);
+    ProxyServer { process, address, identity, control, argv }
 }
