@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,26 +20,6 @@ SMOKE = REPO / "topo" / "scenarios" / "smoke.toml"
 ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 pytestmark = pytest.mark.needs_root
-
-
-@pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if os.environ.get("TNG_LAB_BIN_DIR"):
-        return Path(os.environ["TNG_LAB_BIN_DIR"])
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        pytest.skip("cargo not found: cannot build linkem and tng")
-    build = subprocess.run(
-        [cargo, "build", "--release", "-p", "linkem", "-p", "tng-agent"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert build.returncode == 0, f"cargo build failed:\n{build.stderr[-3000:]}"
-    return REPO / "target" / "release"
 
 
 def start(bin_dir: Path, out: Path) -> subprocess.Popen[str]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -71,13 +69,23 @@ def test_delivery_excuses_stops_only_during_and_shortly_after_faults() -> None:
 def test_delivery_flags_a_wrong_http_body_even_during_a_fault() -> None:
     windows = [Window("kill-tng-server", 0.0, 1000.0)]
     fetches = [
-        Fetch(10.0, 1000, 1000, True, None),
-        Fetch(20.0, 1000, 999, False, "body of 999 bytes does not match the 1000 bytes sent (SHA-256)"),
-        Fetch(30.0, 1000, 0, None, "TimeoutError: timed out"),
+        Fetch(10.0, 10.5, 1000, 1000, True, None),
+        Fetch(20.0, 20.5, 1000, 999, False, "body of 999 bytes does not match the 1000 bytes sent (SHA-256)"),
+        Fetch(30.0, 90.0, 1000, 0, None, "TimeoutError: timed out"),
     ]
     found = delivery([], fetches, windows)
     assert found == [Violation("delivery", "HTTP body at 20 s through tng proxy: " + fetches[1].error)]
     assert len(delivery([], fetches, [])) == 2  # without the fault, the interrupted fetch counts too
+
+
+def test_delivery_excuses_a_fetch_that_started_before_a_fault_and_failed_in_it() -> None:
+    windows = [Window("kill-tng-serve", 68.0, 70.0)]
+    cut = Fetch(67.4, 69.0, 1000, 350, None, "ConnectionResetError: [Errno 104] Connection reset by peer")
+    assert delivery([], [cut], windows) == []
+    earlier = Fetch(20.0, 21.0, 1000, 350, None, "ConnectionResetError: [Errno 104] Connection reset by peer")
+    assert [v.line for v in delivery([], [earlier], windows)] == [
+        "HTTP fetch at 20 s through tng proxy failed with no fault in force: " + earlier.error
+    ]
 
 
 def _samples(role: str, pid: int, fds: list[int], start: float = 0.0) -> list[ProcessSample]:
@@ -161,30 +169,25 @@ def test_an_unreachable_server_is_an_interrupted_fetch_not_a_wrong_one() -> None
     assert record["ok"] is None and record["error"]
 
 
-@pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if os.environ.get("TNG_LAB_BIN_DIR"):
-        return Path(os.environ["TNG_LAB_BIN_DIR"])
-    cargo = shutil.which("cargo")
-    if cargo is None:
-        pytest.skip("cargo not found: cannot build linkem and tng")
-    build = subprocess.run(
-        [cargo, "build", "--release", "-p", "linkem", "-p", "tng-agent"], cwd=REPO, capture_output=True, text=True
-    )
-    assert build.returncode == 0, f"cargo build failed:\n{build.stderr[-3000:]}"
-    return REPO / "target" / "release"
+def test_faults_option_names_the_unknown_kind_and_lists_the_known_ones(capsys) -> None:
+    from tng_lab.soak import cli
+
+    assert cli.parser().parse_args(["--faults", "kill-helper, link-down"]).faults == {"kill-helper", "link-down"}
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parser().parse_args(["--faults", "kill-helper,kill-switch"])
+    assert exit_info.value.code == 2
+    said = capsys.readouterr().err
+    assert "no such fault: kill-switch" in said and "kill-tng-serve" in said
 
 
 @pytest.mark.needs_root
 def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "soak"
     argv = [sys.executable, "-m", "tng_lab.soak", "--minutes", str(SHORT_SOAK_MINUTES), "--warmup", "60"]
-    # Seed 1 starts with host and link faults in both worlds (BMv2: delay-burst, kill-tng-server, link-down; Linux:
-    # ue-address-change, kill-tng-server, delay-burst): BMv2's RSS grows by tens of MiB when its controller
-    # reconnects, which a 3-minute soak cannot tell from a leak; `make soak` injects the switch faults.
-    argv += ["--fault-interval", "5-10", "--seed", "1", "--out", str(out), "--bin-dir", str(bin_dir)]
+    # The recoveries of the switch's helper, the controller and the proxy's server, and link outages. Seed 5 puts
+    # kill-tng-serve and kill-helper first with BMv2; kill-tng-serve third on Linux forwarding (no switch faults).
+    argv += ["--faults", "kill-tng-serve,kill-helper,kill-controller,link-down", "--fault-interval", "5-10"]
+    argv += ["--seed", "5", "--out", str(out), "--bin-dir", str(bin_dir)]
     soak = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = soak.communicate(timeout=SHORT_SOAK_MINUTES * 60 + 600)
     said = f"stdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-4000:]}"
@@ -199,11 +202,18 @@ def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
         if kind in report["skipped_traffic"]:
             continue
         assert traffic[kind]["bytes"] > 0 and traffic[kind]["corrupted"] == 0, kind
+    # The proxy connected again after its server was restarted: bodies fetched after that were verified.
+    serve_kills = [f for f in report["faults"] if f["label"] == "kill-tng-serve" and f["injected"]]
+    assert serve_kills, said
+    assert any(f["ok"] for f in report["fetches"] if f["t"] > serve_kills[0]["end"]), said
     if report["switch"].startswith("BMv2"):
         assert report["churn"] and all(c["problem"] is None for c in report["churn"])
+        helper_kills = [f for f in report["faults"] if f["label"] == "kill-helper" and f["injected"]]
+        assert helper_kills, said  # VISIBLE off while the helper is gone, back on under a new epoch
+        assert "helper down" in helper_kills[0]["evidence"] and "helper up (epoch" in helper_kills[0]["healed"]
     else:
         assert "steered-tcp" in report["skipped_traffic"]
-        assert "kill-bmv2" in report["unavailable_faults"]
+        assert {"kill-bmv2", "kill-helper"} <= set(report["unavailable_faults"])
     assert (out / "timeline.png").stat().st_size > 10_000
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"tlab{soak.pid}-" not in listed  # everything the soak created is gone
@@ -231,7 +241,7 @@ def test_report_names_every_invariant_and_plots_the_timeline(tmp_path: Path) -> 
         FaultRecord("kill-tng-server", 50.0, 2.0, False, 50.0, 50.5, "no perf-server process is registered"),
     ]
     record.rounds = [_round(0.0, 20.0), _round(21.0, 41.0, "exit status 1")]
-    record.fetches = [Fetch(10.0, 1000, 1000, True, None)]
+    record.fetches = [Fetch(10.0, 10.5, 1000, 1000, True, None)]
     record.process_samples = _samples("tng-serve", 10, [12, 12, 12, 12, 40], start=0.0)
     record.link_samples = [LinkSample(10.0 * i, 1_000_000 * i) for i in range(6)]
     record.check()

@@ -214,20 +214,21 @@ class LabResults:
 
 
 def to_json(results: LabResults) -> dict[str, Any]:
-    data = _plain(results)
+    data = plain(results)
     for entry, workload in zip(data["workloads"], results.workloads, strict=True):
         entry["summary"] = workload.summary()
         entry["status"] = workload.status()
     return data
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """`value` as JSON types: dataclasses as objects, paths as strings, floats to 4 decimals."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, float):

@@ -105,8 +105,8 @@ class _Counters:
 
 
 @dataclass(slots=True)
-class _Lab:
-    """What the workloads need from the running topology."""
+class RunningLab:
+    """What the workloads (and the soak) need from the running topology."""
 
     options: RunOptions
     plan: Plan
@@ -250,7 +250,7 @@ def run(options: RunOptions) -> LabResults:
     logs = options.out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with ShieldedExitStack() as stack:
-        lab = _start(options, choice, stack, results, logs)
+        lab = start_lab(options, choice, stack, results, logs)
         progress = Progress(len(runnable) * options.repeat * options.duration_s)
         stack.callback(progress.close)
         for repetition in range(options.repeat):
@@ -273,7 +273,11 @@ def run(options: RunOptions) -> LabResults:
     return results
 
 
-def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, results: LabResults, logs: Path) -> _Lab:
+def start_lab(
+    options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, results: LabResults, logs: Path
+) -> RunningLab:
+    """Namespaces, links, switch and servers of `options.scenario`, torn down by `stack`; records the links in
+    `results`."""
     scenario = options.scenario
     prefix = run_prefix()
     run_dir = stack.enter_context(run_directory(prefix))
@@ -324,7 +328,7 @@ def _start(options: RunOptions, choice: switch.SwitchChoice, stack: ExitStack, r
     stack.callback(server.stop)
     default_cc = kernelcc.get_default(plan.server_ns)
     p4info = choice.p4info if choice.bmv2 else None
-    return _Lab(
+    return RunningLab(
         options,
         plan,
         services,
@@ -392,7 +396,7 @@ def _service(direction: Direction, trace_file: Path | None) -> Service:
     return Service(direction.delay_s * 1e3, direction.rate_bps, trace)
 
 
-def _prepare(lab: _Lab, workload: Workload) -> str | None:
+def _prepare(lab: RunningLab, workload: Workload) -> str | None:
     """The server, MPTCP endpoints, the congestion control; returns the one the data sender uses."""
     plan = lab.plan
     if workload.transport == "tng":
@@ -420,7 +424,7 @@ def _prepare(lab: _Lab, workload: Workload) -> str | None:
     return f"{workload.alcc} (alcc) over {cc}" if workload.alcc else cc
 
 
-def _drain(lab: _Lab) -> None:
+def _drain(lab: RunningLab) -> None:
     """Waits until every queue (linkem's, BMv2's) and delay line is empty, so a workload does not start behind the
     last one."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
@@ -433,7 +437,7 @@ def _drain(lab: _Lab) -> None:
         time.sleep(0.05)
 
 
-def _client_argv(lab: _Lab, workload: Workload, ue: UePlan, seed: int) -> list[str]:
+def _client_argv(lab: RunningLab, workload: Workload, ue: UePlan, seed: int) -> list[str]:
     """UE `ue`'s perf client: bound to its LWIP address when steered, else to its address of every path."""
     plan = lab.plan
     if workload.steering is not None:
@@ -446,7 +450,7 @@ def _client_argv(lab: _Lab, workload: Workload, ue: UePlan, seed: int) -> list[s
     return perf.client_command(options.binaries.tng, ue.namespace, workload, server, locals_, options.duration_s, seed)
 
 
-def _run_workload(lab: _Lab, workload: Workload, repetition: int, progress: Progress) -> RunResult:
+def _run_workload(lab: RunningLab, workload: Workload, repetition: int, progress: Progress) -> RunResult:
     """Runs one client per UE at the same time and measures the links and the load meanwhile."""
     options, plan = lab.options, lab.plan
     seed = options.seed + repetition
@@ -566,7 +570,7 @@ class _Client:
 
 
 def _follow(
-    lab: _Lab,
+    lab: RunningLab,
     clients: list[_Client],
     samples: list[Sample],
     meter: LoadMeter,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tng_lab import netns, runner, scenario
 from tng_lab.soak import report
+from tng_lab.soak.faults import KINDS
 from tng_lab.soak.runner import SoakOptions, soak
 from tng_lab.soak.schedule import DEFAULT_INTERVAL_S
 
@@ -29,6 +30,15 @@ def _interval(text: str) -> tuple[float, float]:
     return interval
 
 
+def _kinds(text: str) -> frozenset[str]:
+    kinds = frozenset(kind.strip() for kind in text.split(",") if kind.strip())
+    if not kinds:
+        raise argparse.ArgumentTypeError("name at least one kind of fault")
+    if unknown := sorted(kinds - set(KINDS)):
+        raise argparse.ArgumentTypeError(f"no such fault: {', '.join(unknown)} (known: {', '.join(KINDS)})")
+    return kinds
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tng_lab.soak", description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=60.0, help="how long the soak runs (default 60)")
@@ -45,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_INTERVAL_S,
         metavar="MIN-MAX",
         help="seconds between faults (default 30-120)",
+    )
+    p.add_argument(
+        "--faults",
+        type=_kinds,
+        metavar="KIND,...",
+        help="schedule only these kinds of fault (default: every kind the lab can run; docs/soak.md lists them)",
     )
     p.add_argument("--round", type=float, default=20.0, help="seconds of one perf client round (default 20)")
     p.add_argument(
@@ -75,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             interval_s=args.fault_interval,
             round_s=args.round,
             binaries=runner.Binaries.locate(args.bin_dir),
+            kinds=args.faults,
         )
         record = soak(options)
     except scenario.ScenarioError as err:

@@ -14,7 +14,7 @@ import time
 
 from tng_lab import bmv2, linkem
 from tng_lab.netns import LabError, sh
-from tng_lab.soak.lab import SoakLab
+from tng_lab.soak.lab import PROXY_SERVER_PORT, SoakLab, wait_listening
 
 OUTAGE = "loss=100%"
 LOSS_BURST = "loss=5%"
@@ -216,14 +216,31 @@ class KillPerfServer(_Kill):
         return soak.restart_perf_server()
 
 
+class KillProxyServer(_Kill):
+    """The `tng serve` behind `tng proxy`: its successor knows none of the proxy's connections, so the proxy must
+    connect again (and the HTTP bodies fetched after that must still be right)."""
+
+    name = "kill-tng-serve"
+    role = "tng-serve"
+
+    def heal(self, soak: SoakLab) -> str:
+        said = super().heal(soak)
+        wait_listening(soak.plan.server_ns, "u", PROXY_SERVER_PORT, "tng serve")
+        return f"{said}, listening on UDP port {PROXY_SERVER_PORT}"
+
+    def _restart(self, soak: SoakLab) -> int:
+        return soak.restart(self.role)
+
+
 def _needs_bmv2(soak: SoakLab) -> str | None:
     return None if soak.choice.bmv2 else "needs BMv2 and the controller (this run uses Linux forwarding)"
 
 
-class KillController(_Kill):
+class _KillSwitchSide(_Kill):
+    """A kill on the switch's side (BMv2 or its controller): healed once the switch is CONNECTED again."""
+
     touches_switch = True
-    name = "kill-controller"
-    role = "controller"
+    reconnected = ""  # what happened between the restart and CONNECTED
 
     def unavailable(self, soak: SoakLab) -> str | None:
         return _needs_bmv2(soak)
@@ -232,38 +249,54 @@ class KillController(_Kill):
         said = super().heal(soak)
         waited = soak.wait_connected()
         soak.registry.mark_ready(self.role)
-        return f"{said}; switch CONNECTED after {waited} s"
+        return f"{said}; {self.reconnected}switch CONNECTED after {waited} s"
+
+
+class KillController(_KillSwitchSide):
+    name = "kill-controller"
+    role = "controller"
 
     def _restart(self, soak: SoakLab) -> int:
         return soak.restart_controller()
 
 
-class KillBmv2(_Kill):
-    touches_switch = True
+class KillBmv2(_KillSwitchSide):
     name = "kill-bmv2"
     role = "bmv2"
-
-    def unavailable(self, soak: SoakLab) -> str | None:
-        return _needs_bmv2(soak)
-
-    def heal(self, soak: SoakLab) -> str:
-        said = super().heal(soak)
-        waited = soak.wait_connected()
-        soak.registry.mark_ready(self.role)
-        return f"{said}; the controller pushed the pipeline again, switch CONNECTED after {waited} s"
+    reconnected = "the controller pushed the pipeline again, "
 
     def _restart(self, soak: SoakLab) -> int:
         return soak.restart_bmv2()
 
 
-class KillHelper(Fault):
+class KillHelper(_Kill):
+    """The VISIBLE retransmission helper on its switch port: while it is gone the controller must tell the switch
+    (helper_down: no boosting, no local retransmission) and, once it is back, turn VISIBLE on under a new epoch."""
+
+    touches_switch = True
     name = "kill-helper"
+    role = "helper"
 
     def unavailable(self, soak: SoakLab) -> str | None:
-        return (
-            "soak.toml runs the VISIBLE helper inside the controller (helper = 'cpu'), not as a process of its own; "
-            "kill-controller kills it with the controller"
-        )
+        if (no_switch := _needs_bmv2(soak)) is not None:
+            return no_switch
+        if soak.plan.helper_port is None:
+            return (
+                "the scenario runs the VISIBLE helper inside the controller (helper = 'cpu'), not as a process of "
+                "its own; kill-controller kills it with the controller"
+            )
+        return None
+
+    def inject(self, soak: SoakLab, rng: random.Random, hold_s: float) -> str:
+        said = super().inject(soak, rng, hold_s)
+        return f"{said}; the controller took VISIBLE off: helper {soak.wait_helper(down=True)}"
+
+    def heal(self, soak: SoakLab) -> str:
+        said = super().heal(soak)
+        return f"{said}; the controller put VISIBLE back: helper {soak.wait_helper(down=False)}"
+
+    def _restart(self, soak: SoakLab) -> int:
+        return soak.restart_helper()
 
 
 class ControllerSwitchPartition(Fault):
@@ -323,4 +356,23 @@ def every_fault(soak: SoakLab) -> list[Fault]:
         KillHelper(),
         KillPerfServer(),
         ControllerSwitchPartition(),
+        KillProxyServer(),
     ]
+
+
+KINDS = tuple(
+    kind.name
+    for kind in (
+        LinkDown,
+        DelayBurst,
+        LossBurst,
+        UeAddressChange,
+        BothLinksFlap,
+        KillBmv2,
+        KillController,
+        KillHelper,
+        KillPerfServer,
+        ControllerSwitchPartition,
+        KillProxyServer,
+    )
+)  # what `--faults` may name

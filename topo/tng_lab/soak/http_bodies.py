@@ -85,7 +85,9 @@ def fetch_one(host: str, port: int, seed: int, size: int) -> dict[str, object]:
             digest.update(chunk)
             received += len(chunk)
         record["received"] = received
-        # A complete body (the declared length arrived and the stream closed cleanly) must be the right one.
+        # The connection closed cleanly, so the body must be whole and right: a relay that cannot complete a body
+        # resets its client's connection (an OSError above, an interrupted fetch); a clean close after part of it
+        # would pass the cut-off body on as complete, and is flagged like a wrong byte.
         record["ok"] = received == size and digest.hexdigest() == expected_digest(seed, size)
         if not record["ok"]:
             record["error"] = f"body of {received} bytes does not match the {size} bytes sent (SHA-256)"
@@ -93,6 +95,7 @@ def fetch_one(host: str, port: int, seed: int, size: int) -> dict[str, object]:
         record["error"] = f"{type(err).__name__}: {err}"
     finally:
         connection.close()
+        record["end"] = time.time()
     return record
 
 

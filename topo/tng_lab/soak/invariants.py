@@ -66,7 +66,7 @@ def delivery(rounds: list[Round], fetches: list[Fetch], windows: list[Window]) -
     for f in fetches:
         if f.ok is False:
             found.append(Violation("delivery", f"HTTP body at {f.t:.0f} s through tng proxy: {f.error}"))
-        elif f.ok is None and not _excused(f.t - 60.0, f.t, windows):
+        elif f.ok is None and not _excused(f.t, f.end, windows):
             found.append(
                 Violation(
                     "delivery", f"HTTP fetch at {f.t:.0f} s through tng proxy failed with no fault in force: {f.error}"

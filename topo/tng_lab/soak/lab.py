@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tng_p4.bmv2 import Bmv2, Bmv2Error
@@ -17,7 +17,7 @@ from tng_p4.bmv2 import Bmv2, Bmv2Error
 from tng_lab import bmv2, controller, linkem
 from tng_lab.netns import LabError, sh
 from tng_lab.procs import Child, running
-from tng_lab.runner import _Lab
+from tng_lab.runner import RunningLab
 from tng_lab.soak.processes import Registry, alive
 from tng_lab.switch import SwitchChoice
 
@@ -26,16 +26,28 @@ from tng_lab.switch import SwitchChoice
 RECONNECT_TIMEOUT_S = 180.0
 TNGCTL_TIMEOUT_S = 180.0
 GONE_TIMEOUT_S = 5.0
+LISTEN_TIMEOUT_S = 15.0
+PROXY_SERVER_PORT = 4433  # `tng serve` for the proxy, in the server namespace
+
+
+def wait_listening(ns: str, kind: str, port: int, what: str) -> None:
+    """Until a socket of `kind` (t: TCP, u: UDP) listens on `port` in namespace `ns`; LabError after a while."""
+    deadline = time.monotonic() + LISTEN_TIMEOUT_S
+    while not sh(["ip", "netns", "exec", ns, "ss", f"-Hl{kind}n", f"sport = :{port}"]).strip():
+        if time.monotonic() > deadline:
+            raise LabError(f"{what} did not listen on port {port} within {LISTEN_TIMEOUT_S:.0f} s")
+        time.sleep(0.1)
 
 
 @dataclass(slots=True)
 class SoakLab:
-    lab: _Lab
+    lab: RunningLab
     choice: SwitchChoice
     stack: object  # the run's ExitStack: everything (re)started is registered on it
     registry: Registry
     logs: Path
     starts: int = 0  # restarts so far, for log file names
+    argv_of: dict[str, list[str]] = field(default_factory=dict)  # role -> how start_process started it
 
     @property
     def plan(self):
@@ -54,7 +66,12 @@ class SoakLab:
         self.starts += 1
         child = self.stack.enter_context(running(role, argv, self.logs / f"{role}-{self.starts}.log"))
         self.registry.register(role, child.pid)
+        self.argv_of[role] = argv
         return child
+
+    def restart(self, role: str) -> int:
+        """Starts `role` again as `start_process` first did; its pid."""
+        return self.start_process(role, self.argv_of[role]).pid
 
     def kill(self, role: str) -> int:
         """SIGKILL to `role`'s process, announced to the registry; returns its pid once it is gone."""
@@ -81,6 +98,27 @@ class SoakLab:
         child = self.start_process("controller", controller.serve_command(self.plan, config))
         self.lab.controller = controller.wait_ready(child, self.plan)
         return child.pid
+
+    def restart_helper(self) -> int:
+        return self.start_process("helper", controller.helper_command(self.plan)).pid
+
+    def wait_helper(self, down: bool, timeout_s: float = RECONNECT_TIMEOUT_S) -> str:
+        """The helper state the controller shows once it is down (or up again), e.g. "up (epoch 2)"; raises
+        LabError after `timeout_s`."""
+        started = time.monotonic()
+        while True:
+            try:
+                switches = json.loads(self.tngctl("--json", "switches") or "[]")
+            except LabError as err:
+                state = f"no answer ({err})"
+            else:
+                state = ", ".join(str(s.get("helper")) for s in switches) or "none"
+                if state.startswith("down" if down else "up"):
+                    return f"{state} after {time.monotonic() - started:.1f} s"
+            if time.monotonic() - started > timeout_s:
+                wanted = "down" if down else "up"
+                raise LabError(f"the controller does not show the helper {wanted} {timeout_s:.0f} s later ({state})")
+            time.sleep(0.5)
 
     def restart_bmv2(self) -> int:
         choice = self.choice

@@ -3,7 +3,6 @@ with its violations), `timeline.png` (faults, goodput, RSS on one time axis) and
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import defaultdict
 from itertools import pairwise
@@ -12,6 +11,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from tng_lab.results import plain
 from tng_lab.soak.runner import SoakRecord
 
 INVARIANTS = {
@@ -25,18 +25,6 @@ INVARIANTS = {
 DPI = 110
 KIND_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
 MAX_VIOLATIONS_SHOWN = 8  # on the plot; soak.json and the printed report have every one
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def traffic_summary(record: SoakRecord) -> dict[str, dict[str, Any]]:
@@ -74,19 +62,20 @@ def to_json(record: SoakRecord) -> dict[str, Any]:
         "loadavg": {"start": record.loadavg_start, "end": record.loadavg_end},
         "skipped_traffic": record.skipped_traffic,
         "unavailable_faults": record.unavailable_faults,
-        "faults": _plain(record.faults),
+        "faults": plain(record.faults),
         "faults_injected": sum(f.injected for f in record.faults),
         "faults_not_injected": sum(not f.injected for f in record.faults),
         "faults_left_out_late": record.late_faults,
         "traffic": traffic_summary(record),
         "invariants": {name: {"rule": rule, "held": name not in violated} for name, rule in INVARIANTS.items()},
         "violations": [f"{v.invariant}: {v.line}" for v in record.violations],
-        "pauses": _plain(record.pauses),
-        "churn": _plain(record.churns),
-        "unexpected_exits": _plain(record.exits),
-        "rounds": _plain(record.rounds),
-        "process_samples": _plain(record.process_samples),
-        "link_samples": _plain(record.link_samples),
+        "pauses": plain(record.pauses),
+        "churn": plain(record.churns),
+        "unexpected_exits": plain(record.exits),
+        "rounds": plain(record.rounds),
+        "fetches": plain(record.fetches),
+        "process_samples": plain(record.process_samples),
+        "link_samples": plain(record.link_samples),
     }
 
 

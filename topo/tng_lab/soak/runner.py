@@ -20,7 +20,7 @@ from tng_lab.scenario import Scenario
 from tng_lab.soak import faults as faults_module
 from tng_lab.soak.faults import Fault, NotInjected
 from tng_lab.soak.invariants import Violation, Window, delivery, processes, resources
-from tng_lab.soak.lab import SoakLab
+from tng_lab.soak.lab import PROXY_SERVER_PORT, SoakLab, wait_listening
 from tng_lab.soak.policies import Churn, churn
 from tng_lab.soak.processes import Exit, Registry
 from tng_lab.soak.sampler import LinkSample, Pause, ProcessSample, Sampler
@@ -28,10 +28,9 @@ from tng_lab.soak.schedule import END_MARGIN_S, Planned, make_schedule
 from tng_lab.soak.switch_entries import EntryReader
 from tng_lab.soak.traffic import Fetch, PerfKind, PerfRounds, Round, read_fetches
 
-PROXY_SERVER_PORT = 4433  # `tng serve` for the proxy, in the server namespace
 HTTP_PORT = 8080  # the HTTP body server, behind it
 PROXY_LISTEN = "127.0.0.1:8081"  # `tng proxy` in the UE namespace
-LISTEN_TIMEOUT_S = 15.0
+PROXY_IDLE_TIMEOUT_S = 5  # above links-flap's longest both-down state (2 s), well within the 20 s of recovery
 MPTCP_SYSCTL = Path("/proc/sys/net/mptcp/enabled")
 
 
@@ -45,6 +44,7 @@ class SoakOptions:
     interval_s: tuple[float, float]
     round_s: float
     binaries: runner.Binaries
+    kinds: frozenset[str] | None = None  # the kinds of fault to schedule (faults.KINDS); None: all
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,7 @@ def soak(options: SoakOptions) -> SoakRecord:
         {},
     )
     with runner.ShieldedExitStack() as stack:
-        lab = runner._start(run_options, choice, stack, results, logs)
+        lab = runner.start_lab(run_options, choice, stack, results, logs)
         started = time.monotonic()
         wall_started = time.time()
         soak_lab = SoakLab(lab, choice, stack, Registry(started), logs)
@@ -167,14 +167,6 @@ def _sleep_until(deadline: float) -> None:
         time.sleep(min(left, 1.0))
 
 
-def _wait_listening(ns: str, kind: str, port: int, what: str) -> None:
-    deadline = time.monotonic() + LISTEN_TIMEOUT_S
-    while not sh(["ip", "netns", "exec", ns, "ss", f"-Hl{kind}n", f"sport = :{port}"]).strip():
-        if time.monotonic() > deadline:
-            raise LabError(f"{what} did not listen on port {port} within {LISTEN_TIMEOUT_S:.0f} s")
-        time.sleep(0.1)
-
-
 def _start_services(soak: SoakLab, options: SoakOptions) -> Path:
     """Registers the lab's processes, starts the proxy's server side and the proxy; returns the fetcher's log."""
     lab, plan, registry = soak.lab, soak.plan, soak.registry
@@ -184,6 +176,8 @@ def _start_services(soak: SoakLab, options: SoakOptions) -> Path:
     if lab.controller is not None:
         registry.register("controller", lab.controller.child.pid)
         registry.register("bmv2", lab.switch_pids["bmv2"])
+        if "helper" in lab.switch_pids:
+            registry.register("helper", lab.switch_pids["helper"])
     tng = str(options.binaries.tng)
     key = plan.run_dir / "soak-server.key"
     sh([tng, "keygen", "--out", str(key)])
@@ -192,18 +186,20 @@ def _start_services(soak: SoakLab, options: SoakOptions) -> Path:
     soak.start_process(
         "http-server", ["ip", "netns", "exec", plan.server_ns, *python, "serve", "--listen", f"{server}:{HTTP_PORT}"]
     )
-    _wait_listening(plan.server_ns, "t", HTTP_PORT, "the HTTP body server")
+    wait_listening(plan.server_ns, "t", HTTP_PORT, "the HTTP body server")
     serve = [tng, "serve", "--listen", f"{server}:{PROXY_SERVER_PORT}", "--identity", str(key)]
     serve += ["--allow-proxy", f"{server}:{HTTP_PORT}", "--control", str(plan.run_dir / "tng-serve.sock")]
     soak.start_process("tng-serve", ["ip", "netns", "exec", plan.server_ns, *serve])
-    _wait_listening(plan.server_ns, "u", PROXY_SERVER_PORT, "tng serve")
+    wait_listening(plan.server_ns, "u", PROXY_SERVER_PORT, "tng serve")
     ue = plan.ues[0]
     proxy = [tng, "proxy", "--listen", PROXY_LISTEN, "--via", f"{server}:{PROXY_SERVER_PORT}"]
-    proxy += ["--to", f"{server}:{HTTP_PORT}"]
+    # kill-tng-serve restarts the server, which then no longer knows the proxy's connection: the proxy notices when
+    # the connection times out, and connects again for the next fetch.
+    proxy += ["--to", f"{server}:{HTTP_PORT}", "--idle-timeout", str(PROXY_IDLE_TIMEOUT_S)]
     for path in plan.paths:
         proxy += ["--local", f"{ue.source(path.name).address}:0"]
     soak.start_process("tng-proxy", ["ip", "netns", "exec", ue.namespace, *proxy])
-    _wait_listening(ue.namespace, "t", int(PROXY_LISTEN.rpartition(":")[2]), "tng proxy")
+    wait_listening(ue.namespace, "t", int(PROXY_LISTEN.rpartition(":")[2]), "tng proxy")
     fetcher = soak.start_process(
         "http-fetcher",
         ["ip", "netns", "exec", ue.namespace, *python, "fetch", "--connect", PROXY_LISTEN, "--seed", str(options.seed)],
@@ -256,6 +252,8 @@ def _run_faults(soak: SoakLab, options: SoakOptions, record: SoakRecord, started
     available: list[Fault] = []
     for fault in faults_module.every_fault(soak):
         reason = fault.unavailable(soak)
+        if not reason and options.kinds is not None and fault.name not in options.kinds:
+            reason = "not among --faults"
         if reason:
             record.unavailable_faults[fault.label] = reason
             notice(f"fault {fault.label} not scheduled: {reason}")

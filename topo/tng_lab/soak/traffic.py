@@ -115,7 +115,8 @@ class PerfRounds:
 class Fetch:
     """One HTTP request through the proxy, as the fetcher reported it."""
 
-    t: float  # seconds since the soak started
+    t: float  # seconds since the soak started, when the request went out
+    end: float  # when the fetch ended (body read, error or timeout)
     size: int
     received: int
     ok: bool | None  # True: the complete body matched; False: a complete body that did not; None: interrupted
@@ -130,6 +131,6 @@ def read_fetches(log: Path, wall_started: float) -> list[Fetch]:
             data = json.loads(line)
         except json.JSONDecodeError:
             continue
-        t = round(float(data["t"]) - wall_started, 2)
-        fetches.append(Fetch(t, int(data["size"]), int(data["received"]), data["ok"], data.get("error")))
+        t, end = (round(float(data[key]) - wall_started, 2) for key in ("t", "end"))
+        fetches.append(Fetch(t, end, int(data["size"]), int(data["received"]), data["ok"], data.get("error")))
     return fetches
