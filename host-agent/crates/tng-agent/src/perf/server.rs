@@ -42,12 +42,14 @@ struct Run {
 
 impl StatsByToken {
     fn update<T>(&self, token: u64, change: impl FnOnce(&mut Run) -> T) -> Option<T> {
-        self.0.by_token.lock().ok().map(|mut runs| change(runs.entry(token).or_default()))
+        self.0.by_token.lock().ok().and_then(|mut runs| runs.get_mut(&token).map(change))
     }
 
-    /// A data stream of run `token` starts.
+    /// A data stream of run `token` starts (the run's first makes its entry).
     fn stream_started(&self, token: u64) {
-        self.update(token, |run| run.serving += 1);
+        if let Ok(mut runs) = self.0.by_token.lock() {
+            runs.entry(token).or_default().serving += 1;
+        }
     }
 
     /// A data stream of run `token` ended: its counters are recorded, then waiting statistics requests go on.
@@ -57,22 +59,31 @@ impl StatsByToken {
         self.0.stream_ended.notify_waiters();
     }
 
-    /// The run's statistics once none of its data streams is being served (or after [`SETTLE_TIMEOUT`]).
+    /// The run's statistics once none of its data streams is being served (or after [`SETTLE_TIMEOUT`]). The run
+    /// is forgotten then: its client asks once, and a server that answers runs for days must not keep every one (a
+    /// stream that ends later records nothing).
     async fn settled(&self, token: u64) -> SenderStats {
         let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
         loop {
             let ended = self.0.stream_ended.notified();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let (serving, stats) = self.update(token, |run| (run.serving, run.stats.clone())).unwrap_or_default();
+            let serving = self.update(token, |run| run.serving).unwrap_or_default();
             if serving == 0 || tokio::time::timeout_at(deadline, ended).await.is_err() {
-                return stats;
+                let run = self.0.by_token.lock().ok().and_then(|mut runs| runs.remove(&token));
+                return run.map(|run| run.stats).unwrap_or_default();
             }
         }
     }
 
     fn record(&self, token: u64, update: impl FnOnce(&mut SenderStats)) {
         self.update(token, |run| update(&mut run.stats));
+    }
+
+    /// Runs whose statistics were not asked for yet.
+    #[cfg(test)]
+    fn pending_runs(&self) -> usize {
+        self.0.by_token.lock().map(|runs| runs.len()).unwrap_or_default()
     }
 }
 
@@ -280,8 +291,12 @@ mod tests {
 
     /// A kernel perf server on a free loopback port.
     async fn kernel_server() -> SocketAddr {
+        kernel_server_keeping(StatsByToken::default()).await
+    }
+
+    async fn kernel_server_keeping(stats: StatsByToken) -> SocketAddr {
         let addr = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port");
-        tokio::spawn(serve_kernel(addr, StatsByToken::default()));
+        tokio::spawn(serve_kernel(addr, stats));
         for _ in 0..100 {
             if TcpStream::connect(addr).await.is_ok() {
                 return addr;
@@ -325,6 +340,20 @@ mod tests {
         let alcc = stats.alcc.expect("the server reports what ALCC saw");
         assert!(alcc.samples > 0, "{alcc:?}");
         assert!(alcc.peak_kernel_bytes > 0 && alcc.peak_kernel_bytes <= alcc.peak_window, "{alcc:?}");
+    }
+
+    #[tokio::test]
+    async fn a_run_is_forgotten_once_its_statistics_were_asked_for() {
+        let runs = StatsByToken::default();
+        let addr = kernel_server_keeping(runs.clone()).await;
+        ask(addr, Request::Data { size: 50_000, token: 44, cc: None, alcc: None }).await;
+        let stats = ask(addr, Request::Stats { token: 44 }).await;
+        let stats = SenderStats::decode(stats.as_slice().try_into().expect("stats length"));
+        assert!(stats.sent_packets > 0, "{stats:?}");
+        assert_eq!(runs.pending_runs(), 0);
+        let again = ask(addr, Request::Stats { token: 44 }).await;
+        assert_eq!(SenderStats::decode(again.as_slice().try_into().expect("stats length")), SenderStats::default());
+        assert_eq!(runs.pending_runs(), 0);
     }
 
     #[tokio::test]
