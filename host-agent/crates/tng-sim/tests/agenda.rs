@@ -21,9 +21,12 @@ fn arrival(fate: Fate) -> Duration {
     }
 }
 
+/// Events name a link and a packet's index on it.
+type Agenda = EventQueue<(usize, u64)>;
+
 /// Sends `packets` datagrams over each link, interleaved, one every 50 us, and schedules every arrival both in the
 /// link's lane of one agenda and as a plain event of another: returns (laned, plain).
-fn schedule_arrivals(links: &mut [Link], packets: u64) -> (EventQueue<(usize, u64)>, EventQueue<(usize, u64)>) {
+fn schedule_arrivals(links: &mut [Link], packets: u64) -> (Agenda, Agenda) {
     let mut laned = EventQueue::new();
     let mut plain = EventQueue::new();
     for index in 0..packets {
@@ -36,7 +39,7 @@ fn schedule_arrivals(links: &mut [Link], packets: u64) -> (EventQueue<(usize, u6
     (laned, plain)
 }
 
-fn drain(queue: &mut EventQueue<(usize, u64)>) -> Vec<(Duration, (usize, u64))> {
+fn drain(queue: &mut Agenda) -> Vec<(Duration, (usize, u64))> {
     std::iter::from_fn(|| queue.pop()).collect()
 }
 
