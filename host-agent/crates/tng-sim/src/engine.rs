@@ -261,8 +261,9 @@ impl Simulation {
 
     fn follow(&mut self, progress: Progress) {
         match progress {
+            // A link's lane: packets that arrive in order wait behind its first, which alone sits in the heap.
             Progress::Travelling { arrives, packet } => {
-                self.agenda.schedule(arrives, SimEvent::Packet(Box::new(packet)))
+                self.agenda.schedule_in_lane(packet.link(), arrives, SimEvent::Packet(Box::new(packet)))
             }
             Progress::Delivered { to, datagram } => {
                 let now = to_time(self.now);

@@ -74,6 +74,13 @@ pub struct InFlight {
     tag: u64,
 }
 
+impl InFlight {
+    /// The link it is crossing.
+    pub fn link(&self) -> usize {
+        self.link
+    }
+}
+
 /// What happens next to a datagram.
 #[derive(Debug)]
 pub enum Progress {
