@@ -13,7 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import lab_binaries
 import pytest
+
+bin_dir = lab_binaries.bin_dir  # the shared fixture, collected in this module too
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "topo" / "scenarios" / "smoke.toml"

@@ -15,6 +15,7 @@ from http.server import ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 
+import lab_binaries
 import pytest
 from tng_lab.soak import http_bodies
 from tng_lab.soak.invariants import SLACK_FDS, Violation, Window, delivery, processes, resources
@@ -22,6 +23,8 @@ from tng_lab.soak.processes import Exit, Registry
 from tng_lab.soak.sampler import ProcessSample
 from tng_lab.soak.schedule import END_MARGIN_S, make_schedule
 from tng_lab.soak.traffic import Fetch, Round
+
+bin_dir = lab_binaries.bin_dir  # the shared fixture, collected in this module too
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_SOAK_MINUTES = 3

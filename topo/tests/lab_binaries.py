@@ -1,4 +1,5 @@
-"""Fixtures shared by the lab's end-to-end tests."""
+"""The fixture of the release binaries the lab's end-to-end tests run (a module of its own, not a conftest.py: the
+controller's tests import their conftest by name, and a second conftest module would shadow it)."""
 
 from __future__ import annotations
 
