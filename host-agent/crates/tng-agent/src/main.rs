@@ -411,7 +411,6 @@ fn start_agent(
     Ok(agent)
 }
 
-/// Connects a client agent to `server` over one channel per local address.
 /// A client agent with its paths to `server` bound, and its first connection.
 async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tng_proto::ConnectionHandle)> {
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
