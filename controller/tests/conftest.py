@@ -237,6 +237,7 @@ ACTIONS = {
         ("beta_shift", 8),
         ("idle_timeout_us", 32),
         ("report_bytes", 32),
+        ("queue_aware_hold", 1),
     ],
     "egress.backpressure.set_thresholds": [("feedback_min_us", 32), ("ecn_mark_us", 32)],
     "ingress.set_port_role": [("role", 8)],

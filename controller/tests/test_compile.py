@@ -179,6 +179,7 @@ def test_visible_defaults_and_gains_as_shifts() -> None:
                 "beta_shift": 3,
                 "idle_timeout_us": 1_000_000,
                 "report_bytes": 0,
+                "queue_aware_hold": 1,
             }
         ],
         6: [
@@ -193,6 +194,7 @@ def test_visible_defaults_and_gains_as_shifts() -> None:
                 "beta_shift": 8,
                 "idle_timeout_us": 5_000_000,
                 "report_bytes": 14_480,
+                "queue_aware_hold": 1,
             }
         ],
     }
@@ -201,6 +203,26 @@ def test_visible_defaults_and_gains_as_shifts() -> None:
     assert [e[3]["hold_budget_us"] for e in entries(tuned, derived) if e[0] == "ingress.visible.params"] == [30_000]
     disabled = stored(7, switch_policy=in_network(pb.STEERING_MODE_WEIGHTED, visible=pb.Visible(hold_budget_us=9)))
     assert "ingress.visible.params" not in [e[0] for e in entries(disabled)]
+
+
+@pytest.mark.parametrize(
+    ("steering", "queue_aware"),
+    [
+        (pb.STEERING_MODE_WEIGHTED, 1),
+        (pb.STEERING_MODE_QDEPL, 1),
+        (pb.STEERING_MODE_QDEPL_DATAPLANE, 1),
+        (pb.STEERING_MODE_EARLIEST_ARRIVAL, 0),
+        (pb.STEERING_MODE_LOWEST_RTT_FIRST, 0),
+        (pb.STEERING_MODE_FLOW_HASH, 0),
+        (pb.STEERING_MODE_LTE_ONLY, 0),
+    ],
+)
+def test_the_hold_budget_adds_queueing_only_for_steering_that_splits_by_rate(steering: int, queue_aware: int) -> None:
+    """Rate-splitting modes send a segment behind a queue whatever its delay; the delay-aware modes keep the
+    reordering within the propagation difference the hold budget already covers."""
+    policy = stored(11, switch_policy=in_network(steering, visible=pb.Visible(enabled=True)))
+    params = [e[3] for e in entries(policy) if e[0] == "ingress.visible.params"]
+    assert [p["queue_aware_hold"] for p in params] == [queue_aware]
 
 
 def test_backpressure_thresholds() -> None:

@@ -51,6 +51,10 @@ _STEERING_ACTIONS = {
     pb.STEERING_MODE_WIFI_ONLY: "ingress.steering.steer_wifi_only",
     pb.STEERING_MODE_EARLIEST_ARRIVAL: "ingress.steering.steer_earliest_arrival",
 }
+# Modes that split packets by rate whatever the links' delays: a segment may wait behind a queue while later ones
+# overtake it on the other link, so VISIBLE's hold budget adds the flow's deeper queue (visible.p4). Earliest-arrival
+# and lowest-rtt-first steer by delay, and their reordering stays within the links' propagation difference.
+_RATE_SPLITTING_MODES = (pb.STEERING_MODE_WEIGHTED, pb.STEERING_MODE_QDEPL, pb.STEERING_MODE_QDEPL_DATAPLANE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,7 @@ def policy_entries(
             STEERING_MODES, match=fy.Match(policy=policy_id), action=_steering(switch, tuning, qdepl_rates)
         )
     if switch.visible.enabled:
-        action = _visible(switch.visible, tuning)
+        action = _visible(switch.visible, tuning, queue_aware_hold=switch.steering in _RATE_SPLITTING_MODES)
         yield fy.P4TableEntry(VISIBLE_PARAMS, match=fy.Match(policy=policy_id), action=action)
     backpressure = switch.backpressure
     if backpressure.feedback or backpressure.ecn_threshold_us:
@@ -144,7 +148,7 @@ def _steering(switch: pb.SwitchPolicy, tuning: Tuning, qdepl_rates: tuple[int, i
     return fy.Action(name)
 
 
-def _visible(visible: pb.Visible, tuning: Tuning) -> fy.Action:
+def _visible(visible: pb.Visible, tuning: Tuning, *, queue_aware_hold: bool) -> fy.Action:
     return fy.Action(
         VISIBLE_ON,
         segment_size=visible.segment_size or DEFAULT_SEGMENT_SIZE,
@@ -157,6 +161,7 @@ def _visible(visible: pb.Visible, tuning: Tuning) -> fy.Action:
         beta_shift=_shift(visible.ewma_beta or DEFAULT_EWMA_BETA),
         idle_timeout_us=visible.idle_timeout_us or DEFAULT_IDLE_TIMEOUT_US,
         report_bytes=visible.report_bytes,
+        queue_aware_hold=int(queue_aware_hold),
     )
 
 

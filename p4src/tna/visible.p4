@@ -16,8 +16,8 @@
  *   hold           {hold_time, hold_since} holds a dup-ACK within the budget; on a new ACK: hides SACK blocks
  *   retransmits                            retransmission requests of the burst
  *
- * What this gives up against v1model (docs/tofino.md): the queue-depth guard on boosts (egress queue depths are not
- * readable in ingress), boosts of one segment_size per dup-ACK rather than segment_size x dup-ACKs (no multiplier),
+ * What this gives up against v1model (docs/tofino.md): the queue-depth guard on boosts and the queue term of the hold
+ * budget (queue_aware_hold is ignored: egress queue depths are not readable in ingress), boosts of one segment_size per dup-ACK rather than segment_size x dup-ACKs (no multiplier),
  * boosts capped by forwarded_max rather than forwarded_end, the EWMA shifts fixed at compile time (alpha_shift and
  * beta_shift are ignored), the repeated requests for owed bytes on dup-ACKs and the "stalled sender" request (only the
  * new-ACK request for owed bytes remains), and holds after a retransmission request of the same burst are not
@@ -148,7 +148,7 @@ control Visible(inout tng_headers_t hdr,
 
     action visible_on(bit<16> segment_size, bit<32> hold_budget_us, bit<16> hold_slack, bit<32> boost_max_depth,
                       bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
-                      bit<32> idle_timeout_us, bit<32> report_bytes) {
+                      bit<32> idle_timeout_us, bit<32> report_bytes, bit<1> queue_aware_hold) {
         mss = segment_size;
         hold_budget = hold_budget_us;
         slack = hold_slack;

@@ -19,14 +19,19 @@
  *               blocks), no retransmission request in this burst, at most boost_max boosts, not while bytes are
  *               owed (below) a hold budget after the burst's last boost: ACK number := sent_ack + mss * dup_acks,
  *               but never beyond forwarded_end, confirmed_end nor the lowest left edge of the ACK's SACK blocks
- *       hold    no retransmission request in this burst, hold time below hold_budget_us, the burst no longer
- *               than the EWMA of past bursts + hold_slack, and no D-SACK (RFC 2883): the dup-ACK is dropped
+ *       hold    no retransmission request in this burst, hold time below the hold budget, the burst no longer
+ *               than the EWMA of past bursts + hold_slack, and no D-SACK (RFC 2883): the dup-ACK is dropped.
+ *               The hold budget is hold_budget_us; with queue_aware_hold (steering that splits by rate, not by
+ *               arrival time) plus the deeper of the flow's two link queues in time (depth x measured time per
+ *               packet), and the burst may be longer by the packets queued on both links
  *       retransmit  fewer than retransmit_max requests in this burst and the helper holds copies: the dup-ACK is
  *               cloned to the helper, which re-injects the segment holding its ACK number; the dup-ACK goes on.
  *               While the switch owes the sender bytes (sent_ack past the receiver's ACK; the sender will never
  *               resend them) and the helper is up, a request goes whatever retransmit_max says, before holding,
- *               again after every hold_budget_us (re-injected copies can be lost too): only the helper can fill
- *               that hole
+ *               again after every hold budget (re-injected copies can be lost too): only the helper can fill
+ *               that hole. With queue_aware_hold a request for owed bytes waits a hold budget after the debt last
+ *               moved (a boost, a receiver's ACK short of it, a request: the hole may be on its way behind a
+ *               queue), its dup-ACKs held, and a new ACK short of the debt goes on as a report, its blocks hidden
  *       otherwise   the dup-ACK goes on unchanged
  *     A new ACK ends the burst: if the burst stayed within the hold budget and nothing is owed, its SACK blocks
  *     (above its ACK number: not a D-SACK) become NOPs, so that the sender does not learn of the next hole's
@@ -111,12 +116,13 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
     bit<8> beta = 0;
     bit<32> idle_timeout = 0;
     bit<32> report_every = 0;
+    bit<1> queue_aware = 0;
     bool helper_ok = false;
     bit<16> helper_epoch = 0;
 
     action visible_on(bit<16> segment_size, bit<32> hold_budget_us, bit<16> hold_slack, bit<32> boost_max_depth,
                       bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
-                      bit<32> idle_timeout_us, bit<32> report_bytes) {
+                      bit<32> idle_timeout_us, bit<32> report_bytes, bit<1> queue_aware_hold) {
         mss = segment_size;
         hold_budget = hold_budget_us;
         slack = hold_slack;
@@ -127,6 +133,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
         beta = beta_shift;
         idle_timeout = idle_timeout_us;
         report_every = report_bytes;
+        queue_aware = queue_aware_hold;
     }
 
     table params {
@@ -330,6 +337,27 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                     confirmed_end.read(confirmed, cell);
                     requested_at.read(last_request, cell);
 
+                    /* A steering mode that splits by rate (queue_aware_hold) sends a segment behind a queue whatever
+                     * its delay: the hole may still wait in either link's queue, so the hold budget (the links'
+                     * propagation difference) grows by the deeper queue's delay, and the dup-ACK allowance by every
+                     * packet queued now, each of which may overtake the hole. */
+                    bit<32> lte_depth;
+                    bit<32> wifi_depth;
+                    port_queue_depth.read(lte_depth, links >> 16);
+                    port_queue_depth.read(wifi_depth, links & 0xffff);
+                    bit<32> budget = hold_budget;
+                    bit<32> queued = 0;
+                    if (queue_aware == 1) {
+                        bit<32> lte_service;
+                        bit<32> wifi_service;
+                        port_service_time.read(lte_service, links >> 16);
+                        port_service_time.read(wifi_service, links & 0xffff);
+                        bit<32> lte_wait = lte_depth * lte_service;
+                        bit<32> wifi_wait = wifi_depth * wifi_service;
+                        budget = budget + (lte_wait > wifi_wait ? lte_wait : wifi_wait);
+                        queued = lte_depth + wifi_depth;
+                    }
+
                     bit<32> ack = hdr.wire.tcp.ack_no;
                     /* RFC 2883: a first block below the ACK number, or inside the second block, reports a
                      * duplicate (a spurious retransmission) that lets the sender undo its window reduction. */
@@ -361,12 +389,16 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         /* The sender considers [acked, sent) delivered: a hole there is repaired by the helper or
                          * never. Boosts only go where the helper confirmed copies, so it has them (unless it died). */
                         bool owing = seq_before(acked, sent);
-                        bool request_owed = owing && helper_ok
-                                            && (requests == 0 || now - last_request >= (bit<48>)hold_budget);
-                        bit<32> lte_depth;
-                        bit<32> wifi_depth;
-                        port_queue_depth.read(lte_depth, links >> 16);
-                        port_queue_depth.read(wifi_depth, links & 0xffff);
+                        bool owed_repair = owing && helper_ok;
+                        /* Where steering splits by rate, an owed hole is most likely a segment still waiting behind
+                         * the slower link's queue: it is asked for only a budget after the debt last moved (a boost,
+                         * a receiver's ACK short of it, a request; requested_at), its dup-ACKs held meanwhile, so
+                         * that their SACK blocks do not make the sender retransmit it either (Linux reads the blocks
+                         * of ACKs below its own). Elsewhere the first request of a burst goes at once: a sender that
+                         * considers the hole delivered may send nothing more until its retransmission timeout. */
+                        bool owed_wait_over = now - last_request >= (bit<48>)budget;
+                        bool waiting_owed = owed_repair && queue_aware == 1 && !owed_wait_over;
+                        bool request_owed = owed_repair && ((requests == 0 && queue_aware == 0) || owed_wait_over);
                         bool spare = lte_depth <= boost_depth && wifi_depth <= boost_depth;
                         bool timestamps = hdr.tcp_timestamps.isValid()
                                           && hdr.tcp_timestamps.nop1 == TCP_OPTION_NOP
@@ -397,11 +429,11 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         if (hdr.sack_blocks[2].isValid() && seq_before(hdr.sack_blocks[2].left_edge, target)) {
                             target = hdr.sack_blocks[2].left_edge;
                         }
-                        bit<32> hold_limit = ((bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
+                        bit<32> hold_limit = (((bit<32>)slack + queued) << VISIBLE_EWMA_FRACTION_BITS) + (bit<32>)ewma;
                         /* A dup-ACK a hold budget after the burst's last boost comes from a sender that has
                          * nothing left to send but retransmission timeouts: boosting it would hide the owed hole
                          * for another timeout, so it asks the helper for the hole instead. */
-                        bool stalled = owing && now - held_since >= (bit<48>)hold_budget;
+                        bool stalled = owing && now - held_since >= (bit<48>)budget;
                         if (requests == 0 && spare && covered && options_read && dups <= boosts_max && !stalled
                                 && seq_before(sent, target)) {
                             hdr.wire.tcp.checksum = checksum_update(hdr.wire.tcp.checksum, 16w0 ++ hdr.wire.tcp.ack_no,
@@ -410,12 +442,17 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             sent = target;
                             held = 0;
                             held_since = now;
+                            last_request = now;
                             decisions.count(VISIBLE_BOOSTED);
-                        } else if (!request_owed && requests == 0 && held < hold_budget && !dsack
+                        } else if (waiting_owed && !dsack) {
+                            mark_to_drop(std_md);
+                            decisions.count(VISIBLE_HELD);
+                        } else if (!request_owed && requests == 0 && held < budget && !dsack
                                    && ((bit<32>)dups << VISIBLE_EWMA_FRACTION_BITS) <= hold_limit) {
-                            /* Not while owing: the sender ignores these dup-ACKs anyway (they are below its ACK),
-                             * and its next one may be a retransmission timeout away. Never a D-SACK: held, the
-                             * sender could not undo the reduction of a spurious retransmission. */
+                            /* Not while a request for owed bytes is due: the sender ignores these dup-ACKs'
+                             * ACK numbers anyway (they are below its ACK), and its next one may be a retransmission
+                             * timeout away. Never a D-SACK: held, the sender could not undo the reduction of a
+                             * spurious retransmission. */
                             if (held_since == 0) {
                                 held_since = now;
                             }
@@ -423,7 +460,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                             held_since = now;
                             mark_to_drop(std_md);
                             decisions.count(VISIBLE_HELD);
-                        } else if ((requests < requests_max && covered) || request_owed) {
+                        } else if ((requests < requests_max && covered && !waiting_owed) || request_owed) {
                             if (requests != 0xff) {
                                 requests = requests + 1;
                             }
@@ -451,9 +488,12 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                          * So while the burst it ends stayed within the hold budget and nothing is owed, its blocks
                          * become NOPs (not a D-SACK: that one reports a spurious retransmission the sender may
                          * undo), and the next hole's hold clock starts now. SACK is advisory (RFC 2018): a real
-                         * loss still shows, in the dup-ACKs released once the budget is spent. */
-                        bool hide = valid == 1 && hold_budget != 0 && held < hold_budget && !seq_before(ack, sent)
-                                    && sack && !dsack;
+                         * loss still shows, in the dup-ACKs released once the budget is spent. With queue_aware_hold
+                         * an ACK short of owed bytes loses its blocks too: they are above the hole the switch waits
+                         * for, and below the sender's own ACK they could only make it retransmit. */
+                        bool owed_after = valid == 1 && helper_ok && seq_before(ack, sent);
+                        bool hide = valid == 1 && hold_budget != 0 && sack && !dsack
+                                    && ((held < budget && !seq_before(ack, sent)) || (owed_after && queue_aware == 1));
                         if (hide) {
                             sack_to_nops(hdr);
                             decisions.count(VISIBLE_SACK_HIDDEN);
@@ -474,15 +514,19 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
                         acked = ack;
                         window = hdr.wire.tcp.window;
                         valid = 1;
-                        if (helper_ok && seq_before(ack, sent)) {
+                        if (owed_after) {
+                            /* As a request of this burst it keeps the burst from boosting: the sender's window
+                             * starts at the boosted ACK, so debt piled on debt would move its right edge ever
+                             * further past the receiver's. With queue_aware_hold it only restarts the owed clock:
+                             * the next owed segment is most likely on its way too. */
+                            requests = 1;
+                            last_request = now;
+                        }
+                        if (owed_after && queue_aware == 0) {
                             /* The receiver filled a hole but still lacks bytes the sender considers delivered: ask
                              * for the next one now. A sender whose window is full of bytes past them sends nothing
                              * until its retransmission timeout, so no dup-ACK may come for seconds. The request
-                             * carries the receiver's ACK, so it reports it too; and as a request of this burst it
-                             * keeps the burst from boosting: the sender's window starts at the boosted ACK, so debt
-                             * piled on debt would move its right edge ever further past the receiver's. */
-                            requests = 1;
-                            last_request = now;
+                             * carries the receiver's ACK, so it reports it too. */
                             reported = ack;
                             to_helper(HELPER_RETRANSMIT);
                             decisions.count(VISIBLE_RETRANSMIT_REQUESTED);

@@ -241,6 +241,7 @@ class LwipTest(P4RuntimeTest):
         beta_shift: int = 3,
         report_bytes: int = 0,
         segment_size: int = MSS,
+        queue_aware_hold: int = 0,
     ) -> None:
         """VISIBLE on for `policy`; every phase is off unless its parameters open it."""
         self.insert(
@@ -257,6 +258,7 @@ class LwipTest(P4RuntimeTest):
                 beta_shift=beta_shift,
                 idle_timeout_us=10_000_000,
                 report_bytes=report_bytes,
+                queue_aware_hold=queue_aware_hold,
             ),
             policy=policy,
         )

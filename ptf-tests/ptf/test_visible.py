@@ -14,6 +14,7 @@ from visible_base import (
     DOWNLINK,
     PACKET_IN_TIMEOUT_S,
     POLICY,
+    TIMESTAMPS,
     BoostTest,
     RetransmitTest,
     VisibleTest,
@@ -36,6 +37,135 @@ class HoldThenReleaseAtTheBudget(VisibleTest):
         self.held_dup_ack(2000)  # held: 0.4 s were not yet counted when it arrived
         self.dup_ack(2000)  # the hold time is now past the 300 ms budget
         self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=4, held=3, dup_ack_forwarded=1)
+
+
+class QueueAwareHoldTest(VisibleTest):
+    """LTE's queue holds 10 packets of 30 ms each (300 ms), Wi-Fi's 4 of 10 ms: with queue_aware_hold the 200 ms
+    budget grows to 500 ms and the dup-ACK allowance by the 14 queued packets."""
+
+    def queue_up(self) -> None:
+        for seq in (1000, 2000, 3000):
+            self.data(seq)
+        self.write_queue_depth(self.lte, 10)
+        self.write_service_time(self.lte, 30_000)
+        self.write_queue_depth(self.wifi, 4)
+        self.write_service_time(self.wifi, 10_000)
+        self.new_ack(2000)
+
+
+@group("tng")
+class TheHoldBudgetGrowsByTheDeeperQueue(QueueAwareHoldTest):
+    """Steering that splits by rate may leave the hole behind LTE's queue: dup-ACKs are held for 200 ms + 300 ms."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=200_000, hold_slack=1, queue_aware_hold=1)
+        self.queue_up()
+        self.held_dup_ack(2000)
+        time.sleep(0.3)
+        self.held_dup_ack(2000)
+        self.held_dup_ack(2000)  # 0.3 s held: past hold_budget_us, within the queue-aware budget
+        time.sleep(0.3)
+        self.held_dup_ack(2000)  # 0.6 s were not yet counted when it arrived
+        self.dup_ack(2000)  # past 500 ms
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=5, held=4, dup_ack_forwarded=1)
+
+
+@group("tng")
+class WithoutQueueAwareHoldTheBudgetIsTheConfiguredOne(QueueAwareHoldTest):
+    """The same queues for a policy whose steering keeps order (queue_aware_hold 0): released after 200 ms."""
+
+    def runTest(self) -> None:
+        self.visible(POLICY, hold_budget_us=200_000, hold_slack=10)
+        self.queue_up()
+        self.held_dup_ack(2000)
+        time.sleep(0.3)
+        self.held_dup_ack(2000)
+        self.dup_ack(2000)  # 0.3 s held: past the budget
+        self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=3, held=2, dup_ack_forwarded=1)
+
+
+@group("tng")
+class WithQueueAwareHoldAnOwedHoleIsAskedForAfterItsBudget(VisibleTest):
+    """Steering that splits by rate: after a boost to 3000, the hole [2000, 3000) is most likely on its way behind a
+    queue. The next dup-ACK at 2000 is held, not a request; one 0.3 s later, past the 0.2 s budget, asks the helper."""
+
+    def runTest(self) -> None:
+        self.visible(
+            POLICY,
+            boost_max_depth=10,
+            boost_max=1,
+            retransmit_max=2,
+            hold_budget_us=200_000,
+            hold_slack=10,
+            queue_aware_hold=1,
+        )
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000)}
+        self.new_ack(2000)
+        self.dup_ack(2000, sent_as=3000)
+        self.held_dup_ack(2000)
+        time.sleep(0.3)
+        self.assertEqual(self.request(2000), [bytes(segments[2000])])
+        self.assertDecisions(
+            data_tracked=3,
+            data_copied=3,
+            new_ack=1,
+            ack_reported=1,
+            copies_confirmed=1,
+            dup_ack=3,
+            boosted=1,
+            held=1,
+            retransmit_requested=1,
+        )
+
+
+@group("tng")
+class WithQueueAwareHoldAnAckShortOfTheBoostRestartsTheWait(VisibleTest):
+    """After boosts to 5000, the receiver's ACK 3000 (its hole arrived late over the slower link) still leaves
+    [3000, 5000) owed: it goes on with its SACK block turned into NOPs (below the sender's ACK it could only make the
+    sender retransmit) and as a report, not a request; the dup-ACKs at 3000 are held for a budget from it, and the
+    one after asks the helper for 3000."""
+
+    def runTest(self) -> None:
+        self.visible(
+            POLICY,
+            boost_max_depth=10,
+            boost_max=2,
+            retransmit_max=2,
+            hold_budget_us=200_000,
+            hold_slack=10,
+            queue_aware_hold=1,
+        )
+        self.helper_at = self.helper_port
+        self.helper_up(1, self.helper_port)
+        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000, 4000)}
+        self.new_ack(2000)
+        self.dup_ack(2000, sent_as=3000)
+        self.dup_ack(2000, sent_as=5000)
+        short = self.uplink_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 5000))])
+        without_blocks = self.uplink_ack(3000, options=[*TIMESTAMPS, *[("NOP", None)] * 12])
+        self.exchange(
+            self.lte,
+            short,
+            (self.uplink, self.to_server(without_blocks)),
+            (self.helper_port, helper_frame(Reason.ACK_REPORT, bytes(short))),
+        )
+        self.held_dup_ack(3000)
+        time.sleep(0.3)
+        self.assertEqual(self.request(3000), [bytes(segments[3000])])
+        self.assertDecisions(
+            data_tracked=4,
+            data_copied=4,
+            new_ack=2,
+            ack_reported=2,
+            copies_confirmed=1,
+            sack_hidden=1,
+            dup_ack=4,
+            boosted=2,
+            held=1,
+            retransmit_requested=1,
+        )
 
 
 @group("tng")

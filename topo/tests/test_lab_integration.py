@@ -219,7 +219,10 @@ def test_two_ues_share_the_links_through_their_gateway(bin_dir: Path, tmp_path: 
             assert ue["bytes_received"] > 100_000 and ue["goodput_mbps"] > 0.5, (name, ue)
             assert (tmp_path / "logs" / f"{name}-r0-ue{ue['ue']}.json").is_file()
         assert ue2["seed"] == ue1["seed"] + 1000
-        assert run["goodput_mbps"] == pytest.approx(ue1["goodput_mbps"] + ue2["goodput_mbps"], abs=1e-3)
+        # Their bytes over the span they covered together: at most the sum of their rates (equal if they started at
+        # the same instant), and near it, as they start a fraction of a second apart.
+        rates = ue1["goodput_mbps"] + ue2["goodput_mbps"]
+        assert 0.8 * rates <= run["goodput_mbps"] <= rates + 1e-3, (run["goodput_mbps"], rates)
         assert 0.5 <= run["fairness"] <= 1.0
         assert run["paths"][other]["down_bytes"] < 10_000, name  # the gateway kept both UEs on the named link
         assert run["paths"][name.removeprefix("tcp-")]["down_bytes"] > ue1["bytes_received"] + ue2["bytes_received"]

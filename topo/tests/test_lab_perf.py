@@ -12,6 +12,7 @@ REPORT = {
     "transport": "mptcp",
     "mode": "shortflows",
     "cc": "cubic",
+    "started_unix_s": 1_790_000_000.0,
     "duration_s": 5.0,
     "goodput_mbps": 12.5,
     "bytes_received": 7_800_000,
@@ -123,9 +124,19 @@ def test_reports_of_clients_that_ran_at_once_add_up() -> None:
     )
     both = perf.combined([first, second])
     assert both.goodput_mbps == 20.0 and both.bytes_received == 2 * 7_800_000
+    assert (both.started_unix_s, both.duration_s) == (1_790_000_000.0, 5.0)
     assert (both.retransmitted_packets, both.sent_packets, both.cpu_percent) == (6, 10800, 9.0)
     assert both.fct_ms == perf.Fct(65.0, 47.5, 325.0, 160)  # weighted by each client's flows
     assert [(path["name"], path["ue"]) for path in both.paths] == [("subflow0", 1), ("subflow0", 2)]
+
+
+def test_clients_that_started_apart_share_the_span_they_covered() -> None:
+    """12.5 Mbit/s for 5 s from t, and 10 Mbit/s for 5 s from t + 1 s: 112.5 Mbit over 6 s, not 22.5 Mbit/s."""
+    first = perf.parse_report(json.dumps(REPORT))
+    second = perf.parse_report(json.dumps(REPORT | {"goodput_mbps": 10.0, "started_unix_s": 1_790_000_001.0}))
+    both = perf.combined([first, second])
+    assert both.goodput_mbps == pytest.approx(18.75)
+    assert (both.started_unix_s, both.duration_s) == (1_790_000_000.0, 6.0)
 
 
 def test_clients_at_once_last_as_long_as_the_longest_and_queue_like_the_worst() -> None:

@@ -40,7 +40,7 @@ def plot_sweep(data: dict[str, Any], out_dir: Path) -> list[Path]:
     measured = any("goodput_mbps" in entry for point in data["points"] for entry in point["workloads"].values())
     if not measured:
         return []
-    goodput_label = "goodput (Mbit/s, sum over UEs)"
+    goodput_label = "goodput (Mbit/s, all UEs)"
     return [
         _against_configuration(data, "goodput_mbps", goodput_label, "goodput", out_dir / "goodput.png"),
         _against_configuration(

@@ -209,7 +209,7 @@ def sweep_markdown(data: dict[str, Any], plots: list[Path]) -> str:
     lines += [f"- point {point['index']} ({point['label']}) failed: {point['error']}" for point in failed]
     lines += [
         "",
-        "Goodput (Mbit/s, summed over the UEs; mean over repetitions). Load: the highest 1-minute load average and "
+        "Goodput (Mbit/s, all UEs together; mean over repetitions). Load: the highest 1-minute load average and "
         "the busy share of all cores during the point's workloads (with BMv2 also its CPU share, 100 = one core).",
         "",
         table(data, lambda entry: _cell(entry, "goodput_mbps", 2), with_load=True),

@@ -54,6 +54,9 @@ fn assert_schema(report: &Value) {
         assert!(report[key].is_number(), "{key} missing in {report}");
     }
     assert!(report["goodput_counts"].as_str().is_some_and(|rule| rule.contains("within duration_s")), "{report}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = report["started_unix_s"].as_f64().expect("started_unix_s");
+    assert!(started <= now && now - started < 600.0, "the start is not this run's wall-clock time: {report}");
     let run_s = report["run_s"].as_f64().unwrap();
     assert!(run_s >= report["duration_s"].as_f64().unwrap(), "the run ended before its measured interval: {report}");
     for key in ["mean", "p50", "p99", "count"] {

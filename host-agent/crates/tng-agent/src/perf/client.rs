@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::os::fd::OwnedFd;
 
@@ -72,6 +72,10 @@ pub struct Report {
     pub sender_cc: Option<String>,
     /// The ALCC controller that limited the server's writes, and what it saw (kernel TCP with `--alcc` only).
     pub alcc: Option<AlccReport>,
+    /// Wall-clock time the workload started (seconds since the Unix epoch): with `duration_s`, it places the runs
+    /// of clients that ran at once on one time axis, so that their goodputs can be combined over the span they
+    /// covered together.
+    pub started_unix_s: f64,
     /// The measured interval: the duration asked for, or less if the workload ended sooner.
     pub duration_s: f64,
     /// What `goodput_mbps` counts, stated in the report so a reader need not guess.
@@ -145,6 +149,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
     let ticker = options.progress.then(|| tokio::spawn(print_progress(progress.clone())));
     let cpu = CpuClock::start();
     let started = Instant::now();
+    let started_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |since| since.as_secs_f64());
     let outcome = match options.mode {
         Mode::Bulk => bulk(&options, &dialer, token, &progress).await,
         Mode::Shortflows => shortflows(&options, &dialer, token, &progress).await,
@@ -177,6 +182,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
             peak_window_bytes: stats.peak_window,
             peak_kernel_bytes: stats.peak_kernel_bytes,
         }),
+        started_unix_s,
         duration_s: elapsed,
         goodput_counts: GOODPUT_COUNTS,
         goodput_mbps: outcome.measured_bytes as f64 * 8.0 / elapsed / 1e6,
