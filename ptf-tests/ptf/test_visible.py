@@ -9,6 +9,7 @@ import time
 from lwip_base import CPU_PORT, UE_PORT
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
+from scapy.packet import Packet
 from tng_controller.retransmit_helper import Reason, helper_frame
 from visible_base import (
     DOWNLINK,
@@ -84,16 +85,15 @@ class WithoutQueueAwareHoldTheBudgetIsTheConfiguredOne(QueueAwareHoldTest):
         self.assertDecisions(data_tracked=3, new_ack=1, dup_ack=3, held=2, dup_ack_forwarded=1)
 
 
-@group("tng")
-class WithQueueAwareHoldAnOwedHoleIsAskedForAfterItsBudget(VisibleTest):
-    """Steering that splits by rate: after a boost to 3000, the hole [2000, 3000) is most likely on its way behind a
-    queue. The next dup-ACK at 2000 is held, not a request; one 0.3 s later, past the 0.2 s budget, asks the helper."""
+class QueueAwareDebtTest(VisibleTest):
+    """Boosts and local retransmissions with queue_aware_hold and a 0.2 s hold budget, the helper on its port."""
 
-    def runTest(self) -> None:
+    def start(self, *, boost_max: int, last_seq: int) -> dict[int, Packet]:
+        """Segments from 1000 to `last_seq` forwarded and copied, the receiver's ACK at 2000."""
         self.visible(
             POLICY,
             boost_max_depth=10,
-            boost_max=1,
+            boost_max=boost_max,
             retransmit_max=2,
             hold_budget_us=200_000,
             hold_slack=10,
@@ -101,8 +101,18 @@ class WithQueueAwareHoldAnOwedHoleIsAskedForAfterItsBudget(VisibleTest):
         )
         self.helper_at = self.helper_port
         self.helper_up(1, self.helper_port)
-        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000)}
+        segments = {seq: self.data(seq) for seq in range(1000, last_seq + 1, 1000)}
         self.new_ack(2000)
+        return segments
+
+
+@group("tng")
+class WithQueueAwareHoldAnOwedHoleIsAskedForAfterItsBudget(QueueAwareDebtTest):
+    """Steering that splits by rate: after a boost to 3000, the hole [2000, 3000) is most likely on its way behind a
+    queue. The next dup-ACK at 2000 is held, not a request; one 0.3 s later, past the 0.2 s budget, asks the helper."""
+
+    def runTest(self) -> None:
+        segments = self.start(boost_max=1, last_seq=3000)
         self.dup_ack(2000, sent_as=3000)
         self.held_dup_ack(2000)
         time.sleep(0.3)
@@ -121,26 +131,14 @@ class WithQueueAwareHoldAnOwedHoleIsAskedForAfterItsBudget(VisibleTest):
 
 
 @group("tng")
-class WithQueueAwareHoldAnAckShortOfTheBoostRestartsTheWait(VisibleTest):
+class WithQueueAwareHoldAnAckShortOfTheBoostRestartsTheWait(QueueAwareDebtTest):
     """After boosts to 5000, the receiver's ACK 3000 (its hole arrived late over the slower link) still leaves
     [3000, 5000) owed: it goes on with its SACK block turned into NOPs (below the sender's ACK it could only make the
     sender retransmit) and as a report, not a request; the dup-ACKs at 3000 are held for a budget from it, and the
     one after asks the helper for 3000."""
 
     def runTest(self) -> None:
-        self.visible(
-            POLICY,
-            boost_max_depth=10,
-            boost_max=2,
-            retransmit_max=2,
-            hold_budget_us=200_000,
-            hold_slack=10,
-            queue_aware_hold=1,
-        )
-        self.helper_at = self.helper_port
-        self.helper_up(1, self.helper_port)
-        segments = {seq: self.data(seq) for seq in (1000, 2000, 3000, 4000)}
-        self.new_ack(2000)
+        segments = self.start(boost_max=2, last_seq=4000)
         self.dup_ack(2000, sent_as=3000)
         self.dup_ack(2000, sent_as=5000)
         short = self.uplink_ack(3000, options=[*TIMESTAMPS, ("NOP", None), ("NOP", None), ("SAck", (4000, 5000))])
