@@ -13,7 +13,7 @@
 #include "shared/define.p4"
 #include "shared/header.p4"
 
-control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_error,
+control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_ok,
                        out drop_reason_t reason) {
     apply {
         reason = DROP_REASON_NONE;
@@ -65,7 +65,7 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
                 reason = DROP_SHORT_SEALED_PAYLOAD;
             }
         }
-        if (reason == DROP_REASON_NONE && ipv4_checksum_error) {
+        if (reason == DROP_REASON_NONE && !ipv4_checksum_ok) {
             reason = DROP_IPV4_CHECKSUM;
         }
     }

@@ -44,12 +44,14 @@ struct tna_headers_t {
 /* Per-packet state only the Tofino program needs. */
 struct tna_ingress_metadata_t {
     tng_metadata_t tng;
-    bool           ipv4_checksum_error;
+    bool           ipv4_checksum_ok;
     /* The TCP checksum without the fields VISIBLE may rewrite (the parser's Checksum residual): the deparser adds
      * them back as they leave. */
     bit<16>        tcp_residual;
     bool           tcp_rewritten;
     helper_mirror_t helper_mirror;
+    /* The mirror session of a copy for the helper: Tofino's deparser reads it from a field, not a constant. */
+    MirrorId_t     helper_session;
     new_flow_digest_t new_flow;
 }
 

@@ -1,9 +1,13 @@
 /*
  * TNA parsers and deparsers of the main pipeline (v1model/pipeline_io.p4's counterpart). Ingress parses like v1model:
  * a packet-out header first on the CPU port, then a helper encapsulation if the frame has one, the wire headers
- * (tna/parser.p4), the TCP timestamps option and the SACK blocks in Linux's layout. Its parser also takes the TCP
- * checksum residual without the fields VISIBLE may rewrite (ACK number, SACK option), which the ingress deparser adds
- * back; the ingress deparser recomputes the IPv4 checksum, packs the new-flow digest and mirrors copies for the helper
+ * (Ethernet / IPv4 / TCP / UDP / tng, as v1model/parser.p4), the TCP timestamps option and the SACK blocks in Linux's
+ * layout. Tofino's parser has no custom errors and no verify(), so it only extracts: the receiver rules of wire-format
+ * section 8 are checked, in their order, by WireDropReason (tna/drop_reason.p4) on the fields extracted here; the IPv4
+ * header checksum is verified with a parser Checksum. The wire headers are parsed here rather than by a sub-parser
+ * because Tofino subtracts fields from a checksum only in the state that extracts them: the TCP checksum residual,
+ * taken without the fields VISIBLE may rewrite (ACK number, SACK option), which the ingress deparser adds back,
+ * starts in the state that extracts TCP. The ingress deparser the ingress deparser recomputes the IPv4 checksum, packs the new-flow digest and mirrors copies for the helper
  * (v1model: clone_preserving_field_list). Egress parses the bridged or mirror header ingress put in front, then the
  * headers backpressure rewrites, taking the UDP checksum residual without the tng feedback fields.
  */
@@ -14,7 +18,6 @@
 #include <tna.p4>
 
 #include "tna/header.p4"
-#include "tna/parser.p4"
 
 /* Tofino 1's PCIe CPU port on a two-pipe chip (320 on four pipes): the port the controller's packet-outs come in on
  * and packet-ins leave by. BMv2's is CPU_PORT (255); the control plane learns either from its target config. */
@@ -24,16 +27,17 @@ parser TngIngressParser(packet_in packet,
                         out tna_headers_t hdr,
                         out tna_ingress_metadata_t md,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
-    TngParser() wire_parser;
+    Checksum() ipv4_checksum;
     Checksum() tcp_checksum;
 
     state start {
         packet.extract(ig_intr_md);
         packet.advance(PORT_METADATA_SIZE);
         md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
-        md.ipv4_checksum_error = false;
+        md.ipv4_checksum_ok = true;
         md.tcp_residual = 0;
         md.tcp_rewritten = false;
+        md.helper_session = 0;
         md.new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         transition select(ig_intr_md.ingress_port) {
             TNA_CPU_PORT: parse_packet_out;
@@ -60,21 +64,31 @@ parser TngIngressParser(packet_in packet,
     }
 
     state parse_wire {
-        wire_parser.apply(packet, hdr.tng.wire, md.tng.wire, md.ipv4_checksum_error);
-        transition select(hdr.tng.wire.tcp.isValid()) {
-            true: check_tcp_options;
+        packet.extract(hdr.tng.wire.ethernet);
+        transition select(hdr.tng.wire.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    /* Only option-less, unfragmented (or first-fragment) IPv4 carries a parsed L4 header. */
+    state parse_ipv4 {
+        packet.extract(hdr.tng.wire.ipv4);
+        ipv4_checksum.add(hdr.tng.wire.ipv4);
+        md.ipv4_checksum_ok = ipv4_checksum.verify();
+        transition select(hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.protocol) {
+            (IPV4_IHL_MIN, 0, IP_PROTO_TCP): parse_tcp;
+            (IPV4_IHL_MIN, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
 
     /* The residual leaves out the checksum and the ACK number; the SACK option is subtracted where it is
-     * extracted. Reached only with a valid TCP header, which p4c's flow analysis cannot see through the select on
-     * isValid(). */
-    @noWarn("uninitialized_use")
-    @noWarn("invalid_header")
-    state check_tcp_options {
+     * extracted. */
+    state parse_tcp {
+        packet.extract(hdr.tng.wire.tcp);
         tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
-        md.tcp_residual = tcp_checksum.get();
+        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition select(hdr.tng.wire.tcp.data_offset) {
             TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
             TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
@@ -84,8 +98,43 @@ parser TngIngressParser(packet_in packet,
         }
     }
 
+    state parse_udp {
+        packet.extract(hdr.tng.wire.udp);
+        transition select(hdr.tng.wire.udp.dst_port, hdr.tng.wire.udp.src_port) {
+            (TNG_UDP_PORT, _): parse_tng_flow;
+            (_, TNG_UDP_PORT): parse_tng_flow;
+            default: accept;
+        }
+    }
+
+    state parse_tng_flow {
+        packet.extract(hdr.tng.wire.tng_flow);
+        transition select(hdr.tng.wire.tng_flow.packet_type) {
+            TNG_TYPE_INITIAL: parse_tng_initial;
+            TNG_TYPE_RETRY: parse_tng_retry;
+            TNG_TYPE_SECTION: parse_tng_section;
+            default: accept;
+        }
+    }
+
+    state parse_tng_initial {
+        packet.extract(hdr.tng.wire.tng_initial);
+        transition accept;
+    }
+
+    state parse_tng_retry {
+        packet.extract(hdr.tng.wire.tng_retry);
+        transition accept;
+    }
+
+    state parse_tng_section {
+        packet.extract(hdr.tng.wire.tng_section);
+        transition accept;
+    }
+
     state parse_tcp_timestamps {
         packet.extract(hdr.tng.tcp_timestamps);
+        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition accept;
     }
 
@@ -95,7 +144,7 @@ parser TngIngressParser(packet_in packet,
         packet.extract(hdr.tng.tcp_timestamps);
         packet.extract(hdr.tng.tcp_sack);
         tcp_checksum.subtract({hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length});
-        md.tcp_residual = tcp_checksum.get();
+        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition select(hdr.tng.wire.tcp.data_offset, hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2,
                           hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
             (TCP_DATA_OFFSET_SACK_1, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH):
@@ -123,7 +172,7 @@ parser TngIngressParser(packet_in packet,
     state parse_sack_block_1 {
         packet.extract(hdr.tng.sack_blocks[0]);
         tcp_checksum.subtract({hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge});
-        md.tcp_residual = tcp_checksum.get();
+        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition accept;
     }
 }
@@ -134,13 +183,13 @@ control TngIngressDeparser(packet_out packet,
                            in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
     Checksum() tcp_checksum;
-    Mirror(MIRROR_TYPE_HELPER) helper_mirror;
+    Mirror() helper_mirror;
     @name(".new_flow_digest_t")
     Digest<new_flow_digest_t>(DIGEST_TYPE_NEW_FLOW) new_flow_digest;
 
     apply {
         if (ig_dprsr_md.mirror_type == MIRROR_TYPE_HELPER) {
-            helper_mirror.emit<helper_mirror_t>((MirrorId_t)HELPER_CLONE_SESSION, md.helper_mirror);
+            helper_mirror.emit<helper_mirror_t>(md.helper_session, md.helper_mirror);
         }
         if (ig_dprsr_md.digest_type == DIGEST_TYPE_NEW_FLOW) {
             new_flow_digest.pack(md.new_flow);
@@ -210,8 +259,10 @@ parser TngEgressParser(packet_in packet,
         }
     }
 
+    /* Tofino subtracts a field from a checksum in the state that extracts it. */
     state parse_udp {
         packet.extract(hdr.tng.wire.udp);
+        udp_checksum.subtract({hdr.tng.wire.udp.checksum});
         transition select(hdr.tng.wire.udp.dst_port, hdr.tng.wire.udp.src_port) {
             (TNG_UDP_PORT, _): parse_tng_flow;
             (_, TNG_UDP_PORT): parse_tng_flow;
@@ -222,9 +273,8 @@ parser TngEgressParser(packet_in packet,
     /* Ingress let only valid tng packets through, so the flow header is all there. */
     state parse_tng_flow {
         packet.extract(hdr.tng.wire.tng_flow);
-        udp_checksum.subtract({hdr.tng.wire.udp.checksum, hdr.tng.wire.tng_flow.queue_level,
-                               hdr.tng.wire.tng_flow.rate_hint});
-        md.udp_residual = udp_checksum.get();
+        udp_checksum.subtract({hdr.tng.wire.tng_flow.queue_level, hdr.tng.wire.tng_flow.rate_hint});
+        udp_checksum.subtract_all_and_deposit(md.udp_residual);
         transition accept;
     }
 }

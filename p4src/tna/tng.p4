@@ -59,7 +59,7 @@ control ingress(inout tna_headers_t hdr,
         /* Times of the TNA program: units of 1024 ns, 32 bits (they wrap after 73 minutes, like BMv2's us). */
         bit<32> now = ig_prsr_md.global_tstamp[41:10];
         drop_reason_t reason;
-        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, reason);
+        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_ok, reason);
         bool helper_frame = hdr.tng.helper.isValid();
 
         if (reason == DROP_REASON_NONE && hdr.tng.packet_out.isValid()) {
@@ -130,6 +130,7 @@ control ingress(inout tna_headers_t hdr,
         md.helper_mirror.reason = md.tng.helper_reason;
         md.helper_mirror._pad = 0;
         md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
+        md.helper_session = (MirrorId_t)HELPER_CLONE_SESSION;
         if (ig_dprsr_md.drop_ctl == 0) {
             forwarded.count(ig_tm_md.ucast_egress_port);
             hdr.bridged.setValid();

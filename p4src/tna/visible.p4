@@ -512,8 +512,10 @@ control Visible(inout tng_headers_t hdr,
             return;
         }
         /* A confirmation needs only the helper's state; the other packets need VISIBLE on in their policy. */
-        if (!confirmation && !params.apply().hit) {
-            return;
+        if (!confirmation) {
+            if (params.apply().miss) {
+                return;
+            }
         }
         helper.apply();
 
