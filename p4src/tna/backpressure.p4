@@ -1,7 +1,7 @@
 /*
  * TNA: queue-sharing backpressure at dequeue, as v1model/backpressure.p4. The wait is Tofino's deq_timedelta (ns),
- * taken in units of 1024 ns like every time of the TNA program, so the thresholds count those units and queue_level
- * counts 32 x 1024 ns. Tofino 1's deq_timedelta is 18 bits: waits from 262 us on read as their remainder modulo
+ * taken in units of 256 ns like every time of the TNA program, so the thresholds count those units; queue_level
+ * counts 32 x 1024 ns, the nearest to the wire format's 32 us. Tofino 1's deq_timedelta is 18 bits: waits from 262 us on read as their remainder modulo
  * 262144 ns. The UDP checksum is rewritten by the egress deparser from the parser's residual (tna/pipeline_io.p4).
  */
 #ifndef TNG_TNA_BACKPRESSURE_P4
@@ -62,7 +62,7 @@ control Backpressure(inout tng_headers_t hdr,
         if (!thresholds.apply().hit) {
             return;
         }
-        bit<32> waited = (bit<32>)(eg_intr_md.deq_timedelta >> 10);
+        bit<32> waited = (bit<32>)(eg_intr_md.deq_timedelta >> 8);
 
         if (waited > mark_above && (hdr.wire.ipv4.ecn == ECN_ECT0 || hdr.wire.ipv4.ecn == ECN_ECT1)) {
             hdr.wire.ipv4.ecn = ECN_CE;
@@ -71,7 +71,7 @@ control Backpressure(inout tng_headers_t hdr,
 
         if (hdr.wire.tng_flow.isValid() && waited > feedback_min) {
             port_capacity.apply();
-            bit<32> own_level = waited >> TNG_QUEUE_LEVEL_SHIFT;
+            bit<32> own_level = (bit<32>)(eg_intr_md.deq_timedelta >> 10) >> TNG_QUEUE_LEVEL_SHIFT;
             bit<16> old_level = hdr.wire.tng_flow.queue_level;
             bit<16> level = old_level == TNG_QUEUE_LEVEL_RESERVED ? TNG_QUEUE_LEVEL_MAX : old_level;
             if (own_level >= (bit<32>)TNG_QUEUE_LEVEL_MAX) {

@@ -1,6 +1,6 @@
 /*
  * TNA: per-port queue state recorded in egress, as v1model/port_state.p4, in Tofino's units: depths in 80-byte cells
- * (Tofino 1), times in units of 1024 ns ("us" below; global_tstamp >> 10). Tofino's ingress cannot read registers
+ * (Tofino 1), times in units of 256 ns ("us" below; global_tstamp bits 39:8). Tofino's ingress cannot read registers
  * of egress (each belongs to one stage of one gress), so unlike v1model these are for the control plane to read;
  * steering keeps its own view of the queues in ingress (tna/steering.p4).
  */

@@ -6,7 +6,7 @@
  * max(it, now) + the link's time per packet from link_state). A link's backlog is that time less now: its drain
  * time, which is what the queue-depth modes compare (v1model: depth / rate). Every mode updates the cell with one
  * RegisterAction; the modes that compare the two links decide inside it, so a packet touches the register once.
- * Times are in units of 1024 ns ("us" below, ingress global_tstamp >> 10), compared modulo 2^32.
+ * Times are in units of 256 ns ("us" below, ingress global_tstamp bits 39:8), compared modulo 2^32.
  *   flow-hash         CRC-32 of the 5-tuple (Hash<>)
  *   weighted          per packet, LTE if a 16-bit Random<> draw is below lte_fraction (the share of 65536)
  *   qdepl             the link with the smaller backlog; on a tie, as weighted

@@ -56,8 +56,9 @@ control ingress(inout tna_headers_t hdr,
     }
 
     apply {
-        /* Times of the TNA program: units of 1024 ns, 32 bits (they wrap after 73 minutes, like BMv2's us). */
-        bit<32> now = ig_prsr_md.global_tstamp[41:10];
+        /* Times of the TNA program: units of 256 ns, 32 bits (they wrap after 18 minutes). Bits 39:8 rather than a
+         * 1024 ns unit (41:10): a byte-aligned slice is one 32-bit input of a stateful ALU, which takes two. */
+        bit<32> now = ig_prsr_md.global_tstamp[39:8];
         drop_reason_t reason;
         wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_ok, reason);
         bool helper_frame = hdr.tng.helper.isValid();
@@ -172,7 +173,7 @@ control egress(inout tna_headers_t hdr,
     }
 
     apply {
-        bit<32> now = eg_prsr_md.global_tstamp[41:10];
+        bit<32> now = eg_prsr_md.global_tstamp[39:8];
         if (md.helper_mirror.isValid()) {
             /* A copy for the retransmission helper: the frame as received, behind a helper header. */
             hdr.tng.helper_ethernet.setValid();

@@ -23,7 +23,7 @@
  * new-ACK request for owed bytes remains), and holds after a retransmission request of the same burst are not
  * excluded. An uplink ACK takes its VISIBLE parameters from its own classification (md.policy), not from the data
  * direction's stored per flow: the controller gives both directions of a VISIBLE flow the same policy.
- * Times are in units of 1024 ns ("us"), compared modulo 2^32.
+ * Times are in units of 256 ns ("us" in parameter names), compared modulo 2^32.
  */
 #ifndef TNG_TNA_VISIBLE_P4
 #define TNG_TNA_VISIBLE_P4
