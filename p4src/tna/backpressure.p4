@@ -1,8 +1,9 @@
 /*
- * TNA: queue-sharing backpressure at dequeue, as v1model/backpressure.p4. The wait is Tofino's deq_timedelta (ns),
- * taken in units of 256 ns like every time of the TNA program, so the thresholds count those units; queue_level
- * counts 32 x 1024 ns, the nearest to the wire format's 32 us. Tofino 1's deq_timedelta is 18 bits: waits from 262 us on read as their remainder modulo
- * 262144 ns. The UDP checksum is rewritten by the egress deparser from the parser's residual (tna/pipeline_io.p4).
+ * TNA: queue-sharing backpressure at dequeue, as v1model/backpressure.p4. The wait is the packet's time from ingress
+ * to egress (its ingress time rides in the bridged header), in units of 256 ns like every time of the TNA program, so
+ * the thresholds count those units; queue_level counts 32 x 1024 ns, the nearest to the wire format's 32 us. Tofino
+ * 1's own queue-wait field, deq_timedelta, has 18 bits of nanoseconds: too few for waits above 262 us. The UDP
+ * checksum is rewritten by the egress deparser from the parser's residual (tna/pipeline_io.p4).
  */
 #ifndef TNG_TNA_BACKPRESSURE_P4
 #define TNG_TNA_BACKPRESSURE_P4
@@ -16,6 +17,7 @@
 control Backpressure(inout tng_headers_t hdr,
                      inout tng_metadata_t md,
                      in egress_intrinsic_metadata_t eg_intr_md,
+                     in bit<32> waited,
                      out bool udp_rewritten) {
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS) feedback_written;
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS) ecn_marked;
@@ -57,34 +59,69 @@ control Backpressure(inout tng_headers_t hdr,
         size = PORT_COUNT;
     }
 
+    /* The wait in queue_level's units, and saturated differences that are nonzero when the first term is larger:
+     * Tofino's gateways compare fields with constants only, and an action does one operation per field. */
+    bit<32> own_level = 0;
+    bit<32> wait_over_mark = 0;      // waited - mark_above
+    bit<32> wait_over_feedback = 0;  // waited - feedback_min
+    bit<16> own_level_bits = 0;      // own_level's low 16 bits (below TNG_QUEUE_LEVEL_MAX)
+    bit<16> level_rise = 0;          // own level - old level, saturated at 0: nonzero when the own level is higher
+    bit<32> hint_over_capacity = 0;  // rate hint - capacity
+    bool written = false;
+
+    @hidden
+    action take_wait_margins() {
+        own_level = waited >> (2 + TNG_QUEUE_LEVEL_SHIFT);
+        wait_over_mark = waited |-| mark_above;
+        wait_over_feedback = waited |-| feedback_min;
+    }
+
+    @hidden
+    action take_own_level_bits() {
+        own_level_bits = own_level[15:0];
+    }
+
+    @hidden
+    action take_feedback_margins() {
+        level_rise = own_level_bits |-| hdr.wire.tng_flow.queue_level;
+        hint_over_capacity = hdr.wire.tng_flow.rate_hint |-| capacity;
+    }
+
     apply {
         udp_rewritten = false;
         if (!thresholds.apply().hit) {
             return;
         }
-        bit<32> waited = (bit<32>)(eg_intr_md.deq_timedelta >> 8);
-
-        if (waited > mark_above && (hdr.wire.ipv4.ecn == ECN_ECT0 || hdr.wire.ipv4.ecn == ECN_ECT1)) {
+        take_wait_margins();
+        if (wait_over_mark != 0 && (hdr.wire.ipv4.ecn == ECN_ECT0 || hdr.wire.ipv4.ecn == ECN_ECT1)) {
             hdr.wire.ipv4.ecn = ECN_CE;
             ecn_marked.count(eg_intr_md.egress_port);
         }
 
-        if (hdr.wire.tng_flow.isValid() && waited > feedback_min) {
+        if (hdr.wire.tng_flow.isValid() && wait_over_feedback != 0) {
             port_capacity.apply();
-            bit<32> own_level = (bit<32>)(eg_intr_md.deq_timedelta >> 10) >> TNG_QUEUE_LEVEL_SHIFT;
+            take_own_level_bits();
+            take_feedback_margins();
+            /* The level only rises (a reserved level counts as the highest); Tofino writes each field in its own
+             * branch rather than through a temporary of ?: choices. */
             bit<16> old_level = hdr.wire.tng_flow.queue_level;
-            bit<16> level = old_level == TNG_QUEUE_LEVEL_RESERVED ? TNG_QUEUE_LEVEL_MAX : old_level;
-            if (own_level >= (bit<32>)TNG_QUEUE_LEVEL_MAX) {
-                level = TNG_QUEUE_LEVEL_MAX;
-            } else if (own_level[15:0] > level) {
-                level = own_level[15:0];
+            if (old_level == TNG_QUEUE_LEVEL_MAX) {
+                // the highest already
+            } else if (old_level == TNG_QUEUE_LEVEL_RESERVED || own_level >= (bit<32>)TNG_QUEUE_LEVEL_MAX) {
+                hdr.wire.tng_flow.queue_level = TNG_QUEUE_LEVEL_MAX;
+                written = true;
+            } else if (level_rise != 0) {
+                hdr.wire.tng_flow.queue_level = own_level_bits;
+                written = true;
             }
-            bit<32> old_rate = hdr.wire.tng_flow.rate_hint;
-            bit<32> rate = capacity < old_rate ? capacity : old_rate;
-            if (level != old_level || rate != old_rate) {
-                hdr.wire.tng_flow.queue_level = level;
-                hdr.wire.tng_flow.rate_hint = rate;
-                udp_rewritten = hdr.wire.udp.checksum != 0;
+            if (hint_over_capacity != 0) {
+                hdr.wire.tng_flow.rate_hint = capacity;
+                written = true;
+            }
+            if (written) {
+                if (hdr.wire.udp.checksum != 0) {
+                    udp_rewritten = true;
+                }
                 feedback_written.count(eg_intr_md.egress_port);
             }
         }

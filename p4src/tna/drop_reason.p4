@@ -13,43 +13,88 @@
 #include "shared/define.p4"
 #include "shared/header.p4"
 
-control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_ok,
+control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_error,
                        out drop_reason_t reason) {
+    /* Tofino's gateways compare a field with a constant (and read a few bytes): a comparison of two fields is the
+     * sign of their difference, computed by an action of its own (one operation per field per action). */
+    bit<16> length_mismatch = 0;   // UDP length - payload_length: the headers' length when they agree
+    bit<16> handshake_bytes = 0;   // INITIAL: token + noise lengths
+    bit<16> handshake_spare = 0;   // INITIAL: payload - token - noise; RETRY: payload - token (bit 15: negative)
+    bool tng = false;
+
+    @hidden
+    action take_length_mismatch() {
+        length_mismatch = hdr.udp.length - hdr.tng_flow.payload_length;
+    }
+
+    @hidden
+    action take_handshake_bytes() {
+        handshake_bytes = hdr.tng_initial.token_length + hdr.tng_initial.noise_length;
+    }
+
+    @hidden
+    action take_initial_spare() {
+        handshake_spare = hdr.tng_flow.payload_length - handshake_bytes;
+    }
+
+    @hidden
+    action take_retry_spare() {
+        handshake_spare = hdr.tng_flow.payload_length - hdr.tng_retry.token_length;
+    }
+
     apply {
         reason = DROP_REASON_NONE;
-        bool tng = hdr.udp.isValid() && (hdr.udp.dst_port == TNG_UDP_PORT || hdr.udp.src_port == TNG_UDP_PORT);
+        if (hdr.udp.isValid()) {
+            if (hdr.udp.dst_port == TNG_UDP_PORT) {
+                tng = true;
+            } else if (hdr.udp.src_port == TNG_UDP_PORT) {
+                tng = true;
+            }
+        }
         bit<16> payload = hdr.tng_flow.payload_length;
-        if (tng && hdr.udp.length > UDP_HEADER_BYTES + TNG_MAX_PACKET_BYTES) {
-            reason = DROP_TOO_LARGE;
-        } else if (tng && hdr.udp.length < UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
-            reason = DROP_TRUNCATED_HEADER;
-        } else if ((parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
+        if (tng) {
+            if (hdr.udp.length > UDP_HEADER_BYTES + TNG_MAX_PACKET_BYTES) {
+                reason = DROP_TOO_LARGE;
+            } else if (hdr.udp.length < UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
+                reason = DROP_TRUNCATED_HEADER;
+            }
+        }
+        if (reason != DROP_REASON_NONE) {
+            return;
+        }
+        if ((parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
             reason = DROP_PACKET_TOO_SHORT;
         } else if (parser_err != PARSER_ERROR_OK) {
             reason = DROP_OTHER_PARSER_ERROR;
         } else if (hdr.tng_flow.isValid()) {
+            take_length_mismatch();
             if (hdr.tng_flow.version != TNG_VERSION) {
                 reason = DROP_BAD_VERSION;
             } else if (hdr.tng_flow.packet_type < TNG_TYPE_INITIAL || hdr.tng_flow.packet_type > TNG_TYPE_SECTION_ACK) {
                 reason = DROP_UNKNOWN_TYPE;
             } else if ((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) != 0) {
                 reason = DROP_RESERVED_FLAGS;
-            } else if (payload != hdr.udp.length - (UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES)) {
+            } else if (length_mismatch != UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
                 reason = DROP_LENGTH_MISMATCH;
             } else if (hdr.tng_initial.isValid()) {
-                if (payload < TNG_INITIAL_PREFIX_BYTES
-                        || TNG_INITIAL_PREFIX_BYTES + (bit<32>)hdr.tng_initial.token_length
-                               + (bit<32>)hdr.tng_initial.noise_length > (bit<32>)payload) {
+                take_handshake_bytes();
+                take_initial_spare();
+                /* The spare bytes are negative (bit 15; tng packets are below 32 KiB) when the token and noise overrun
+                 * the payload. */
+                if (payload < TNG_INITIAL_PREFIX_BYTES || handshake_spare[15:15] == 1
+                        || handshake_spare < TNG_INITIAL_PREFIX_BYTES) {
                     reason = DROP_HANDSHAKE_LENGTH;
                 } else if (hdr.tng_initial.stage < TNG_STAGE_CLIENT_HELLO
                            || hdr.tng_initial.stage > TNG_STAGE_CLIENT_FINISH) {
                     reason = DROP_BAD_STAGE;
-                } else if (hdr.tng_initial.stage != TNG_STAGE_SERVER
-                           && payload < TNG_MIN_CLIENT_INITIAL_BYTES - TNG_FLOW_HEADER_BYTES) {
-                    reason = DROP_INITIAL_TOO_SMALL;
+                } else if (hdr.tng_initial.stage != TNG_STAGE_SERVER) {
+                    if (payload < TNG_MIN_CLIENT_INITIAL_BYTES - TNG_FLOW_HEADER_BYTES) {
+                        reason = DROP_INITIAL_TOO_SMALL;
+                    }
                 }
             } else if (hdr.tng_retry.isValid()) {
-                if (TNG_RETRY_PREFIX_BYTES + (bit<32>)hdr.tng_retry.token_length != (bit<32>)payload) {
+                take_retry_spare();
+                if (handshake_spare != TNG_RETRY_PREFIX_BYTES) {
                     reason = DROP_HANDSHAKE_LENGTH;
                 }
             } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION) {
@@ -65,7 +110,7 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
                 reason = DROP_SHORT_SEALED_PAYLOAD;
             }
         }
-        if (reason == DROP_REASON_NONE && !ipv4_checksum_ok) {
+        if (reason == DROP_REASON_NONE && ipv4_checksum_error) {
             reason = DROP_IPV4_CHECKSUM;
         }
     }

@@ -5,11 +5,13 @@
  * layout. Tofino's parser has no custom errors and no verify(), so it only extracts: the receiver rules of wire-format
  * section 8 are checked, in their order, by WireDropReason (tna/drop_reason.p4) on the fields extracted here; the IPv4
  * header checksum is verified with a parser Checksum. The wire headers are parsed here rather than by a sub-parser
- * because Tofino subtracts fields from a checksum only in the state that extracts them: the TCP checksum residual,
- * taken without the fields VISIBLE may rewrite (ACK number, SACK option), which the ingress deparser adds back,
- * starts in the state that extracts TCP. The ingress deparser the ingress deparser recomputes the IPv4 checksum, packs the new-flow digest and mirrors copies for the helper
+ * because Tofino subtracts fields from a checksum only in the state that extracts them. The TCP checksum residual
+ * leaves out what VISIBLE may rewrite (the ACK number, and the options, extracted after the residual's end), which the
+ * ingress deparser adds back. The ingress deparser also recomputes the IPv4 checksum, packs the new-flow digest and
+ * mirrors copies for the helper
  * (v1model: clone_preserving_field_list). Egress parses the bridged or mirror header ingress put in front, then the
- * headers backpressure rewrites, taking the UDP checksum residual without the tng feedback fields.
+ * headers backpressure rewrites, taking the UDP checksum residual without the tng feedback fields; its deparser
+ * mirrors queue reports to the recirculation port, where the ingress parser takes them back (tna/queue_report.p4).
  */
 #ifndef TNG_TNA_PIPELINE_IO_P4
 #define TNG_TNA_PIPELINE_IO_P4
@@ -34,15 +36,26 @@ parser TngIngressParser(packet_in packet,
         packet.extract(ig_intr_md);
         packet.advance(PORT_METADATA_SIZE);
         md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
-        md.ipv4_checksum_ok = true;
+        md.ipv4_checksum_error = false;
         md.tcp_residual = 0;
         md.tcp_rewritten = false;
+        md.ip_header_bytes = 0;
+        md.l4_bytes = 0;
+        md.tcp_header_bytes = 0;
+        md.udp_spare_bytes = 0;
         md.helper_session = 0;
         md.new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         transition select(ig_intr_md.ingress_port) {
             TNA_CPU_PORT: parse_packet_out;
+            TNA_RECIRC_PORT: parse_queue_report;
             default: check_helper;
         }
+    }
+
+    /* Egress's report of a link's queueing time; the truncated packet behind it is not parsed. */
+    state parse_queue_report {
+        packet.extract(hdr.queue_report);
+        transition accept;
     }
 
     state parse_packet_out {
@@ -75,7 +88,7 @@ parser TngIngressParser(packet_in packet,
     state parse_ipv4 {
         packet.extract(hdr.tng.wire.ipv4);
         ipv4_checksum.add(hdr.tng.wire.ipv4);
-        md.ipv4_checksum_ok = ipv4_checksum.verify();
+        md.ipv4_checksum_error = ipv4_checksum.verify() || md.ipv4_checksum_error;
         transition select(hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.protocol) {
             (IPV4_IHL_MIN, 0, IP_PROTO_TCP): parse_tcp;
             (IPV4_IHL_MIN, 0, IP_PROTO_UDP): parse_udp;
@@ -83,12 +96,12 @@ parser TngIngressParser(packet_in packet,
         }
     }
 
-    /* The residual leaves out the checksum and the ACK number; the SACK option is subtracted where it is
-     * extracted. */
+    /* The residual ends here: it leaves out the checksum, the ACK number and (Tofino subtracts every header extracted
+     * after the deposit) the options, which the ingress deparser adds back as they leave. */
     state parse_tcp {
         packet.extract(hdr.tng.wire.tcp);
-        tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
         tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
+        tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
         transition select(hdr.tng.wire.tcp.data_offset) {
             TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
             TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
@@ -134,7 +147,6 @@ parser TngIngressParser(packet_in packet,
 
     state parse_tcp_timestamps {
         packet.extract(hdr.tng.tcp_timestamps);
-        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition accept;
     }
 
@@ -143,8 +155,6 @@ parser TngIngressParser(packet_in packet,
     state parse_tcp_timestamps_and_sack {
         packet.extract(hdr.tng.tcp_timestamps);
         packet.extract(hdr.tng.tcp_sack);
-        tcp_checksum.subtract({hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length});
-        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition select(hdr.tng.wire.tcp.data_offset, hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2,
                           hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
             (TCP_DATA_OFFSET_SACK_1, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH):
@@ -159,20 +169,16 @@ parser TngIngressParser(packet_in packet,
 
     state parse_sack_block_3 {
         packet.extract(hdr.tng.sack_blocks[2]);
-        tcp_checksum.subtract({hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge});
         transition parse_sack_block_2;
     }
 
     state parse_sack_block_2 {
         packet.extract(hdr.tng.sack_blocks[1]);
-        tcp_checksum.subtract({hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge});
         transition parse_sack_block_1;
     }
 
     state parse_sack_block_1 {
         packet.extract(hdr.tng.sack_blocks[0]);
-        tcp_checksum.subtract({hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge});
-        tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         transition accept;
     }
 }
@@ -203,7 +209,10 @@ control TngIngressDeparser(packet_out packet,
         }
         if (md.tcp_rewritten) {
             hdr.tng.wire.tcp.checksum = tcp_checksum.update({
-                hdr.tng.wire.tcp.ack_no, hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length,
+                hdr.tng.wire.tcp.ack_no,
+                hdr.tng.tcp_timestamps.nop1, hdr.tng.tcp_timestamps.nop2, hdr.tng.tcp_timestamps.kind,
+                hdr.tng.tcp_timestamps.length, hdr.tng.tcp_timestamps.ts_value, hdr.tng.tcp_timestamps.ts_echo_reply,
+                hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2, hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length,
                 hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge,
                 hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge,
                 hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge,
@@ -224,10 +233,20 @@ parser TngEgressParser(packet_in packet,
         md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
         md.udp_residual = 0;
         md.udp_rewritten = false;
+        md.report_session = 0;
+        md.waited_ns = 0;
+        md.waited = 0;
         transition select(packet.lookahead<bridge_kind_t>()) {
             BRIDGE_KIND_HELPER_COPY: parse_helper_copy;
+            BRIDGE_KIND_QUEUE_REPORT: parse_queue_report;
             default: parse_bridged;
         }
+    }
+
+    /* A queue report on its way to the recirculation port: it leaves as it came. */
+    state parse_queue_report {
+        packet.extract(hdr.queue_report);
+        transition accept;
     }
 
     /* A copy for the helper: the frame as received follows and leaves unparsed, behind the encapsulation. */
@@ -281,11 +300,16 @@ parser TngEgressParser(packet_in packet,
 
 control TngEgressDeparser(packet_out packet,
                           inout tna_headers_t hdr,
-                          in tna_egress_metadata_t md) {
+                          in tna_egress_metadata_t md,
+                          in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
     Checksum() ipv4_checksum;
     Checksum() udp_checksum;
+    Mirror() report_mirror;
 
     apply {
+        if (eg_dprsr_md.mirror_type == MIRROR_TYPE_QUEUE_REPORT) {
+            report_mirror.emit<queue_report_t>(md.report_session, md.queue_report);
+        }
         if (hdr.tng.wire.ipv4.isValid()) {
             hdr.tng.wire.ipv4.hdr_checksum = ipv4_checksum.update({
                 hdr.tng.wire.ipv4.version, hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.dscp, hdr.tng.wire.ipv4.ecn,

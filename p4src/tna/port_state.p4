@@ -1,8 +1,8 @@
 /*
  * TNA: per-port queue state recorded in egress, as v1model/port_state.p4, in Tofino's units: depths in 80-byte cells
- * (Tofino 1), times in units of 256 ns ("us" below; global_tstamp bits 39:8). Tofino's ingress cannot read registers
+ * (Tofino 1), times in nanoseconds (egress's global_tstamp bits 31:0). Tofino's ingress cannot read registers
  * of egress (each belongs to one stage of one gress), so unlike v1model these are for the control plane to read;
- * steering keeps its own view of the queues in ingress (tna/steering.p4).
+ * steering learns the queues from egress's queue reports (tna/queue_report.p4).
  */
 #ifndef TNG_TNA_PORT_STATE_P4
 #define TNG_TNA_PORT_STATE_P4
@@ -15,7 +15,9 @@
 control RecordPortState(in egress_intrinsic_metadata_t eg_intr_md, in bit<32> now) {
     /* Cells left in the port's queue when it last sent a packet. */
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) port_queue_depth;
-    /* EWMA (weight 2^-PORT_SERVICE_EWMA_SHIFT) of the gaps between dequeues of packets that found a queue. */
+    /* The last gap between dequeues of packets that found a queue. v1model keeps an EWMA of them; a stateful ALU
+     * does one operation per value, and the EWMA's step is two (difference, shifted, added): the control plane
+     * smooths the samples it reads. */
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) port_service_time;
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) port_last_dequeue;
 
@@ -35,15 +37,9 @@ control RecordPortState(in egress_intrinsic_metadata_t eg_intr_md, in bit<32> no
 
     bit<32> gap = 0;
 
-    RegisterAction<bit<32>, port_num_t, bit<32>>(port_service_time) add_gap = {
+    RegisterAction<bit<32>, port_num_t, bit<32>>(port_service_time) record_gap = {
         void apply(inout bit<32> service) {
-            if (service == 0) {
-                service = gap;
-            } else if (gap > service) {
-                service = service + ((gap - service) >> PORT_SERVICE_EWMA_SHIFT);
-            } else {
-                service = service - ((service - gap) >> PORT_SERVICE_EWMA_SHIFT);
-            }
+            service = gap;
         }
     };
 
@@ -51,7 +47,7 @@ control RecordPortState(in egress_intrinsic_metadata_t eg_intr_md, in bit<32> no
         record_depth.execute(eg_intr_md.egress_port);
         gap = stamp_dequeue.execute(eg_intr_md.egress_port);
         if (eg_intr_md.enq_qdepth > 0 && gap != 0) {
-            add_gap.execute(eg_intr_md.egress_port);
+            record_gap.execute(eg_intr_md.egress_port);
         }
     }
 }

@@ -1,19 +1,18 @@
 /*
  * TNA: packet steering between the two links of an LWIP next hop, the modes of v1model/steering.p4 with Tofino's
- * means. Ingress cannot read egress's queue registers on Tofino, so steering keeps its own view of the two queues of
- * each LWIP pair, in one register cell indexed by the pair's LTE port: the time at which each link will have sent
- * everything steered to it so far (a virtual clock: a packet steered to a link moves that time to
- * max(it, now) + the link's time per packet from link_state). A link's backlog is that time less now: its drain
- * time, which is what the queue-depth modes compare (v1model: depth / rate). Every mode updates the cell with one
- * RegisterAction; the modes that compare the two links decide inside it, so a packet touches the register once.
- * Times are in units of 256 ns ("us" below, ingress global_tstamp bits 39:8), compared modulo 2^32.
+ * means. v1model reads egress's queue registers; Tofino's ingress cannot, so egress reports each link's queueing time
+ * (tna/queue_report.p4) and steering keeps the latest report of both links of a pair in one register cell, indexed by
+ * the pair's LTE port. The modes that compare the links decide in one RegisterAction on that cell; a report writes it.
+ * Times are in units of 256 ns ("us" below), queueing times as reported (ingress to egress of the last packet sent).
  *   flow-hash         CRC-32 of the 5-tuple (Hash<>)
  *   weighted          per packet, LTE if a 16-bit Random<> draw is below lte_fraction (the share of 65536)
- *   qdepl             the link with the smaller backlog; on a tie, as weighted
+ *   qdepl             the link with the shorter queueing time; on a tie, as weighted
  *   qdepl-measured    as qdepl with an even split on ties (the rates egress measures are not readable here)
- *   lowest-rtt-first  the preferred link until its backlog exceeds spill_backlog
- *   earliest-arrival  the link whose max(free time, now) + time per packet + delay is earlier (Wi-Fi on a tie)
+ *   lowest-rtt-first  the preferred link until its queueing time exceeds spill_backlog
+ *   earliest-arrival  the link whose queueing time + time per packet + delay is smaller (Wi-Fi on a tie)
  *   lte-only, wifi-only
+ * Unlike v1model, the packets steered since a link's last report do not count: reports come every report interval
+ * (the controller's queue_reports table), and between two reports the compared times stand still.
  */
 #ifndef TNG_TNA_STEERING_P4
 #define TNG_TNA_STEERING_P4
@@ -25,17 +24,17 @@
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
-struct link_free_at_t {
-    bit<32> lte;   // when the LTE link will have sent what was steered to it
+struct queue_delays_t {
+    bit<32> lte;   // the LTE link's last reported queueing time
     bit<32> wifi;
 }
 
 control Steering(inout tng_headers_t hdr,
                  inout tng_metadata_t md,
                  inout ingress_intrinsic_metadata_for_tm_t tm_md,
-                 in bit<32> now) {
+                 in queue_report_t report) {
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) steered;
-    Register<link_free_at_t, port_num_t>(PORT_COUNT, {0, 0}) link_free_at;
+    Register<queue_delays_t, port_num_t>(PORT_COUNT, {0, 0}) queue_delays;
     Hash<bit<1>>(HashAlgorithm_t.CRC32) flow_hash;
     Random<bit<16>>() draw;
 
@@ -46,8 +45,35 @@ control Steering(inout tng_headers_t hdr,
     bit<32> wifi_delay = 0;
     bit<32> lte_packet_time = 1;
     bit<32> wifi_packet_time = 1;
-    /* The link a random draw picks (weighted mode, and ties of the qdepl modes). */
-    link_t drawn = LINK_LTE;
+    /* The two inputs of queue_delays' actions (a stateful ALU takes two): a report's queueing time, and the bound
+     * a decision compares with (for a report: which half it writes, 0 LTE, 1 Wi-Fi). */
+    bit<32> reported = 0;
+    bit<32> bound = 0;
+    /* A 16-bit draw, and its difference with the LTE share: negative (bit 31) when the draw falls below it. Tofino's
+     * gateways compare fields with constants only. */
+    bit<32> random_draw = 0;
+    bit<32> draw_below_fraction = 0;
+
+    @hidden
+    action take_draw_below_fraction() {
+        draw_below_fraction = random_draw - (bit<32>)lte_fraction;
+    }
+
+    /* Earliest-arrival's terms besides the queueing times. */
+    bit<32> wifi_terms = 0;
+    bit<32> lte_terms = 0;
+
+    /* An action per step: a Tofino action runs in one stage, and each of its fields takes one operation. */
+    @hidden
+    action sum_earliest_terms() {
+        wifi_terms = wifi_packet_time + wifi_delay;
+        lte_terms = lte_packet_time + lte_delay;
+    }
+
+    @hidden
+    action bound_by_earliest_terms() {
+        bound = wifi_terms - lte_terms;
+    }
 
     action steer_flow_hash() {}
 
@@ -109,108 +135,128 @@ control Steering(inout tng_headers_t hdr,
         size = PORT_COUNT;
     }
 
-    /* The link chosen outside the register: only the chosen link's free time moves. */
-    RegisterAction<link_free_at_t, port_num_t, link_t>(link_free_at) charge_lte = {
-        void apply(inout link_free_at_t free_at, out link_t link) {
-            free_at.lte = (seq_before(free_at.lte, now) ? now : free_at.lte) + lte_packet_time;
-            link = LINK_LTE;
+    /* The LWIP pair of a reporting port, and which of its links the port is. */
+    port_num_t report_pair = 0;
+
+    action report_lte_of(port_num_t lte_port) {
+        report_pair = lte_port;
+        bound = 0;
+    }
+
+    action report_wifi_of(port_num_t lte_port) {
+        report_pair = lte_port;
+        bound = 1;
+    }
+
+    table queue_report_links {
+        key = {
+            report.port: exact @name("port");
+        }
+        actions = {
+            report_lte_of;
+            report_wifi_of;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) record_delay = {
+        void apply(inout queue_delays_t delays) {
+            if (bound == 0) {
+                delays.lte = reported;
+            } else {
+                delays.wifi = reported;
+            }
         }
     };
 
-    RegisterAction<link_free_at_t, port_num_t, link_t>(link_free_at) charge_wifi = {
-        void apply(inout link_free_at_t free_at, out link_t link) {
-            free_at.wifi = (seq_before(free_at.wifi, now) ? now : free_at.wifi) + wifi_packet_time;
-            link = LINK_WIFI;
-        }
-    };
-
-    /* The smaller backlog (drain time); the drawn link on a tie, e.g. both idle. */
-    RegisterAction<link_free_at_t, port_num_t, link_t>(link_free_at) steer_by_backlog = {
-        void apply(inout link_free_at_t free_at, out link_t link) {
-            bit<32> lte_start = seq_before(free_at.lte, now) ? now : free_at.lte;
-            bit<32> wifi_start = seq_before(free_at.wifi, now) ? now : free_at.wifi;
-            if (seq_before(lte_start, wifi_start) || (lte_start == wifi_start && drawn == LINK_LTE)) {
-                free_at.lte = lte_start + lte_packet_time;
+    /* LTE when its queueing time less Wi-Fi's is below the bound: the difference of the links' other terms
+     * (earliest-arrival), or 1 when a tie goes to LTE and 0 when it goes to Wi-Fi (qdepl). */
+    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) compare_delays = {
+        void apply(inout queue_delays_t delays, out link_t link) {
+            if ((int<32>)(delays.lte - delays.wifi) < (int<32>)bound) {
                 link = LINK_LTE;
             } else {
-                free_at.wifi = wifi_start + wifi_packet_time;
                 link = LINK_WIFI;
             }
         }
     };
 
-    /* The preferred link until its backlog exceeds the spill threshold. */
-    RegisterAction<link_free_at_t, port_num_t, link_t>(link_free_at) steer_lowest_rtt_first = {
-        void apply(inout link_free_at_t free_at, out link_t link) {
-            bit<32> lte_start = seq_before(free_at.lte, now) ? now : free_at.lte;
-            bit<32> wifi_start = seq_before(free_at.wifi, now) ? now : free_at.wifi;
-            bool spill_lte = preferred == LINK_LTE && lte_start - now > spill;
-            bool spill_wifi = preferred == LINK_WIFI && wifi_start - now > spill;
-            if ((preferred == LINK_LTE && !spill_lte) || spill_wifi) {
-                free_at.lte = lte_start + lte_packet_time;
-                link = LINK_LTE;
-            } else {
-                free_at.wifi = wifi_start + wifi_packet_time;
+    /* Lowest-rtt-first: the preferred link while its queueing time is within the bound (spill_backlog). */
+    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) lte_unless_spilling = {
+        void apply(inout queue_delays_t delays, out link_t link) {
+            if (delays.lte > bound) {
                 link = LINK_WIFI;
+            } else {
+                link = LINK_LTE;
             }
         }
     };
 
-    /* Delivered after the link's backlog, its own packet time and the link's delay. */
-    RegisterAction<link_free_at_t, port_num_t, link_t>(link_free_at) steer_earliest = {
-        void apply(inout link_free_at_t free_at, out link_t link) {
-            bit<32> lte_done = (seq_before(free_at.lte, now) ? now : free_at.lte) + lte_packet_time;
-            bit<32> wifi_done = (seq_before(free_at.wifi, now) ? now : free_at.wifi) + wifi_packet_time;
-            if (seq_before(lte_done + lte_delay, wifi_done + wifi_delay)) {
-                free_at.lte = lte_done;
+    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) wifi_unless_spilling = {
+        void apply(inout queue_delays_t delays, out link_t link) {
+            if (delays.wifi > bound) {
                 link = LINK_LTE;
             } else {
-                free_at.wifi = wifi_done;
                 link = LINK_WIFI;
             }
         }
     };
 
     apply {
+        if (report.isValid()) {
+            if (queue_report_links.apply().hit) {
+                reported = report.queue_delay;
+                record_delay.execute(report_pair);
+            }
+            return;
+        }
         link_t link = LINK_LTE;
         link_state.apply();
-        bit<16> random_draw = draw.get();
+        random_draw = (bit<32>)draw.get();
         switch (modes.apply().action_run) {
             steer_flow_hash: {
                 link = (link_t)flow_hash.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
                                               md.l4_src_port, md.l4_dst_port});
-                if (link == LINK_LTE) {
-                    charge_lte.execute(md.lte_port);
-                } else {
-                    charge_wifi.execute(md.lte_port);
-                }
             }
             steer_weighted: {
-                if (random_draw < lte_fraction) {
-                    link = charge_lte.execute(md.lte_port);
-                } else {
-                    link = charge_wifi.execute(md.lte_port);
+                take_draw_below_fraction();
+                if (draw_below_fraction[31:31] == 0) {
+                    link = LINK_WIFI;
                 }
             }
             steer_qdepl: {
-                drawn = random_draw < lte_fraction ? LINK_LTE : LINK_WIFI;
-                link = steer_by_backlog.execute(md.lte_port);
+                take_draw_below_fraction();
+                if (draw_below_fraction[31:31] == 1) {
+                    bound = 1;
+                }
+                link = compare_delays.execute(md.lte_port);
             }
             steer_qdepl_measured: {
-                drawn = random_draw < 0x8000 ? LINK_LTE : LINK_WIFI;
-                link = steer_by_backlog.execute(md.lte_port);
+                if (random_draw < 0x8000) {
+                    bound = 1;
+                }
+                link = compare_delays.execute(md.lte_port);
             }
             steer_lowest_rtt: {
-                link = steer_lowest_rtt_first.execute(md.lte_port);
+                bound = spill;
+                if (preferred == LINK_LTE) {
+                    link = lte_unless_spilling.execute(md.lte_port);
+                } else {
+                    link = wifi_unless_spilling.execute(md.lte_port);
+                }
             }
             steer_earliest_arrival: {
-                link = steer_earliest.execute(md.lte_port);
+                sum_earliest_terms();
+                bound_by_earliest_terms();
+                link = compare_delays.execute(md.lte_port);
             }
             steer_wifi_only: {
-                link = charge_wifi.execute(md.lte_port);
+                link = LINK_WIFI;
             }
             steer_lte_only: {
-                link = charge_lte.execute(md.lte_port);
+                link = LINK_LTE;
             }
         }
 

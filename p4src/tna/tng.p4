@@ -3,10 +3,11 @@
  * digest names (the P4Info contract, p4src/README.md), so that one controller drives either target. What differs per
  * target, and why, is in docs/tofino.md. Compile with p4c's Tofino backend:
  *   p4c --target tofino --arch tna -I p4src -o <out> p4src/tna/tng.p4
- *   ingress  wire checks (drop_reason.p4) -> packet-out handling -> port role -> IPv4 forwarding -> flow policy and
- *            new-flow digest -> LTE/Wi-Fi steering -> VISIBLE; the bridged header carries what egress needs
+ *   ingress  queue reports to steering; wire checks (drop_reason.p4) -> packet-out handling -> port role -> IPv4
+ *            forwarding -> flow policy and new-flow digest -> LTE/Wi-Fi steering -> VISIBLE; the bridged header
+ *            carries what egress needs
  *   egress   helper encapsulation of mirrored copies, packet-in header for the CPU port, source MAC, per-port queue
- *            state, backpressure
+ *            state and queue reports, backpressure
  */
 #include <core.p4>
 #include <tna.p4>
@@ -21,6 +22,7 @@
 #include "tna/header.p4"
 #include "tna/pipeline_io.p4"
 #include "tna/port_state.p4"
+#include "tna/queue_report.p4"
 #include "tna/steering.p4"
 #include "tna/visible.p4"
 
@@ -43,6 +45,90 @@ control ingress(inout tna_headers_t hdr,
         md.tng.role = role;
     }
 
+    /* The lengths the wire checks and VISIBLE need. Header lengths come from constant tables rather than shifts of
+     * the 4-bit length fields (an operation on them asks their containers for an alignment the deparsed headers cannot
+     * give); each difference is an action of its own (a Tofino action runs in one stage, one operation per field),
+     * and its sign (bit 15, for lengths below 32 KiB) answers a comparison: Tofino's gateways compare fields with
+     * constants only. */
+    @hidden
+    action ipv4_header_bytes(bit<16> bytes) {
+        md.ip_header_bytes = bytes;
+    }
+
+    @hidden
+    table ipv4_header_length {
+        key = {
+            hdr.tng.wire.ipv4.ihl: exact;
+        }
+        actions = {
+            ipv4_header_bytes;
+        }
+        const entries = {
+            0: ipv4_header_bytes(0);
+            1: ipv4_header_bytes(4);
+            2: ipv4_header_bytes(8);
+            3: ipv4_header_bytes(12);
+            4: ipv4_header_bytes(16);
+            5: ipv4_header_bytes(20);
+            6: ipv4_header_bytes(24);
+            7: ipv4_header_bytes(28);
+            8: ipv4_header_bytes(32);
+            9: ipv4_header_bytes(36);
+            10: ipv4_header_bytes(40);
+            11: ipv4_header_bytes(44);
+            12: ipv4_header_bytes(48);
+            13: ipv4_header_bytes(52);
+            14: ipv4_header_bytes(56);
+            15: ipv4_header_bytes(60);
+        }
+        size = 16;
+    }
+
+    @hidden
+    action tcp_header_bytes(bit<16> bytes) {
+        md.tcp_header_bytes = bytes;
+    }
+
+    @hidden
+    table tcp_header_length {
+        key = {
+            hdr.tng.wire.tcp.data_offset: exact;
+        }
+        actions = {
+            tcp_header_bytes;
+        }
+        const entries = {
+            0: tcp_header_bytes(0);
+            1: tcp_header_bytes(4);
+            2: tcp_header_bytes(8);
+            3: tcp_header_bytes(12);
+            4: tcp_header_bytes(16);
+            5: tcp_header_bytes(20);
+            6: tcp_header_bytes(24);
+            7: tcp_header_bytes(28);
+            8: tcp_header_bytes(32);
+            9: tcp_header_bytes(36);
+            10: tcp_header_bytes(40);
+            11: tcp_header_bytes(44);
+            12: tcp_header_bytes(48);
+            13: tcp_header_bytes(52);
+            14: tcp_header_bytes(56);
+            15: tcp_header_bytes(60);
+        }
+        size = 16;
+    }
+
+    @hidden
+    action take_l4_length() {
+        md.l4_bytes = hdr.tng.wire.ipv4.total_len - md.ip_header_bytes;
+    }
+
+    @hidden
+    action take_l4_spares() {
+        md.tng.tcp_payload_bytes = md.l4_bytes - md.tcp_header_bytes;
+        md.udp_spare_bytes = md.l4_bytes - hdr.tng.wire.udp.length;
+    }
+
     table port_role {
         key = {
             ig_intr_md.ingress_port: exact @name("ingress_port");
@@ -59,71 +145,86 @@ control ingress(inout tna_headers_t hdr,
         /* Times of the TNA program: units of 256 ns, 32 bits (they wrap after 18 minutes). Bits 39:8 rather than a
          * 1024 ns unit (41:10): a byte-aligned slice is one 32-bit input of a stateful ALU, which takes two. */
         bit<32> now = ig_prsr_md.global_tstamp[39:8];
-        drop_reason_t reason;
-        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_ok, reason);
+        /* A queue report from egress only updates steering (its one call site: Tofino applies a table once). */
+        bool report = hdr.queue_report.isValid();
         bool helper_frame = hdr.tng.helper.isValid();
+        if (report) {
+            ig_dprsr_md.drop_ctl = 1;
+        } else {
+            drop_reason_t reason;
+            wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, reason);
 
-        if (reason == DROP_REASON_NONE && hdr.tng.packet_out.isValid()) {
-            port_num_t out_port = hdr.tng.packet_out.egress_port;
-            hdr.tng.packet_out.setInvalid();
-            if (out_port != TNA_CPU_PORT) {
-                ig_tm_md.ucast_egress_port = out_port;
-                md.tng.bypass = true;
-                ig_tm_md.bypass_egress = 1;
-                forwarded.count(ig_tm_md.ucast_egress_port);
-                return;
+            if (reason == DROP_REASON_NONE && hdr.tng.packet_out.isValid()) {
+                port_num_t out_port = hdr.tng.packet_out.egress_port;
+                hdr.tng.packet_out.setInvalid();
+                if (out_port != TNA_CPU_PORT) {
+                    ig_tm_md.ucast_egress_port = out_port;
+                    md.tng.bypass = true;
+                    ig_tm_md.bypass_egress = 1;
+                    forwarded.count(ig_tm_md.ucast_egress_port);
+                    return;
+                }
+                md.tng.injected = true;
             }
-            md.tng.injected = true;
-        }
-        port_role.apply();
-        if (md.tng.role == ROLE_HELPER) {
-            md.tng.injected = true;
-        }
+            port_role.apply();
+            if (md.tng.role == ROLE_HELPER) {
+                md.tng.injected = true;
+            }
 
-        if (reason == DROP_REASON_NONE) {
-            if (!hdr.tng.wire.ipv4.isValid()) {
-                reason = DROP_NO_ROUTE;
-            } else {
-                /* IPv4 total length within the frame (the parser extracted the headers it covers) and covering its
-                 * header; TCP data offset and UDP length within it. */
-                bit<16> ip_header_bytes = (bit<16>)hdr.tng.wire.ipv4.ihl << 2;
-                bit<16> l4_bytes = hdr.tng.wire.ipv4.total_len - ip_header_bytes;
-                bit<16> tcp_header_bytes = (bit<16>)hdr.tng.wire.tcp.data_offset << 2;
-                md.tng.tcp_payload_bytes = l4_bytes - tcp_header_bytes;
-                if (hdr.tng.wire.ipv4.total_len < ip_header_bytes
-                        || (hdr.tng.wire.tcp.isValid()
-                            && (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN || l4_bytes < tcp_header_bytes))
-                        || (hdr.tng.wire.udp.isValid()
-                            && (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || hdr.tng.wire.udp.length > l4_bytes))) {
-                    reason = DROP_BAD_LENGTH;
+            if (reason == DROP_REASON_NONE) {
+                if (!hdr.tng.wire.ipv4.isValid()) {
+                    reason = DROP_NO_ROUTE;
+                } else {
+                    /* IPv4 total length within the frame (the parser extracted the headers it covers) and
+                     * covering its header; TCP data offset and UDP length within it. */
+                    ipv4_header_length.apply();
+                    tcp_header_length.apply();
+                    take_l4_length();
+                    take_l4_spares();
+                    /* A negative difference (bit 15) is a length beyond what contains it. */
+                    if (md.l4_bytes[15:15] == 1) {
+                        reason = DROP_BAD_LENGTH;
+                    } else if (hdr.tng.wire.tcp.isValid()) {
+                        if (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN
+                                || md.tng.tcp_payload_bytes[15:15] == 1) {
+                            reason = DROP_BAD_LENGTH;
+                        }
+                    } else if (hdr.tng.wire.udp.isValid()) {
+                        if (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || md.udp_spare_bytes[15:15] == 1) {
+                            reason = DROP_BAD_LENGTH;
+                        }
+                    }
                 }
             }
-        }
-        if (reason == DROP_REASON_NONE && helper_frame
-            && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD && hdr.tng.wire.tcp.isValid())) {
-            reason = DROP_HELPER_FRAME;
-        }
-        if (reason == DROP_REASON_NONE && !helper_frame) {
-            if (hdr.tng.wire.tcp.isValid()) {
-                md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
-                md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
-            } else if (hdr.tng.wire.udp.isValid()) {
-                md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
-                md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
+            if (reason == DROP_REASON_NONE && helper_frame
+                && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD && hdr.tng.wire.tcp.isValid())) {
+                reason = DROP_HELPER_FRAME;
             }
-            forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
-        }
-        if (reason != DROP_REASON_NONE) {
-            drops.count(reason);
-            ig_dprsr_md.drop_ctl = 1;
-            return;
-        }
+            if (reason == DROP_REASON_NONE && !helper_frame) {
+                if (hdr.tng.wire.tcp.isValid()) {
+                    md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+                    md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
+                } else if (hdr.tng.wire.udp.isValid()) {
+                    md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+                    md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
+                }
+                forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
+            }
+            if (reason != DROP_REASON_NONE) {
+                drops.count(reason);
+                ig_dprsr_md.drop_ctl = 1;
+                return;
+            }
 
-        if (!helper_frame) {
-            classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
-            if (md.tng.lwip) {
-                steering.apply(hdr.tng, md.tng, ig_tm_md, now);
+            if (!helper_frame) {
+                classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
             }
+        }
+        if (report || (!helper_frame && md.tng.lwip)) {
+            steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
+        }
+        if (report) {
+            return;
         }
         visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
         md.helper_mirror.setValid();
@@ -141,6 +242,7 @@ control ingress(inout tna_headers_t hdr,
             hdr.bridged.ingress_port = ig_intr_md.ingress_port;
             hdr.bridged._pad1 = 0;
             hdr.bridged.bypass = false;
+            hdr.bridged.ingress_ns = ig_prsr_md.global_tstamp[31:0];
         }
     }
 }
@@ -155,9 +257,22 @@ control egress(inout tna_headers_t hdr,
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) port_tx;
     Backpressure() backpressure;
     RecordPortState() record_port_state;
+    ReportQueueDelay() report_queue_delay;
 
     action set_source_mac(mac_addr_t mac) {
         hdr.tng.wire.ethernet.src_addr = mac;
+    }
+
+    /* A step of its own: a Tofino action does one operation per field. Waits are below 2^32 ns (4.3 s). */
+    @hidden
+    action take_wait_units() {
+        md.waited = md.waited_ns >> 8;
+    }
+
+    /* Apart from the port: a Tofino action cannot write a constant and a rotated field into one container. */
+    @hidden
+    action clear_packet_in_pad() {
+        hdr.tng.packet_in._pad = 0;
     }
 
     table port_mac {
@@ -173,7 +288,13 @@ control egress(inout tna_headers_t hdr,
     }
 
     apply {
-        bit<32> now = eg_prsr_md.global_tstamp[39:8];
+        /* Egress times are nanoseconds (the low 32 bits: they wrap after 4.3 s), not ingress's 256 ns units: one
+         * gress reads one 32-bit window of global_tstamp, which the queueing time takes from the bridged ingress
+         * time. */
+        bit<32> now = eg_prsr_md.global_tstamp[31:0];
+        if (hdr.queue_report.isValid()) {
+            return;  // a queue report on its way to the recirculation port
+        }
         if (md.helper_mirror.isValid()) {
             /* A copy for the retransmission helper: the frame as received, behind a helper header. */
             hdr.tng.helper_ethernet.setValid();
@@ -186,23 +307,27 @@ control egress(inout tna_headers_t hdr,
             if (eg_intr_md.egress_port == TNA_CPU_PORT) {
                 hdr.tng.packet_in.setValid();
                 hdr.tng.packet_in.ingress_port = md.helper_mirror.ingress_port;
-                hdr.tng.packet_in._pad = 0;
+                clear_packet_in_pad();
             }
             return;
         }
         port_num_t ingress_port = hdr.bridged.ingress_port;
+        bit<32> ingress_ns = hdr.bridged.ingress_ns;
         hdr.bridged.setInvalid();
         if (eg_intr_md.egress_port == TNA_CPU_PORT) {
             hdr.tng.packet_in.setValid();
             hdr.tng.packet_in.ingress_port = ingress_port;
-            hdr.tng.packet_in._pad = 0;
+            clear_packet_in_pad();
             return;
         }
+        md.waited_ns = now - ingress_ns;
+        take_wait_units();
         record_port_state.apply(eg_intr_md, now);
+        report_queue_delay.apply(eg_intr_md, now, md.waited, eg_dprsr_md, md.queue_report, md.report_session);
         port_tx.count(eg_intr_md.egress_port);
         if (!md.tng.bypass) {
             port_mac.apply();
-            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.udp_rewritten);
+            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.waited, md.udp_rewritten);
         }
     }
 }

@@ -33,6 +33,22 @@ TIMEOUT_S = 300.0
 # P4Info kinds compared between the targets, as named in p4info.txtpb.
 KINDS = ("tables", "actions", "counters", "digests")
 
+# Names only the Tofino program has (docs/tofino.md): its ingress cannot read egress's queue registers, so egress
+# reports queueing times to steering through the recirculation port, and the controller says which ports report and
+# which LWIP link each one is.
+TNA_ONLY: dict[str, frozenset[str]] = {
+    "tables": frozenset({"egress.report_queue_delay.queue_reports", "ingress.steering.queue_report_links"}),
+    "actions": frozenset(
+        {
+            "egress.report_queue_delay.report_every",
+            "ingress.steering.report_lte_of",
+            "ingress.steering.report_wifi_of",
+        }
+    ),
+    "counters": frozenset(),
+    "digests": frozenset(),
+}
+
 # An @name annotation with the annotations around it, and the kind of declaration they annotate.
 _MIDEND_NAME = re.compile(
     r'((?:@\w+(?:\([^)]*\))?\s+)*)@name\("\.?([^"]+)"\)((?:\s+@\w+(?:\([^)]*\))?)*)\s+(table|action|Counter|Digest)\b'

@@ -1,0 +1,78 @@
+/*
+ * TNA only: egress reports each LWIP link's queueing time to ingress, where steering compares the links. v1model's
+ * steering reads egress's queue registers directly; Tofino's ingress cannot read egress registers, and a stateful ALU
+ * (two 32-bit inputs) cannot keep the virtual per-link clocks that would replace them: a link's free time needs the
+ * time now and the link's time per packet, and choosing between two links needs both links' times per packet. So
+ * egress mirrors a small report (queue_report_t) to the recirculation port for ports the controller lists here, at
+ * most one per report interval per port, and ingress stores the latest one per link (tna/steering.p4).
+ * The queueing time is the ingress-to-egress time of the packet just sent, in 256 ns units (its ingress time rides
+ * in the bridged header): Tofino 1's enq_tstamp and deq_timedelta have 18 bits of nanoseconds, too few for the tens of milliseconds
+ * an LTE queue holds.
+ */
+#ifndef TNG_TNA_QUEUE_REPORT_P4
+#define TNG_TNA_QUEUE_REPORT_P4
+
+#include <core.p4>
+#include <tna.p4>
+
+#include "shared/arith.p4"
+#include "shared/size.p4"
+#include "tna/header.p4"
+
+control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
+                         in bit<32> now,
+                         in bit<32> waited,
+                         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                         out queue_report_t report,
+                         out MirrorId_t session) {
+    /* When the port's next report is due. */
+    Register<bit<32>, port_num_t>(PORT_COUNT, 0) report_due_at;
+    bit<32> interval = 0;
+
+    /* interval_us counts egress's nanoseconds (tna/tng.p4). */
+    action report_every(bit<32> interval_us) {
+        interval = interval_us;
+    }
+
+    table queue_reports {
+        key = {
+            eg_intr_md.egress_port: exact @name("egress_port");
+        }
+        actions = {
+            report_every;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = PORT_COUNT;
+    }
+
+    /* Returns 1 when a report is due, and schedules the next. */
+    RegisterAction<bit<32>, port_num_t, bit<1>>(report_due_at) take_turn = {
+        void apply(inout bit<32> due_at, out bit<1> due) {
+            if (seq_before(now, due_at)) {
+                due = 0;
+            } else {
+                due_at = now + interval;
+                due = 1;
+            }
+        }
+    };
+
+    apply {
+        report.setInvalid();
+        session = 0;
+        if (queue_reports.apply().hit) {
+            if (take_turn.execute(eg_intr_md.egress_port) == 1) {
+                report.setValid();
+                report.kind = BRIDGE_KIND_QUEUE_REPORT;
+                report._pad = 0;
+                report.port = eg_intr_md.egress_port;
+                report.queue_delay = waited;
+                session = (MirrorId_t)QUEUE_REPORT_SESSION;
+                eg_dprsr_md.mirror_type = MIRROR_TYPE_QUEUE_REPORT;
+            }
+        }
+    }
+}
+
+#endif  // TNG_TNA_QUEUE_REPORT_P4
