@@ -61,29 +61,25 @@ control Backpressure(inout tng_headers_t hdr,
 
     /* The wait in queue_level's units, and saturated differences that are nonzero when the first term is larger:
      * Tofino's gateways compare fields with constants only, and an action does one operation per field. */
-    bit<32> own_level = 0;
     bit<32> wait_over_mark = 0;      // waited - mark_above
     bit<32> wait_over_feedback = 0;  // waited - feedback_min
-    bit<16> own_level_bits = 0;      // own_level's low 16 bits (below TNG_QUEUE_LEVEL_MAX)
+    bit<16> own_level = 0;           // the wait in queue_level's units, modulo 2^16 (level_over_max covers more)
     bit<16> level_rise = 0;          // own level - old level, saturated at 0: nonzero when the own level is higher
+    bit<32> level_over_max = 0;      // wait - (the wait the highest level stands for - 1): nonzero at the highest
     bit<32> hint_over_capacity = 0;  // rate hint - capacity
     bool written = false;
 
     @hidden
     action take_wait_margins() {
-        own_level = waited >> (2 + TNG_QUEUE_LEVEL_SHIFT);
+        own_level = (bit<16>)(waited >> (2 + TNG_QUEUE_LEVEL_SHIFT));
+        level_over_max = waited |-| (((bit<32>)TNG_QUEUE_LEVEL_MAX << (2 + TNG_QUEUE_LEVEL_SHIFT)) - 1);
         wait_over_mark = waited |-| mark_above;
         wait_over_feedback = waited |-| feedback_min;
     }
 
     @hidden
-    action take_own_level_bits() {
-        own_level_bits = own_level[15:0];
-    }
-
-    @hidden
     action take_feedback_margins() {
-        level_rise = own_level_bits |-| hdr.wire.tng_flow.queue_level;
+        level_rise = own_level |-| hdr.wire.tng_flow.queue_level;
         hint_over_capacity = hdr.wire.tng_flow.rate_hint |-| capacity;
     }
 
@@ -100,18 +96,20 @@ control Backpressure(inout tng_headers_t hdr,
 
         if (hdr.wire.tng_flow.isValid() && wait_over_feedback != 0) {
             port_capacity.apply();
-            take_own_level_bits();
             take_feedback_margins();
             /* The level only rises (a reserved level counts as the highest); Tofino writes each field in its own
              * branch rather than through a temporary of ?: choices. */
             bit<16> old_level = hdr.wire.tng_flow.queue_level;
             if (old_level == TNG_QUEUE_LEVEL_MAX) {
                 // the highest already
-            } else if (old_level == TNG_QUEUE_LEVEL_RESERVED || own_level >= (bit<32>)TNG_QUEUE_LEVEL_MAX) {
+            } else if (old_level == TNG_QUEUE_LEVEL_RESERVED) {
+                hdr.wire.tng_flow.queue_level = TNG_QUEUE_LEVEL_MAX;
+                written = true;
+            } else if (level_over_max != 0) {
                 hdr.wire.tng_flow.queue_level = TNG_QUEUE_LEVEL_MAX;
                 written = true;
             } else if (level_rise != 0) {
-                hdr.wire.tng_flow.queue_level = own_level_bits;
+                hdr.wire.tng_flow.queue_level = own_level;
                 written = true;
             }
             if (hint_over_capacity != 0) {

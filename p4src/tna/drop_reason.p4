@@ -20,7 +20,31 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
     bit<16> length_mismatch = 0;   // UDP length - payload_length: the headers' length when they agree
     bit<16> handshake_bytes = 0;   // INITIAL: token + noise lengths
     bit<16> handshake_spare = 0;   // INITIAL: payload - token - noise; RETRY: payload - token (bit 15: negative)
+    /* Saturated differences, nonzero when the length is past the bound: x > c is x |-| c != 0, x < c is c |-| x != 0
+     * (a gateway compares 16-bit fields for equality, not order). */
+    bit<16> udp_too_large = 0;
+    bit<16> udp_too_short = 0;
+    bit<16> payload_below_prefix = 0;
+    bit<16> payload_below_initial = 0;
+    bit<16> payload_below_section = 0;
+    bit<16> payload_below_tag = 0;
+    bit<16> spare_below_prefix = 0;
     bool tng = false;
+
+    @hidden
+    action take_length_bounds() {
+        udp_too_large = hdr.udp.length |-| (UDP_HEADER_BYTES + TNG_MAX_PACKET_BYTES);
+        udp_too_short = (UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) |-| hdr.udp.length;
+        payload_below_prefix = TNG_INITIAL_PREFIX_BYTES |-| hdr.tng_flow.payload_length;
+        payload_below_initial = (TNG_MIN_CLIENT_INITIAL_BYTES - TNG_FLOW_HEADER_BYTES) |-| hdr.tng_flow.payload_length;
+        payload_below_section = (TNG_SECTION_PREFIX_BYTES + TNG_FLOW_HEADER_BYTES) |-| hdr.tng_flow.payload_length;
+        payload_below_tag = TNG_AEAD_TAG_BYTES |-| hdr.tng_flow.payload_length;
+    }
+
+    @hidden
+    action take_spare_bound() {
+        spare_below_prefix = TNG_INITIAL_PREFIX_BYTES |-| handshake_spare;
+    }
 
     @hidden
     action take_length_mismatch() {
@@ -52,10 +76,11 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
             }
         }
         bit<16> payload = hdr.tng_flow.payload_length;
+        take_length_bounds();
         if (tng) {
-            if (hdr.udp.length > UDP_HEADER_BYTES + TNG_MAX_PACKET_BYTES) {
+            if (udp_too_large != 0) {
                 reason = DROP_TOO_LARGE;
-            } else if (hdr.udp.length < UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
+            } else if (udp_too_short != 0) {
                 reason = DROP_TRUNCATED_HEADER;
             }
         }
@@ -79,16 +104,16 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
             } else if (hdr.tng_initial.isValid()) {
                 take_handshake_bytes();
                 take_initial_spare();
+                take_spare_bound();
                 /* The spare bytes are negative (bit 15; tng packets are below 32 KiB) when the token and noise overrun
                  * the payload. */
-                if (payload < TNG_INITIAL_PREFIX_BYTES || handshake_spare[15:15] == 1
-                        || handshake_spare < TNG_INITIAL_PREFIX_BYTES) {
+                if (payload_below_prefix != 0 || handshake_spare[15:15] == 1 || spare_below_prefix != 0) {
                     reason = DROP_HANDSHAKE_LENGTH;
                 } else if (hdr.tng_initial.stage < TNG_STAGE_CLIENT_HELLO
                            || hdr.tng_initial.stage > TNG_STAGE_CLIENT_FINISH) {
                     reason = DROP_BAD_STAGE;
                 } else if (hdr.tng_initial.stage != TNG_STAGE_SERVER) {
-                    if (payload < TNG_MIN_CLIENT_INITIAL_BYTES - TNG_FLOW_HEADER_BYTES) {
+                    if (payload_below_initial != 0) {
                         reason = DROP_INITIAL_TOO_SMALL;
                     }
                 }
@@ -98,15 +123,14 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
                     reason = DROP_HANDSHAKE_LENGTH;
                 }
             } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION) {
-                if (payload < TNG_SECTION_PREFIX_BYTES + TNG_FLOW_HEADER_BYTES
-                        || hdr.tng_section.section_version != TNG_SECTION_VERSION) {
+                if (payload_below_section != 0 || hdr.tng_section.section_version != TNG_SECTION_VERSION) {
                     reason = DROP_BAD_SECTION;
                 }
             } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION_ACK) {
                 if (payload == 0) {
                     reason = DROP_BAD_SECTION;
                 }
-            } else if (payload < TNG_AEAD_TAG_BYTES) {
+            } else if (payload_below_tag != 0) {
                 reason = DROP_SHORT_SEALED_PAYLOAD;
             }
         }

@@ -85,6 +85,7 @@ struct tna_egress_metadata_t {
     queue_report_t  queue_report;
     MirrorId_t      report_session;
     /* The packet's time from ingress to egress, its queueing time: in ns, then in 256 ns units. */
+    bit<32>         ingress_ns;
     bit<32>         waited_ns;
     bit<32>         waited;
     /* The UDP checksum without the tng feedback fields (residual), and whether the sender used one at all. */

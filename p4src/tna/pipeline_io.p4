@@ -234,6 +234,7 @@ parser TngEgressParser(packet_in packet,
         md.udp_residual = 0;
         md.udp_rewritten = false;
         md.report_session = 0;
+        md.ingress_ns = 0;
         md.waited_ns = 0;
         md.waited = 0;
         transition select(packet.lookahead<bridge_kind_t>()) {
@@ -323,7 +324,9 @@ control TngEgressDeparser(packet_out packet,
             hdr.tng.wire.udp.checksum = udp_checksum.update({
                 hdr.tng.wire.tng_flow.queue_level, hdr.tng.wire.tng_flow.rate_hint, md.udp_residual}, true);
         }
-        packet.emit(hdr);
+        /* Not the bridged header: it ends in egress, and a deparsed header keeps its layout in PHV containers. */
+        packet.emit(hdr.queue_report);
+        packet.emit(hdr.tng);
     }
 }
 

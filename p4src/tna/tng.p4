@@ -263,7 +263,18 @@ control egress(inout tna_headers_t hdr,
         hdr.tng.wire.ethernet.src_addr = mac;
     }
 
-    /* A step of its own: a Tofino action does one operation per field. Waits are below 2^32 ns (4.3 s). */
+    /* The queueing time in steps of their own: a Tofino action does one operation per field, on at most two
+     * containers (the bridged header splits the ingress time over two). Waits are below 2^32 ns (4.3 s). */
+    @hidden
+    action take_ingress_ns() {
+        md.ingress_ns = hdr.bridged.ingress_ns;
+    }
+
+    @hidden
+    action take_waited_ns() {
+        md.waited_ns = eg_prsr_md.global_tstamp[31:0] - md.ingress_ns;
+    }
+
     @hidden
     action take_wait_units() {
         md.waited = md.waited_ns >> 8;
@@ -312,7 +323,7 @@ control egress(inout tna_headers_t hdr,
             return;
         }
         port_num_t ingress_port = hdr.bridged.ingress_port;
-        bit<32> ingress_ns = hdr.bridged.ingress_ns;
+        take_ingress_ns();
         hdr.bridged.setInvalid();
         if (eg_intr_md.egress_port == TNA_CPU_PORT) {
             hdr.tng.packet_in.setValid();
@@ -320,7 +331,7 @@ control egress(inout tna_headers_t hdr,
             clear_packet_in_pad();
             return;
         }
-        md.waited_ns = now - ingress_ns;
+        take_waited_ns();
         take_wait_units();
         record_port_state.apply(eg_intr_md, now);
         report_queue_delay.apply(eg_intr_md, now, md.waited, eg_dprsr_md, md.queue_report, md.report_session);
