@@ -155,14 +155,46 @@ parser TngIngressParser(packet_in packet,
     state parse_tcp_timestamps_and_sack {
         packet.extract(hdr.tng.tcp_timestamps);
         packet.extract(hdr.tng.tcp_sack);
-        transition select(hdr.tng.wire.tcp.data_offset, hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2,
-                          hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
-            (TCP_DATA_OFFSET_SACK_1, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH):
-                parse_sack_block_1;
-            (TCP_DATA_OFFSET_SACK_2, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH):
-                parse_sack_block_2;
-            (TCP_DATA_OFFSET_SACK_3, TCP_OPTION_NOP, TCP_OPTION_NOP, TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH):
-                parse_sack_block_3;
+        transition select(hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2) {
+            (TCP_OPTION_NOP, TCP_OPTION_NOP): check_sack_length;
+            default: accept;
+        }
+    }
+
+    /* One select per state within Tofino 1's parser match registers (16 + 8 + 8 bits): the SACK option's kind and
+     * length, then whether the data offset agrees with the length. */
+    state check_sack_length {
+        transition select(hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH): check_sack_1_offset;
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH): check_sack_2_offset;
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH): check_sack_3_offset;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_1_offset {
+        transition select(hdr.tng.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_1: parse_sack_block_1;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_2_offset {
+        transition select(hdr.tng.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_2: parse_sack_block_2;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_3_offset {
+        transition select(hdr.tng.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_3: parse_sack_block_3;
             default: accept;
         }
     }

@@ -6,8 +6,8 @@
  * egress mirrors a small report (queue_report_t) to the recirculation port for ports the controller lists here, at
  * most one per report interval per port, and ingress stores the latest one per link (tna/steering.p4).
  * The queueing time is the ingress-to-egress time of the packet just sent, in 256 ns units (its ingress time rides
- * in the bridged header): Tofino 1's enq_tstamp and deq_timedelta have 18 bits of nanoseconds, too few for the tens of milliseconds
- * an LTE queue holds.
+ * in the bridged header): Tofino 1's enq_tstamp and deq_timedelta have 18 bits of nanoseconds, too few for the tens
+ * of milliseconds an LTE queue holds.
  */
 #ifndef TNG_TNA_QUEUE_REPORT_P4
 #define TNG_TNA_QUEUE_REPORT_P4
@@ -25,9 +25,17 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
                          inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                          out queue_report_t report,
                          out MirrorId_t session) {
-    /* When the port's next report is due. */
-    Register<bit<32>, port_num_t>(PORT_COUNT, 0) report_due_at;
+    /* When the port last reported. */
+    Register<bit<32>, port_num_t>(PORT_COUNT, 0) last_report;
     bit<32> interval = 0;
+    /* The latest report time that is still too recent; computed before the RegisterAction, whose adds take a
+     * register operand first (not now + interval). */
+    bit<32> recent_since = 0;
+
+    @hidden
+    action take_recent_since() {
+        recent_since = now - interval;
+    }
 
     /* interval_us counts egress's nanoseconds (tna/tng.p4). */
     action report_every(bit<32> interval_us) {
@@ -46,13 +54,13 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
         size = PORT_COUNT;
     }
 
-    /* Returns 1 when a report is due, and schedules the next. */
-    RegisterAction<bit<32>, port_num_t, bit<1>>(report_due_at) take_turn = {
-        void apply(inout bit<32> due_at, out bit<1> due) {
-            if (seq_before(now, due_at)) {
+    /* Returns 1 when a report is due (the last one is an interval old), and stamps it. */
+    RegisterAction<bit<32>, port_num_t, bit<1>>(last_report) take_turn = {
+        void apply(inout bit<32> last, out bit<1> due) {
+            if (seq_before(recent_since, last)) {
                 due = 0;
             } else {
-                due_at = now + interval;
+                last = now;
                 due = 1;
             }
         }
@@ -62,6 +70,7 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
         report.setInvalid();
         session = 0;
         if (queue_reports.apply().hit) {
+            take_recent_since();
             if (take_turn.execute(eg_intr_md.egress_port) == 1) {
                 report.setValid();
                 report.kind = BRIDGE_KIND_QUEUE_REPORT;

@@ -1,8 +1,9 @@
 /*
  * TNA: packet steering between the two links of an LWIP next hop, the modes of v1model/steering.p4 with Tofino's
  * means. v1model reads egress's queue registers; Tofino's ingress cannot, so egress reports each link's queueing time
- * (tna/queue_report.p4) and steering keeps the latest report of both links of a pair in one register cell, indexed by
- * the pair's LTE port. The modes that compare the links decide in one RegisterAction on that cell; a report writes it.
+ * (tna/queue_report.p4) and steering keeps the latest report of each link in a register per link, indexed by the
+ * pair's LTE port: a report writes one, the modes that compare the links read both (two stateful ALUs side by side;
+ * one cannot compare its two halves) and compare them in the MAU.
  * Times are in units of 256 ns ("us" below), queueing times as reported (ingress to egress of the last packet sent).
  *   flow-hash         CRC-32 of the 5-tuple (Hash<>)
  *   weighted          per packet, LTE if a 16-bit Random<> draw is below lte_fraction (the share of 65536)
@@ -24,17 +25,13 @@
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
-struct queue_delays_t {
-    bit<32> lte;   // the LTE link's last reported queueing time
-    bit<32> wifi;
-}
-
 control Steering(inout tng_headers_t hdr,
                  inout tng_metadata_t md,
                  inout ingress_intrinsic_metadata_for_tm_t tm_md,
                  in queue_report_t report) {
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) steered;
-    Register<queue_delays_t, port_num_t>(PORT_COUNT, {0, 0}) queue_delays;
+    Register<bit<32>, port_num_t>(PORT_COUNT, 0) lte_queue_delay;   // the LTE link's last reported queueing time
+    Register<bit<32>, port_num_t>(PORT_COUNT, 0) wifi_queue_delay;
     Hash<bit<1>>(HashAlgorithm_t.CRC32) flow_hash;
     Random<bit<16>>() draw;
 
@@ -45,10 +42,32 @@ control Steering(inout tng_headers_t hdr,
     bit<32> wifi_delay = 0;
     bit<32> lte_packet_time = 1;
     bit<32> wifi_packet_time = 1;
-    /* The two inputs of queue_delays' actions (a stateful ALU takes two): a report's queueing time, and the bound
-     * a decision compares with (for a report: which half it writes, 0 LTE, 1 Wi-Fi). */
-    bit<32> reported = 0;
+    /* What a decision compares the links' queueing times with; the times read; their margin past the bound, whose
+     * sign (bit 31) decides (Tofino's gateways compare fields with constants only; one operation per action). */
     bit<32> bound = 0;
+    bit<32> lte_delay_now = 0;
+    bit<32> wifi_delay_now = 0;
+    bit<32> margin = 0;
+
+    @hidden
+    action take_delay_difference() {
+        margin = lte_delay_now - wifi_delay_now;
+    }
+
+    @hidden
+    action take_margin_past_bound() {
+        margin = margin - bound;
+    }
+
+    @hidden
+    action take_bound_less_lte() {
+        margin = bound - lte_delay_now;
+    }
+
+    @hidden
+    action take_bound_less_wifi() {
+        margin = bound - wifi_delay_now;
+    }
     /* A 16-bit draw, and its difference with the LTE share: negative (bit 31) when the draw falls below it. Tofino's
      * gateways compare fields with constants only. */
     bit<32> random_draw = 0;
@@ -137,15 +156,16 @@ control Steering(inout tng_headers_t hdr,
 
     /* The LWIP pair of a reporting port, and which of its links the port is. */
     port_num_t report_pair = 0;
+    bool report_is_lte = false;
 
     action report_lte_of(port_num_t lte_port) {
         report_pair = lte_port;
-        bound = 0;
+        report_is_lte = true;
     }
 
     action report_wifi_of(port_num_t lte_port) {
         report_pair = lte_port;
-        bound = 1;
+        report_is_lte = false;
     }
 
     table queue_report_links {
@@ -161,58 +181,44 @@ control Steering(inout tng_headers_t hdr,
         size = PORT_COUNT;
     }
 
-    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) record_delay = {
-        void apply(inout queue_delays_t delays) {
-            if (bound == 0) {
-                delays.lte = reported;
-            } else {
-                delays.wifi = reported;
-            }
+    RegisterAction<bit<32>, port_num_t, bit<32>>(lte_queue_delay) record_lte_delay = {
+        void apply(inout bit<32> delay) {
+            delay = report.queue_delay;
         }
     };
 
-    /* LTE when its queueing time less Wi-Fi's is below the bound: the difference of the links' other terms
-     * (earliest-arrival), or 1 when a tie goes to LTE and 0 when it goes to Wi-Fi (qdepl). */
-    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) compare_delays = {
-        void apply(inout queue_delays_t delays, out link_t link) {
-            if ((int<32>)(delays.lte - delays.wifi) < (int<32>)bound) {
-                link = LINK_LTE;
-            } else {
-                link = LINK_WIFI;
-            }
+    RegisterAction<bit<32>, port_num_t, bit<32>>(lte_queue_delay) read_lte_delay = {
+        void apply(inout bit<32> delay, out bit<32> value) {
+            value = delay;
         }
     };
 
-    /* Lowest-rtt-first: the preferred link while its queueing time is within the bound (spill_backlog). */
-    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) lte_unless_spilling = {
-        void apply(inout queue_delays_t delays, out link_t link) {
-            if (delays.lte > bound) {
-                link = LINK_WIFI;
-            } else {
-                link = LINK_LTE;
-            }
+    RegisterAction<bit<32>, port_num_t, bit<32>>(wifi_queue_delay) record_wifi_delay = {
+        void apply(inout bit<32> delay) {
+            delay = report.queue_delay;
         }
     };
 
-    RegisterAction<queue_delays_t, port_num_t, link_t>(queue_delays) wifi_unless_spilling = {
-        void apply(inout queue_delays_t delays, out link_t link) {
-            if (delays.wifi > bound) {
-                link = LINK_LTE;
-            } else {
-                link = LINK_WIFI;
-            }
+    RegisterAction<bit<32>, port_num_t, bit<32>>(wifi_queue_delay) read_wifi_delay = {
+        void apply(inout bit<32> delay, out bit<32> value) {
+            value = delay;
         }
     };
 
     apply {
         if (report.isValid()) {
             if (queue_report_links.apply().hit) {
-                reported = report.queue_delay;
-                record_delay.execute(report_pair);
+                if (report_is_lte) {
+                    record_lte_delay.execute(report_pair);
+                } else {
+                    record_wifi_delay.execute(report_pair);
+                }
             }
             return;
         }
         link_t link = LINK_LTE;
+        bool compare = false;
+        bool spill_check = false;
         link_state.apply();
         random_draw = (bit<32>)draw.get();
         switch (modes.apply().action_run) {
@@ -231,32 +237,59 @@ control Steering(inout tng_headers_t hdr,
                 if (draw_below_fraction[31:31] == 1) {
                     bound = 1;
                 }
-                link = compare_delays.execute(md.lte_port);
+                compare = true;
             }
             steer_qdepl_measured: {
                 if (random_draw < 0x8000) {
                     bound = 1;
                 }
-                link = compare_delays.execute(md.lte_port);
+                compare = true;
             }
             steer_lowest_rtt: {
                 bound = spill;
-                if (preferred == LINK_LTE) {
-                    link = lte_unless_spilling.execute(md.lte_port);
-                } else {
-                    link = wifi_unless_spilling.execute(md.lte_port);
-                }
+                spill_check = true;
             }
             steer_earliest_arrival: {
                 sum_earliest_terms();
                 bound_by_earliest_terms();
-                link = compare_delays.execute(md.lte_port);
+                compare = true;
             }
             steer_wifi_only: {
                 link = LINK_WIFI;
             }
             steer_lte_only: {
                 link = LINK_LTE;
+            }
+        }
+
+        if (compare || spill_check) {
+            lte_delay_now = read_lte_delay.execute(md.lte_port);
+            wifi_delay_now = read_wifi_delay.execute(md.lte_port);
+        }
+        /* LTE when its queueing time less Wi-Fi's is below the bound: the difference of the links' other terms
+         * (earliest-arrival), or 1 when a tie goes to LTE and 0 when it goes to Wi-Fi (qdepl). */
+        if (compare) {
+            take_delay_difference();
+            take_margin_past_bound();
+            if (margin[31:31] == 1) {
+                link = LINK_LTE;
+            } else {
+                link = LINK_WIFI;
+            }
+        }
+        /* Lowest-rtt-first: the preferred link while its queueing time is within the bound (spill_backlog). */
+        if (spill_check) {
+            if (preferred == LINK_LTE) {
+                take_bound_less_lte();
+                if (margin[31:31] == 1) {
+                    link = LINK_WIFI;
+                }
+            } else {
+                link = LINK_WIFI;
+                take_bound_less_wifi();
+                if (margin[31:31] == 1) {
+                    link = LINK_LTE;
+                }
             }
         }
 

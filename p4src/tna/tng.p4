@@ -148,6 +148,7 @@ control ingress(inout tna_headers_t hdr,
         /* A queue report from egress only updates steering (its one call site: Tofino applies a table once). */
         bool report = hdr.queue_report.isValid();
         bool helper_frame = hdr.tng.helper.isValid();
+        bool sent_out = false;
         if (report) {
             ig_dprsr_md.drop_ctl = 1;
         } else {
@@ -161,63 +162,68 @@ control ingress(inout tna_headers_t hdr,
                     ig_tm_md.ucast_egress_port = out_port;
                     md.tng.bypass = true;
                     ig_tm_md.bypass_egress = 1;
-                    forwarded.count(ig_tm_md.ucast_egress_port);
-                    return;
-                }
-                md.tng.injected = true;
-            }
-            port_role.apply();
-            if (md.tng.role == ROLE_HELPER) {
-                md.tng.injected = true;
-            }
-
-            if (reason == DROP_REASON_NONE) {
-                if (!hdr.tng.wire.ipv4.isValid()) {
-                    reason = DROP_NO_ROUTE;
+                    sent_out = true;
                 } else {
-                    /* IPv4 total length within the frame (the parser extracted the headers it covers) and
-                     * covering its header; TCP data offset and UDP length within it. */
-                    ipv4_header_length.apply();
-                    tcp_header_length.apply();
-                    take_l4_length();
-                    take_l4_spares();
-                    /* A negative difference (bit 15) is a length beyond what contains it. */
-                    if (md.l4_bytes[15:15] == 1) {
-                        reason = DROP_BAD_LENGTH;
-                    } else if (hdr.tng.wire.tcp.isValid()) {
-                        if (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN
-                                || md.tng.tcp_payload_bytes[15:15] == 1) {
+                    md.tng.injected = true;
+                }
+            }
+            /* No return after a packet-out: it is counted by the forwarded counter's one call site below (Tofino
+             * uses a counter from two places only when they exclude each other, and a return does not tell it). */
+            if (!sent_out) {
+                port_role.apply();
+                if (md.tng.role == ROLE_HELPER) {
+                    md.tng.injected = true;
+                }
+
+                if (reason == DROP_REASON_NONE) {
+                    if (!hdr.tng.wire.ipv4.isValid()) {
+                        reason = DROP_NO_ROUTE;
+                    } else {
+                        /* IPv4 total length within the frame (the parser extracted the headers it covers) and
+                         * covering its header; TCP data offset and UDP length within it. */
+                        ipv4_header_length.apply();
+                        tcp_header_length.apply();
+                        take_l4_length();
+                        take_l4_spares();
+                        /* A negative difference (bit 15) is a length beyond what contains it. */
+                        if (md.l4_bytes[15:15] == 1) {
                             reason = DROP_BAD_LENGTH;
-                        }
-                    } else if (hdr.tng.wire.udp.isValid()) {
-                        if (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || md.udp_spare_bytes[15:15] == 1) {
-                            reason = DROP_BAD_LENGTH;
+                        } else if (hdr.tng.wire.tcp.isValid()) {
+                            if (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN
+                                    || md.tng.tcp_payload_bytes[15:15] == 1) {
+                                reason = DROP_BAD_LENGTH;
+                            }
+                        } else if (hdr.tng.wire.udp.isValid()) {
+                            if (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || md.udp_spare_bytes[15:15] == 1) {
+                                reason = DROP_BAD_LENGTH;
+                            }
                         }
                     }
                 }
-            }
-            if (reason == DROP_REASON_NONE && helper_frame
-                && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD && hdr.tng.wire.tcp.isValid())) {
-                reason = DROP_HELPER_FRAME;
-            }
-            if (reason == DROP_REASON_NONE && !helper_frame) {
-                if (hdr.tng.wire.tcp.isValid()) {
-                    md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
-                    md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
-                } else if (hdr.tng.wire.udp.isValid()) {
-                    md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
-                    md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
+                if (reason == DROP_REASON_NONE && helper_frame
+                    && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD
+                         && hdr.tng.wire.tcp.isValid())) {
+                    reason = DROP_HELPER_FRAME;
                 }
-                forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
-            }
-            if (reason != DROP_REASON_NONE) {
-                drops.count(reason);
-                ig_dprsr_md.drop_ctl = 1;
-                return;
-            }
+                if (reason == DROP_REASON_NONE && !helper_frame) {
+                    if (hdr.tng.wire.tcp.isValid()) {
+                        md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+                        md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
+                    } else if (hdr.tng.wire.udp.isValid()) {
+                        md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+                        md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
+                    }
+                    forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
+                }
+                if (reason != DROP_REASON_NONE) {
+                    drops.count(reason);
+                    ig_dprsr_md.drop_ctl = 1;
+                    return;
+                }
 
-            if (!helper_frame) {
-                classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
+                if (!helper_frame) {
+                    classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
+                }
             }
         }
         if (report || (!helper_frame && md.tng.lwip)) {
@@ -226,15 +232,19 @@ control ingress(inout tna_headers_t hdr,
         if (report) {
             return;
         }
-        visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
-        md.helper_mirror.setValid();
-        md.helper_mirror.kind = BRIDGE_KIND_HELPER_COPY;
-        md.helper_mirror.reason = md.tng.helper_reason;
-        md.helper_mirror._pad = 0;
-        md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
-        md.helper_session = (MirrorId_t)HELPER_CLONE_SESSION;
+        if (!sent_out) {
+            visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
+            md.helper_mirror.setValid();
+            md.helper_mirror.kind = BRIDGE_KIND_HELPER_COPY;
+            md.helper_mirror.reason = md.tng.helper_reason;
+            md.helper_mirror._pad = 0;
+            md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
+            md.helper_session = (MirrorId_t)HELPER_CLONE_SESSION;
+        }
         if (ig_dprsr_md.drop_ctl == 0) {
             forwarded.count(ig_tm_md.ucast_egress_port);
+        }
+        if (ig_dprsr_md.drop_ctl == 0 && !sent_out) {
             hdr.bridged.setValid();
             hdr.bridged.kind = BRIDGE_KIND_FORWARDED;
             hdr.bridged.policy = md.tng.policy;
@@ -338,7 +348,7 @@ control egress(inout tna_headers_t hdr,
         port_tx.count(eg_intr_md.egress_port);
         if (!md.tng.bypass) {
             port_mac.apply();
-            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.waited, md.udp_rewritten);
+            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.waited, md.waited_ns, md.udp_rewritten);
         }
     }
 }
