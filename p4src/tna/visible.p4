@@ -9,7 +9,7 @@
  *   s    flow_owner     {key, last_seen}   claim (downlink), touch (uplink), check (confirmation) the cell
  *   s+1  forwarded_end  {end, cap}         v1model's forwarded_end; an ACK's cap: min(end, lowest SACK left edge)
  *        forwarded_max                     v1model's forwarded_max; an ACK learns whether data is outstanding
- *        ack_window                        window | valid of the last ACK (v1model's receiver_window and ack_seen)
+ *        ack_window     {window, seen}     the last ACK's window (v1model's receiver_window and ack_seen)
  *        receiver_ack                      an ACK is the same, newer or other; a confirmation starts within it?
  *   s+2  burst          {dup_acks, ewma}   counts a dup-ACK, says whether it may be held or boosted; EWMA
  *        copy_state     {epoch, start}     starts copies in the helper's epoch; the ACK is covered by copies?
@@ -65,11 +65,6 @@ enum window_t { FIRST, SAME, CHANGED }   // no ACK before, the same window, anot
 enum order_t { OTHER, SAME, NEWER }      // the ACK number against the receiver's ACK
 enum burst_t { NONE, HOLD, BOOST, BOTH } // what the burst's length still allows
 
-/* ack_window: the window of the last ACK with this bit set; 0 before the first ACK. */
-const bit<32> ACK_WINDOW_VALID = 0x10000;
-
-const bit<8> NO_DECISION = 0xff;
-
 control Visible(inout tng_headers_t hdr,
                 inout tng_metadata_t md,
                 in ingress_intrinsic_metadata_t ig_intr_md,
@@ -85,8 +80,8 @@ control Visible(inout tng_headers_t hdr,
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) flow_owner;     // {key, last_seen}
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) forwarded_end;  // {end, cap}
     Register<bit<32>, flow_cell_t>(VISIBLE_FLOW_CELLS, 0) forwarded_max;
-    /* Pairs with hi unused: a RegisterAction returns an enum (its predicate) only from a pair. */
-    Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) ack_window;
+    Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) ack_window;     // {window, seen}
+    /* A pair with hi unused: a RegisterAction returns an enum (its predicate) only from a pair. */
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) receiver_ack;
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) burst;          // {dup_acks, ewma}
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) copy_state;     // {epoch, start}
@@ -96,38 +91,46 @@ control Visible(inout tng_headers_t hdr,
     Register<bit<32>, flow_cell_t>(VISIBLE_FLOW_CELLS, 0) hold_since;                 // 0: not holding
     Register<bit<32>, flow_cell_t>(VISIBLE_FLOW_CELLS, 0) retransmits;
 
+    bool enabled = false;        // VISIBLE on in the packet's policy
     bit<16> mss = 0;
     bit<32> hold_budget = 0;
     bit<16> slack = 0;
     bit<16> boosts_max = 0;
-    bit<32> requests_max = 0;
+    bit<8> requests_max = 0;
     bit<32> report_every = 0;
     bool helper_ok = false;
     bit<16> helper_epoch = 0;
 
     /* The registers' PHV inputs (two per register), each set before the register's stage. */
-    bit<32> flow_id = 0;
-    bit<32> in_a = 0;            // downlink: seq; uplink: ACK number; confirmation: start of the held range
-    bit<32> in_b = 0;            // downlink: seg_end; uplink: the lowest SACK left edge
-    bit<32> in_c = 0;            // downlink: where copies start; uplink: ACK number; confirmation: end of the range
-    bit<32> in_d = 0;            // uplink: forwarded_end's cap
-    bit<32> in_e = 0;            // dup-ACK: the boost cap; new ACK: ACK number
-    bit<32> window = 0;          // window | ACK_WINDOW_VALID
-    bit<32> epoch = 0;
-    bit<32> slack_dups = 0;      // hold_slack and boost_max in burst's units
-    bit<32> boost_dups = 0;
-    bit<32> neg_mss = 0;
-    bit<32> hold_stale = 0;      // a hold clock started before this has spent the budget
-    bit<32> length = 0;          // downlink: payload + SYN + FIN
+    bit<32> flow_id;
+    bit<32> in_a;                // downlink: seq; uplink: ACK number; confirmation: start of the held range
+    bit<32> in_b;                // downlink: seg_end; uplink: the lowest SACK left edge, then forwarded_end's cap
+    bit<32> in_c;                // downlink: where copies start; uplink: ACK number, a dup-ACK's boost cap from
+                                 // confirmed_end on; confirmation: end of the range
+    bit<32> slack_dups;          // hold_slack and boost_max in burst's units
+    bit<32> boost_dups;
+    bit<32> neg_mss;
+    bit<32> hold_stale;          // a hold clock started before this has spent the budget
+    bit<32> report_below;        // ACK number - report_bytes: a report at or below it is due again
+    /* Results of the registers' actions, 0 where the action does not run. */
+    bit<32> target = 0;          // the boosted ACK number
+    bit<8> held = 0;
+    bit<8> requested = 0;
+    bit<8> due = 0;              // a report of the receiver's ACK
+    bit<8> owed = 0;
+    bit<8> hide = 0;
+    bit<8> started = 0;          // copies start with this segment
+    bit<32> length;              // downlink: payload + SYN + FIN
 
     action visible_on(bit<16> segment_size, bit<32> hold_budget_us, bit<16> hold_slack, bit<32> boost_max_depth,
                       bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
                       bit<32> idle_timeout_us, bit<32> report_bytes, bit<1> queue_aware_hold) {
+        enabled = true;
         mss = segment_size;
         hold_budget = hold_budget_us;
         slack = hold_slack;
         boosts_max = boost_max;
-        requests_max = (bit<32>)retransmit_max;
+        requests_max = retransmit_max;
         report_every = report_bytes;
     }
 
@@ -183,11 +186,11 @@ control Visible(inout tng_headers_t hdr,
 
     /* The differences whose signs order the SACK edges, in an action of their own: assigned in apply, they would
      * be copied into the conditions, which cannot subtract. */
-    bit<32> d01 = 0;
-    bit<32> d02 = 0;
-    bit<32> d12 = 0;
-    bit<32> below_ack = 0;
-    bit<32> right_inside = 0;
+    bit<32> d01;
+    bit<32> d02;
+    bit<32> d12;
+    bit<32> below_ack;
+    bit<32> right_inside;
 
     @hidden
     action sack_differences() {
@@ -294,8 +297,8 @@ control Visible(inout tng_headers_t hdr,
     };
 
     /* Returns 1 if data above the ACK number is outstanding. */
-    RegisterAction<bit<32>, flow_cell_t, bit<32>>(forwarded_max) catch_up_max = {
-        void apply(inout bit<32> highest, out bit<32> outstanding) {
+    RegisterAction<bit<32>, flow_cell_t, bit<8>>(forwarded_max) catch_up_max = {
+        void apply(inout bit<32> highest, out bit<8> outstanding) {
             outstanding = 0;
             if (seq_before(highest, in_a)) {
                 highest = in_a;
@@ -308,28 +311,29 @@ control Visible(inout tng_headers_t hdr,
 
     RegisterAction<visible_pair_t, flow_cell_t, window_t>(ack_window) forget_window = {
         void apply(inout visible_pair_t last) {
-            last.lo = 0;
+            last.hi = 0;
         }
     };
 
     RegisterAction<visible_pair_t, flow_cell_t, window_t>(ack_window) check_window = {
         void apply(inout visible_pair_t last, out window_t result) {
-            if (last.lo == 0) {
+            if (last.hi == 0) {
                 result = window_t.FIRST;
-            } else if (last.lo == window) {
+            } else if (last.lo == (bit<32>)hdr.wire.tcp.window) {
                 result = window_t.SAME;
             } else {
                 result = window_t.CHANGED;
             }
-            last.lo = window;
+            last.lo = (bit<32>)hdr.wire.tcp.window;
+            last.hi = 1;
         }
     };
 
     RegisterAction<visible_pair_t, flow_cell_t, window_t>(ack_window) peek_window = {
         void apply(inout visible_pair_t last, out window_t result) {
-            if (last.lo == 0) {
+            if (last.hi == 0) {
                 result = window_t.FIRST;
-            } else if (last.lo == window) {
+            } else if (last.lo == (bit<32>)hdr.wire.tcp.window) {
                 result = window_t.SAME;
             } else {
                 result = window_t.CHANGED;
@@ -409,20 +413,20 @@ control Visible(inout tng_headers_t hdr,
     /* copy_state: every byte forwarded from start on was copied to the helper in its epoch. Returns 1 when the
      * copies start here (a new epoch: confirmations of an earlier one may come from a helper that lost them). */
     RegisterAction<visible_pair_t, flow_cell_t, bit<8>>(copy_state) claim_copies = {
-        void apply(inout visible_pair_t copies, out bit<8> started) {
-            copies.lo = epoch;
+        void apply(inout visible_pair_t copies, out bit<8> result) {
+            copies.lo = (bit<32>)helper_epoch;
             copies.hi = in_c;
-            started = 1;
+            result = 1;
         }
     };
 
     RegisterAction<visible_pair_t, flow_cell_t, bit<8>>(copy_state) start_copies = {
-        void apply(inout visible_pair_t copies, out bit<8> started) {
-            started = 0;
-            if (copies.lo != epoch) {
-                copies.lo = epoch;
+        void apply(inout visible_pair_t copies, out bit<8> result) {
+            result = 0;
+            if (copies.lo != (bit<32>)helper_epoch) {
+                copies.lo = (bit<32>)helper_epoch;
                 copies.hi = in_c;
-                started = 1;
+                result = 1;
             }
         }
     };
@@ -437,7 +441,7 @@ control Visible(inout tng_headers_t hdr,
     RegisterAction<visible_pair_t, flow_cell_t, bit<8>>(copy_state) check_copies = {
         void apply(inout visible_pair_t copies, out bit<8> covered) {
             covered = 0;
-            if (copies.lo == epoch && !seq_before(in_c, copies.hi)) {
+            if (copies.lo == (bit<32>)helper_epoch && !seq_before(in_c, copies.hi)) {
                 covered = 1;
             }
         }
@@ -464,10 +468,10 @@ control Visible(inout tng_headers_t hdr,
     /* Returns the boost cap: forwarded_end's cap, lowered to confirmed_end. */
     RegisterAction<visible_pair_t, flow_cell_t, bit<32>>(confirmed_end) cap_confirmed = {
         void apply(inout visible_pair_t confirmed, out bit<32> cap) {
-            if (seq_before(confirmed.lo, in_d)) {
+            if (seq_before(confirmed.lo, in_b)) {
                 confirmed.hi = confirmed.lo;
             } else {
-                confirmed.hi = in_d;
+                confirmed.hi = in_b;
             }
             cap = confirmed.hi;
         }
@@ -481,37 +485,37 @@ control Visible(inout tng_headers_t hdr,
 
     /* Returns 1 when the receiver's ACK (in_a) advanced by report_bytes since the last report. */
     RegisterAction<bit<32>, flow_cell_t, bit<8>>(reported_ack) report = {
-        void apply(inout bit<32> reported, out bit<8> due) {
-            due = 0;
-            if (in_a - reported >= report_every) {
+        void apply(inout bit<32> reported, out bit<8> result) {
+            result = 0;
+            if (!seq_before(report_below, reported)) {
                 reported = in_a;
-                due = 1;
+                result = 1;
             }
         }
     };
 
     /* sent_ack: the highest ACK number sent to the sender. Returns the boosted ACK number, 0 if not boosted:
-     * segment_size more, at most the cap (in_e). */
+     * segment_size more, at most the cap (in_c). */
     RegisterAction<bit<32>, flow_cell_t, bit<32>>(sent_ack) boost = {
-        void apply(inout bit<32> sent, out bit<32> target) {
-            target = 0;
-            if ((int<32>)(sent - in_e) < (int<32>)neg_mss) {
+        void apply(inout bit<32> sent, out bit<32> result) {
+            result = 0;
+            if ((int<32>)(sent - in_c) < (int<32>)neg_mss) {
                 sent = sent - neg_mss;
-                target = sent;
-            } else if (seq_before(sent, in_e)) {
-                sent = in_e;
-                target = sent;
+                result = sent;
+            } else if (seq_before(sent, in_c)) {
+                sent = in_c;
+                result = sent;
             }
         }
     };
 
-    /* A new ACK (in_e). Returns 1 if the sender was sent a higher one: the switch owes it those bytes. */
-    RegisterAction<bit<32>, flow_cell_t, bit<32>>(sent_ack) advance_sent = {
-        void apply(inout bit<32> sent, out bit<32> owing) {
+    /* A new ACK (in_c). Returns 1 if the sender was sent a higher one: the switch owes it those bytes. */
+    RegisterAction<bit<32>, flow_cell_t, bit<8>>(sent_ack) advance_sent = {
+        void apply(inout bit<32> sent, out bit<8> owing) {
             owing = 0;
-            if (seq_before(sent, in_e)) {
-                sent = in_e;
-            } else if (seq_before(in_e, sent)) {
+            if (seq_before(sent, in_c)) {
+                sent = in_c;
+            } else if (seq_before(in_c, sent)) {
                 owing = 1;
             }
         }
@@ -519,7 +523,7 @@ control Visible(inout tng_headers_t hdr,
 
     RegisterAction<bit<32>, flow_cell_t, bit<32>>(sent_ack) first_sent = {
         void apply(inout bit<32> sent) {
-            sent = in_e;
+            sent = in_c;
         }
     };
 
@@ -538,13 +542,13 @@ control Visible(inout tng_headers_t hdr,
 
     /* Returns 1 if the dup-ACK is held: the clock starts now or has not spent hold_budget_us yet. */
     RegisterAction<bit<32>, flow_cell_t, bit<8>>(hold_since) hold_dup = {
-        void apply(inout bit<32> since, out bit<8> held) {
-            held = 0;
+        void apply(inout bit<32> since, out bit<8> result) {
+            result = 0;
             if (since == 0) {
                 since = now;
-                held = 1;
+                result = 1;
             } else if (seq_before(hold_stale, since)) {
-                held = 1;
+                result = 1;
             }
         }
     };
@@ -552,11 +556,11 @@ control Visible(inout tng_headers_t hdr,
     /* A new ACK that may hide its SACK blocks: returns 1 if the burst stayed within the budget, whose clock then
      * starts for the next hole. */
     RegisterAction<bit<32>, flow_cell_t, bit<8>>(hold_since) end_hold_hide = {
-        void apply(inout bit<32> since, out bit<8> hide) {
-            hide = 0;
+        void apply(inout bit<32> since, out bit<8> result) {
+            result = 0;
             if (since == 0 || seq_before(hold_stale, since)) {
                 since = now;
-                hide = 1;
+                result = 1;
             } else {
                 since = 0;
             }
@@ -578,53 +582,49 @@ control Visible(inout tng_headers_t hdr,
 
     /* Returns 1 if the dup-ACK goes to the helper as a request. */
     RegisterAction<bit<32>, flow_cell_t, bit<8>>(retransmits) request = {
-        void apply(inout bit<32> requests, out bit<8> requested) {
-            requested = 0;
-            if (requests < requests_max) {
+        void apply(inout bit<32> requests, out bit<8> result) {
+            result = 0;
+            if (requests < (bit<32>)requests_max) {
                 requests = requests + 1;
-                requested = 1;
+                result = 1;
             }
         }
     };
 
     apply {
         tcp_rewritten = false;
-        /* A Counter runs once per packet on Tofino: each packet counts its most specific decision only. */
-        bit<8> decision = NO_DECISION;
-        /* Booleans are set in if statements: Tofino's actions move values, its gateways compare. */
-        bool downlink = false;
-        bool uplink = false;
-        bool confirmation = false;
-        if (hdr.helper.isValid()) {
-            confirmation = true;
-            dprsr_md.drop_ctl = 1;
-        } else if (md.injected || !hdr.wire.tcp.isValid()) {
-            return;
-        } else if (md.lwip) {
-            downlink = true;
-        } else if ((md.role == ROLE_LTE || md.role == ROLE_WIFI) && (hdr.wire.tcp.flags & TCP_FLAG_ACK) != 0) {
-            uplink = true;
-        } else {
-            return;
-        }
-        /* A confirmation needs only the helper's state; the other packets need VISIBLE on in their policy. */
-        if (!confirmation) {
-            if (params.apply().miss) {
-                return;
-            }
-        }
-        helper.apply();
-
+        /* Everything that needs only the packet first, in parallel: the key, the parameters, the helper. */
         flow_id = key_hash.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr,
                                 hdr.wire.tcp.src_port, hdr.wire.tcp.dst_port});
         flow_cell_t cell = flow_id[VISIBLE_FLOW_INDEX_BITS - 1:0];
-        epoch = (bit<32>)helper_epoch;
+        params.apply();
+        helper.apply();
+        /* Booleans are set in if statements: Tofino's actions move values, its gateways compare. */
         bool helper_copies = false;
         if (helper_ok && helper_epoch != 0) {
             helper_copies = true;
         }
 
-        if (downlink) {
+        /* A Counter runs once per packet on Tofino: each packet counts its most specific decision, in exclusive
+         * branches. A confirmation needs only the helper's state; the other packets need VISIBLE on in their
+         * policy. */
+        if (hdr.helper.isValid()) {
+            dprsr_md.drop_ctl = 1;
+            /* The helper holds copies from the inner TCP header's sequence number to its ACK number; the range
+             * counts if it starts within what the receiver acknowledged (no gap). */
+            in_a = hdr.wire.tcp.seq_no;
+            in_c = hdr.wire.tcp.ack_no;
+            if (check_owner.execute(cell) == owner_t.SELF) {
+                window_t seen = peek_window.execute(cell);
+                order_t start = compare_ack.execute(cell);
+                bit<8> copies = check_copies.execute(cell);
+                if (helper_copies && seen != window_t.FIRST && start != order_t.NEWER && copies == 1) {
+                    if (confirm.execute(cell) == 1) {
+                        decisions.count(VISIBLE_COPIES_CONFIRMED);
+                    }
+                }
+            }
+        } else if (enabled && md.lwip && !md.injected && hdr.wire.tcp.isValid()) {
             in_a = hdr.wire.tcp.seq_no;
             /* seg_end (in_b) = seq + length, the length (payload + SYN + FIN) added in a later action: an action
              * adds once, and the compiler merges an addition into a later one that only a gateway separates. */
@@ -652,66 +652,56 @@ control Visible(inout tng_headers_t hdr,
             owner_t owner = claim_or_touch.execute(cell);
             if (owner == owner_t.OTHER) {
                 decisions.count(VISIBLE_UNTRACKED);
-                return;
-            }
-            decision = VISIBLE_DATA_TRACKED;
-            bit<8> started = 0;
-            if (owner == owner_t.CLAIMED) {
-                claim_end.execute(cell);
-                claim_max.execute(cell);
-                forget_window.execute(cell);
-                init_ack.execute(cell);
-                in_c = hdr.wire.tcp.seq_no;
-                forget_burst.execute(cell);
-                if (copying) {
-                    started = claim_copies.execute(cell);
-                } else {
-                    forget_copies.execute(cell);
-                }
-                forget_reported.execute(cell);
-                clear_hold.execute(cell);
-                reset_requests.execute(cell);
             } else {
-                advance_end.execute(cell);
-                in_c = advance_max.execute(cell);
-                if (copying) {
+                /* In the registers' stage order: Tofino 1 runs a control block's tables in program order. */
+                if (owner == owner_t.CLAIMED) {
+                    claim_end.execute(cell);
+                    claim_max.execute(cell);
+                    forget_window.execute(cell);
+                    init_ack.execute(cell);
+                    in_c = hdr.wire.tcp.seq_no;
+                } else {
+                    advance_end.execute(cell);
+                    in_c = advance_max.execute(cell);
+                }
+                if (owner == owner_t.CLAIMED) {
+                    forget_burst.execute(cell);
+                    if (copying) {
+                        started = claim_copies.execute(cell);
+                    } else {
+                        forget_copies.execute(cell);
+                    }
+                } else if (copying) {
                     started = start_copies.execute(cell);
                 }
-            }
-            if (started == 1) {
-                reset_confirmed.execute(cell);
-            }
-            if (copying) {
-                to_helper(HELPER_DATA_COPY);
-                decision = VISIBLE_DATA_COPIED;
-            }
-        } else if (confirmation) {
-            /* The helper holds copies from the inner TCP header's sequence number to its ACK number; the range
-             * counts if it starts within what the receiver acknowledged (no gap). */
-            in_a = hdr.wire.tcp.seq_no;
-            in_c = hdr.wire.tcp.ack_no;
-            if (check_owner.execute(cell) != owner_t.SELF) {
-                return;
-            }
-            window_t seen = peek_window.execute(cell);
-            order_t start = compare_ack.execute(cell);
-            bit<8> copies = check_copies.execute(cell);
-            if (helper_copies && seen != window_t.FIRST && start != order_t.NEWER && copies == 1) {
-                if (confirm.execute(cell) == 1) {
-                    decision = VISIBLE_COPIES_CONFIRMED;
+                if (started == 1) {
+                    reset_confirmed.execute(cell);
+                }
+                if (owner == owner_t.CLAIMED) {
+                    forget_reported.execute(cell);
+                    clear_hold.execute(cell);
+                    reset_requests.execute(cell);
+                }
+                if (copying) {
+                    to_helper(HELPER_DATA_COPY);
+                    decisions.count(VISIBLE_DATA_COPIED);
+                } else {
+                    decisions.count(VISIBLE_DATA_TRACKED);
                 }
             }
-        } else {
+        } else if (enabled && (md.role == ROLE_LTE || md.role == ROLE_WIFI) && !md.injected && hdr.wire.tcp.isValid()
+                   && (hdr.wire.tcp.flags & TCP_FLAG_ACK) != 0) {
             in_a = hdr.wire.tcp.ack_no;
             in_c = hdr.wire.tcp.ack_no;
-            window = (bit<32>)hdr.wire.tcp.window | ACK_WINDOW_VALID;
+            sack_differences();
+            /* Flags that do not depend on the registers, set while the key is hashed: a flag set from a
+             * register's result costs a stage before the gateway that reads it, so those are tested directly. */
             bool sack = false;
             if (hdr.sack_blocks[0].isValid()) {
                 sack = true;
             }
             /* The lowest SACK left edge (in_b) and D-SACK (RFC 2883: a first block below the ACK number, or
              * inside the second block) from the signs of differences: a gateway compares with constants only. */
-            sack_differences();
             if (hdr.sack_blocks[2].isValid() && d12[31:31] == 0 && d02[31:31] == 0) {
                 in_b = hdr.sack_blocks[2].left_edge;
             } else if (hdr.sack_blocks[1].isValid() && d01[31:31] == 0) {
@@ -736,119 +726,107 @@ control Visible(inout tng_headers_t hdr,
                     && hdr.tcp_timestamps.length == TCP_OPTION_TIMESTAMPS_LENGTH) {
                 timestamps = true;
             }
-            bool options_read = false;
+            bool boost_options = false;
             if (hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_MIN) {
-                options_read = true;
+                boost_options = helper_copies;
             } else if (timestamps && (hdr.wire.tcp.data_offset == TCP_DATA_OFFSET_TIMESTAMPS || sack)) {
-                options_read = true;
+                boost_options = helper_copies;
+            }
+            bool hide_options = false;
+            if (hold_budget != 0 && sack && !dsack) {
+                hide_options = true;
             }
             /* Hold budget, dup-ACK limits and boost step as the stateful ALUs compare and add them. */
             hold_stale = now - hold_budget;
+            report_below = hdr.wire.tcp.ack_no - report_every;
             neg_mss = 0 - (bit<32>)mss;
             slack_dups = (bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS;
             boost_dups = (bit<32>)boosts_max << VISIBLE_EWMA_FRACTION_BITS;
 
             if (touch.execute(cell) != owner_t.SELF) {
                 decisions.count(VISIBLE_UNTRACKED);
-                return;
-            }
-            if (sack) {
-                in_d = catch_up_end_sack.execute(cell);
             } else {
-                in_d = catch_up_end.execute(cell);
-            }
-            bit<32> outstanding = catch_up_max.execute(cell);
-            window_t seen = check_window.execute(cell);
-            order_t order = order_ack.execute(cell);
-            bit<8> copies = check_copies.execute(cell);
-            bool covered = false;
-            if (helper_copies && copies == 1) {
-                covered = true;
-            }
-
-            /* RFC 5681's dup-ACK; an ACK with SACK blocks counts whatever its window. */
-            if (seen != window_t.FIRST && order == order_t.SAME && pure && outstanding == 1
-                    && (seen == window_t.SAME || sack)) {
-                decision = VISIBLE_DUP_ACK_FORWARDED;
-                burst_t allows = count_dup.execute(cell);
-                bool may_boost = false;
-                if (covered && options_read && (allows == burst_t.BOOST || allows == burst_t.BOTH)) {
-                    may_boost = true;
-                }
-                bool may_hold = false;
-                if (!dsack && (allows == burst_t.HOLD || allows == burst_t.BOTH)) {
-                    may_hold = true;
-                }
-                bit<32> target = 0;
-                if (may_boost) {
-                    in_e = cap_confirmed.execute(cell);
-                    target = boost.execute(cell);
-                }
-                bit<8> held = 0;
-                if (target != 0) {
-                    restart_hold.execute(cell);
-                    hdr.wire.tcp.ack_no = target;
-                    tcp_rewritten = true;
-                    decision = VISIBLE_BOOSTED;
+                if (sack) {
+                    in_b = catch_up_end_sack.execute(cell);
                 } else {
-                    if (may_hold) {
-                        held = hold_dup.execute(cell);
+                    in_b = catch_up_end.execute(cell);
+                }
+                bit<8> outstanding = catch_up_max.execute(cell);
+                window_t seen = check_window.execute(cell);
+                order_t order = order_ack.execute(cell);
+                bit<8> copies = check_copies.execute(cell);
+
+                /* RFC 5681's dup-ACK; an ACK with SACK blocks counts whatever its window. A register's action
+                 * takes no constants along (its index comes through the hash unit, a keyless table's constants
+                 * through the miss path): decisions are set behind gateways of their own. */
+                if (seen != window_t.FIRST && order == order_t.SAME && pure && outstanding == 1
+                        && (seen == window_t.SAME || sack)) {
+                    burst_t allows = count_dup.execute(cell);
+                    if (boost_options && copies == 1 && (allows == burst_t.BOOST || allows == burst_t.BOTH)) {
+                        in_c = cap_confirmed.execute(cell);
+                        target = boost.execute(cell);
                     }
-                    if (held == 1) {
-                        dprsr_md.drop_ctl = 1;
-                        decision = VISIBLE_HELD;
-                    } else if (covered) {
-                        if (request.execute(cell) == 1) {
-                            to_helper(HELPER_RETRANSMIT);
-                            decision = VISIBLE_RETRANSMIT_REQUESTED;
+                    if (target != 0) {
+                        restart_hold.execute(cell);
+                    } else {
+                        if (!dsack && (allows == burst_t.HOLD || allows == burst_t.BOTH)) {
+                            held = hold_dup.execute(cell);
+                        }
+                        if (held == 0 && helper_copies && copies == 1) {
+                            requested = request.execute(cell);
                         }
                     }
-                }
-            } else if (seen == window_t.FIRST || order == order_t.NEWER) {
-                decision = VISIBLE_NEW_ACK;
-                end_burst.execute(cell);
-                bit<8> due = 0;
-                if (covered) {
-                    due = report.execute(cell);
-                }
-                in_e = hdr.wire.tcp.ack_no;
-                bit<32> owed = 0;
-                if (seen == window_t.FIRST) {
-                    first_sent.execute(cell);
-                } else {
-                    owed = advance_sent.execute(cell);
-                }
-                bool owing = false;
-                if (owed == 1 && helper_ok) {
-                    owing = true;
-                }
-                /* Hidden while the burst it ends stayed within the hold budget and nothing is owed. */
-                bit<8> hide = 0;
-                if (seen != window_t.FIRST && hold_budget != 0 && !owing && sack && !dsack) {
-                    hide = end_hold_hide.execute(cell);
-                } else {
-                    clear_hold.execute(cell);
-                }
-                if (hide == 1) {
-                    sack_to_nops();
-                    tcp_rewritten = true;
-                    decision = VISIBLE_SACK_HIDDEN;
-                }
-                if (owing) {
-                    owe_request.execute(cell);
-                    to_helper(HELPER_RETRANSMIT);
-                    decision = VISIBLE_RETRANSMIT_REQUESTED;
-                } else {
-                    reset_requests.execute(cell);
-                    if (due == 1) {
+                    if (target != 0) {
+                        hdr.wire.tcp.ack_no = target;
+                        tcp_rewritten = true;
+                        decisions.count(VISIBLE_BOOSTED);
+                    } else if (held == 1) {
+                        dprsr_md.drop_ctl = 1;
+                        decisions.count(VISIBLE_HELD);
+                    } else if (requested == 1) {
+                        to_helper(HELPER_RETRANSMIT);
+                        decisions.count(VISIBLE_RETRANSMIT_REQUESTED);
+                    } else {
+                        decisions.count(VISIBLE_DUP_ACK_FORWARDED);
+                    }
+                } else if (seen == window_t.FIRST || order == order_t.NEWER) {
+                    end_burst.execute(cell);
+                    if (helper_copies && copies == 1) {
+                        due = report.execute(cell);
+                    }
+                    if (seen == window_t.FIRST) {
+                        first_sent.execute(cell);
+                    } else {
+                        owed = advance_sent.execute(cell);
+                    }
+                    /* Hidden while the burst it ends stayed within the hold budget and nothing is owed. */
+                    if (seen != window_t.FIRST && hide_options && !(owed == 1 && helper_ok)) {
+                        hide = end_hold_hide.execute(cell);
+                    } else {
+                        clear_hold.execute(cell);
+                    }
+                    if (owed == 1 && helper_ok) {
+                        owe_request.execute(cell);
+                    } else {
+                        reset_requests.execute(cell);
+                    }
+                    if (hide == 1) {
+                        sack_to_nops();
+                        tcp_rewritten = true;
+                    }
+                    if (owed == 1 && helper_ok) {
+                        to_helper(HELPER_RETRANSMIT);
+                        decisions.count(VISIBLE_RETRANSMIT_REQUESTED);
+                    } else if (due == 1) {
                         to_helper(HELPER_ACK_REPORT);
-                        decision = VISIBLE_ACK_REPORTED;
+                        decisions.count(VISIBLE_ACK_REPORTED);
+                    } else if (hide == 1) {
+                        decisions.count(VISIBLE_SACK_HIDDEN);
+                    } else {
+                        decisions.count(VISIBLE_NEW_ACK);
                     }
                 }
             }
-        }
-        if (decision != NO_DECISION) {
-            decisions.count(decision);
         }
     }
 }
