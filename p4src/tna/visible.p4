@@ -2,22 +2,22 @@
  * TNA: VISIBLE on the TCP ACKs of steered downlink flows, v1model/visible.p4's state machine restructured for
  * Tofino 1's stateful ALUs: a packet runs at most one RegisterAction per register, in the register's stage; an action
  * reads and writes a cell of at most two 32-bit halves, makes at most two comparisons, and a register takes at most
- * two 32-bit PHV inputs for all its actions; a result is a half, an ALU result or a predicate. So the per-flow state
- * is split into registers (visible_state.p4) placed by what each decision needs, and a packet meets them in this
- * order (s: the stage of flow_owner):
+ * two 32-bit PHV inputs for all its actions; a result is a half, an ALU result or a predicate (an enum only from a
+ * pair); a stage holds four registers. So the per-flow state is split into registers, each fed by the ones before it
+ * (compiled alone, Visible takes ingress stages 0 to 10; the stage of each register below):
  *
- *   s    flow_owner     {key, last_seen}   claim (downlink), touch (uplink), check (confirmation) the cell
- *   s+1  forwarded_end  {end, cap}         v1model's forwarded_end; an ACK's cap: min(end, lowest SACK left edge)
- *        forwarded_max                     v1model's forwarded_max; an ACK learns whether data is outstanding
- *        ack_window     {window, seen}     the last ACK's window (v1model's receiver_window and ack_seen)
- *        receiver_ack                      an ACK is the same, newer or other; a confirmation starts within it?
- *   s+2  burst          {dup_acks, ewma}   counts a dup-ACK, says whether it may be held or boosted; EWMA
- *        copy_state     {epoch, start}     starts copies in the helper's epoch; the ACK is covered by copies?
- *   s+3  confirmed_end  {end, cap}         the helper confirmed copies up to here; a dup-ACK's cap: min(end, cap)
- *        reported_ack                      reports the receiver's ACK every report_bytes
- *   s+4  sent_ack                          boosts a dup-ACK; a new ACK finds owed bytes
- *   s+5  hold_since                        holds a dup-ACK within the budget; a new ACK hides SACK blocks
- *   s+6  retransmits                       retransmission requests of the burst
+ *    1  flow_owner     {key, last_seen}   claim (downlink), touch (uplink), check (confirmation) the cell
+ *    3  forwarded_end  {end, cap}         v1model's forwarded_end; an ACK's cap: min(end, lowest SACK left edge)
+ *    3  ack_window     {window, seen}     the last ACK's window (v1model's receiver_window and ack_seen)
+ *    3  receiver_ack                      an ACK is the same, newer or other; a confirmation starts within it?
+ *    4  forwarded_max                     v1model's forwarded_max; an ACK learns whether data is outstanding
+ *    5  burst          {dup_acks, ewma}   counts a dup-ACK, says whether it may be held or boosted; EWMA
+ *    5  copy_state     {epoch, start}     starts copies in the helper's epoch; the ACK is covered by copies?
+ *    6  confirmed_end  {end, cap}         the helper confirmed copies up to here; a dup-ACK's cap: min(end, cap)
+ *    6  reported_ack                      reports the receiver's ACK every report_bytes
+ *    7  sent_ack                          boosts a dup-ACK; a new ACK finds owed bytes
+ *    8  hold_since                        holds a dup-ACK within the budget; a new ACK hides SACK blocks
+ *    9  retransmits                       retransmission requests of the burst
  *
  * What this gives up or approximates against v1model (docs/tofino.md):
  * - no queue-depth guard on boosts, no queue term in the hold budget (boost_max_depth and queue_aware_hold are
