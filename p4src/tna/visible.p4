@@ -107,6 +107,7 @@ control Visible(inout tng_headers_t hdr,
     bit<32> in_b;                // downlink: seg_end; uplink: the lowest SACK left edge, then forwarded_end's cap
     bit<32> in_c;                // downlink: where copies start; uplink: ACK number, a dup-ACK's boost cap from
                                  // confirmed_end on; confirmation: end of the range
+    bit<32> length;              // downlink: payload + SYN + FIN
     bit<32> slack_dups;          // hold_slack and boost_max in burst's units
     bit<32> boost_dups;
     bit<32> neg_mss;
@@ -120,7 +121,6 @@ control Visible(inout tng_headers_t hdr,
     bit<8> owed = 0;
     bit<8> hide = 0;
     bit<8> started = 0;          // copies start with this segment
-    bit<32> length;              // downlink: payload + SYN + FIN
 
     action visible_on(bit<16> segment_size, bit<32> hold_budget_us, bit<16> hold_slack, bit<32> boost_max_depth,
                       bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
