@@ -68,6 +68,7 @@ control Steering(inout tng_headers_t hdr,
     action take_bound_less_wifi() {
         margin = bound - wifi_delay_now;
     }
+
     /* A 16-bit draw, and its difference with the LTE share: negative (bit 31) when the draw falls below it. Tofino's
      * gateways compare fields with constants only. */
     bit<32> random_draw = 0;
