@@ -21,7 +21,6 @@
 #include <core.p4>
 #include <tna.p4>
 
-#include "shared/arith.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
