@@ -101,10 +101,19 @@ fn serve_with_a_connection(name: &str, extra_serve: &[String], extra_client: &[S
     args.extend(extra_client.iter().cloned());
     let proxy = Process::spawn(&args);
     wait_tcp(listen.parse().unwrap());
-    // The server's side of the connection is up once it counts a handshake.
+    // The server holds the connection from the handshake on, but its channel only from the client's first packet
+    // after it: wait for the channel to be up, or the samples differ between two reads.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !scrape(metrics).contains("tng_agent_handshakes_accepted_total 1") {
-        assert!(Instant::now() < deadline, "no handshake counted:\n{}", scrape(metrics));
+    let channel_up = |text: &str| {
+        parse_prometheus(text).iter().any(|((name, _), value)| name == "tng_agent_channel_up" && *value == 1.0)
+    };
+    loop {
+        let text = scrape(metrics);
+        if channel_up(&text) {
+            assert!(text.contains("tng_agent_handshakes_accepted_total 1\n"), "one handshake:\n{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no channel up:\n{text}");
         std::thread::sleep(Duration::from_millis(50));
     }
     Served { _serve: serve, _proxy: proxy, metrics, control }
