@@ -193,6 +193,10 @@ struct ClientArgs {
     /// Identity key file; a fresh identity for this run if absent.
     #[arg(long)]
     identity: Option<PathBuf>,
+    /// Reach the server through the `tng relay` at this address (Tng's flow middlebox): every packet travels to it
+    /// in a SECTION naming the server, and the relay's sections carry it on.
+    #[arg(long, value_name = "ADDR")]
+    relay: Option<SocketAddr>,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -417,6 +421,9 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
     let agent = start_agent(&args.transport, false, keypair, &[])?;
+    if let Some(relay) = args.relay {
+        agent.route_through(server, relay);
+    }
     let mut paths = Vec::new();
     for local in locals {
         let bound = agent.bind(local).await?;

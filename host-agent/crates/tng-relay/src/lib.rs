@@ -7,15 +7,18 @@
 //! the packets it held, which the end-to-end layer recovers.
 //!
 //! [`SectionSender`] and [`SectionReceiver`] are the two ends of one section, usable by a relay and by an endpoint
-//! alike; [`Relay`] joins an upstream receiver to a downstream sender through a [`SectionQueue`].
+//! alike; [`Relay`] joins an upstream receiver to a downstream sender through a [`SectionQueue`], and
+//! [`EndpointSections`] puts them between an endpoint and its sockets.
 
 #![forbid(unsafe_code)]
 
+mod endpoint_sections;
 mod queue;
 mod relay;
 mod section_receiver;
 mod section_sender;
 
+pub use endpoint_sections::{EndpointSections, Received, SectionStats};
 pub use queue::{QueueFull, SectionQueue};
 pub use relay::{Relay, RelayConfig, RelayStats};
 pub use section_receiver::SectionReceiver;

@@ -17,7 +17,7 @@ use crate::section_receiver::SectionReceiver;
 use crate::section_sender::SectionSender;
 
 /// The relay's policy.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
     /// Congestion controller of the sections the relay sends toward the server (Tng's DSL example: the core, CUBIC).
     pub toward_server_cc: CcKind,
@@ -207,11 +207,11 @@ impl Relay {
 }
 
 /// A SECTION's length on the wire for an inner packet of `inner` bytes (what its section's window counts).
-fn section_len(inner: usize) -> u64 {
+pub(crate) fn section_len(inner: usize) -> u64 {
     (tng_wire::HEADER_LEN + tng_wire::SECTION_PREFIX_LEN + inner.min(MAX_SECTION_INNER)) as u64
 }
 
-fn encode(connection_id: u64, number: u64, payload: Payload<'_>) -> Option<Vec<u8>> {
+pub(crate) fn encode(connection_id: u64, number: u64, payload: Payload<'_>) -> Option<Vec<u8>> {
     let packet = Packet {
         flags: Flags::EMPTY,
         channel_id: 0,

@@ -61,6 +61,11 @@ pub(super) enum Command {
         local: SocketAddr,
         reply: Reply<SocketAddr>,
     },
+    /// Send everything addressed to `peer` through the relay at `relay` (Tng's flow middlebox).
+    RouteThrough {
+        peer: SocketAddr,
+        relay: SocketAddr,
+    },
     /// The kernel reported a local address change (netlink).
     Address(AddressEvent),
     /// The peer of `conn` is now at `addresses` (the host registry); the answer is false once `conn` is gone.

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time, Transmit};
+use tng_relay::{EndpointSections, Received};
+use tng_wire::MAX_SECTION_INNER;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::closed::ClosedReasons;
@@ -25,6 +27,8 @@ const MAX_GSO_BYTES: usize = 65_507;
 /// Receives (each up to 64 KiB with GRO) handled per socket before the driver sends what they caused (ACKs) and
 /// looks at its other work again.
 const RECEIVES_PER_WAKEUP: usize = 16;
+/// Packets a section to a relay holds while its window is full; more are dropped and recovered end to end.
+const SECTION_QUEUE_LIMIT: usize = 256;
 
 struct PendingWrite {
     data: Vec<u8>,
@@ -34,6 +38,8 @@ struct PendingWrite {
 
 pub(super) struct Driver {
     endpoint: Endpoint,
+    /// The sections to and from relays, between the endpoint and the sockets.
+    sections: EndpointSections,
     epoch: Instant,
     /// The driver receives on these itself: a separate receive task cost a task switch and a copy per datagram
     /// burst.
@@ -67,9 +73,12 @@ impl Driver {
         locals: watch::Sender<Vec<SocketAddr>>,
         connected: broadcast::Sender<(ConnectionHandle, Identity)>,
     ) -> Driver {
-        let policies = PolicyResolver::new(policies, endpoint.config().transport.clone());
+        let transport = &endpoint.config().transport;
+        let sections = EndpointSections::new(transport.cc, transport.cc_config.clone(), SECTION_QUEUE_LIMIT);
+        let policies = PolicyResolver::new(policies, transport.clone());
         Driver {
             endpoint,
+            sections,
             epoch: Instant::now(),
             sockets: HashMap::new(),
             recv_buffer: udp::recv_buffer(),
@@ -163,7 +172,8 @@ impl Driver {
             while self.process_events() {
                 self.flush().await;
             }
-            let deadline = self.endpoint.poll_timeout().map(|t| self.instant(t));
+            let deadline = [self.endpoint.poll_timeout(), self.sections.poll_timeout()].into_iter().flatten().min();
+            let deadline = deadline.map(|t| self.instant(t));
             tokio::select! {
                 command = self.inbox.recv() => match command {
                     Some(command) => self.handle(command),
@@ -173,6 +183,7 @@ impl Driver {
                 () = sleep_until(deadline) => {
                     let now = self.now();
                     self.endpoint.handle_timeout(now);
+                    self.sections.handle_timeout(now);
                 }
             }
         }
@@ -181,13 +192,25 @@ impl Driver {
     /// Hands the endpoint what waits on every socket, a bounded number of receives each.
     fn receive(&mut self) {
         let now = self.now();
-        let Driver { sockets, endpoint, recv_buffer, .. } = self;
+        let Driver { sockets, endpoint, sections, recv_buffer, .. } = self;
         for socket in sockets.values() {
             for _ in 0..RECEIVES_PER_WAKEUP {
                 match socket.try_recv(recv_buffer) {
                     Ok(Some(received)) => {
+                        let (local, ecn) = (received.local, received.ecn);
                         for payload in received.payloads() {
-                            endpoint.handle_datagram(now, received.local, received.remote, received.ecn, payload);
+                            match sections.on_datagram(now, local, received.remote, payload) {
+                                Received::Direct(payload) => {
+                                    endpoint.handle_datagram(now, local, received.remote, ecn, payload);
+                                }
+                                Received::Unwrapped { remote, connection_id, inner } => {
+                                    // Before the packet is handled: what it makes the connection send must fit a
+                                    // SECTION.
+                                    endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
+                                    endpoint.handle_datagram(now, local, remote, ecn, inner);
+                                }
+                                Received::Consumed | Received::Dropped => {}
+                            }
                         }
                     }
                     Ok(None) => break,
@@ -204,11 +227,11 @@ impl Driver {
     /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO).
     async fn flush(&mut self) {
         let now = self.now();
-        let mut pending: Option<Transmit> = self.endpoint.poll_transmit(now);
+        let mut pending: Option<Transmit> = self.next_transmit(now);
         while let Some(first) = pending.take() {
             let Some(socket) = self.socket_for(first.local) else {
                 tracing::debug!("no socket for local address {}; dropping a datagram", first.local);
-                pending = self.endpoint.poll_transmit(now);
+                pending = self.next_transmit(now);
                 continue;
             };
             let segment = first.payload.len();
@@ -219,7 +242,7 @@ impl Driver {
             // Only the last datagram of a GSO send may be shorter than the segment size.
             let mut full = true;
             loop {
-                let next = self.endpoint.poll_transmit(now);
+                let next = self.next_transmit(now);
                 match next {
                     Some(t)
                         if full
@@ -246,6 +269,23 @@ impl Driver {
             }
             self.send_batch = contents;
         }
+    }
+
+    /// The next datagram for the sockets: section traffic first (SECTION_ACKs and packets the section's window
+    /// now lets go), then the endpoint's own, each wrapped for its relay if it goes through one.
+    fn next_transmit(&mut self, now: Time) -> Option<Transmit> {
+        if let Some(section) = self.sections.poll_transmit(now) {
+            return Some(section);
+        }
+        while let Some(transmit) = self.endpoint.poll_transmit(now) {
+            if let Some(direct) = self.sections.on_transmit(now, transmit) {
+                return Some(direct);
+            }
+            if let Some(section) = self.sections.poll_transmit(now) {
+                return Some(section);
+            }
+        }
+        None
     }
 
     fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {
@@ -337,6 +377,7 @@ impl Driver {
             Command::BindLocal { local, reply } => {
                 let _ = reply.send(self.bind(local));
             }
+            Command::RouteThrough { peer, relay } => self.sections.route_through(peer, relay),
             Command::Address(event) => self.on_address_event(event),
             Command::PeerAddresses { conn, addresses, reply } => {
                 let known = self.endpoint.connection_stats(conn).is_some();

@@ -108,6 +108,12 @@ impl Agent {
     pub async fn bind(&self, local: SocketAddr) -> Result<SocketAddr> {
         self.ask(|reply| Command::BindLocal { local, reply }).await
     }
+
+    /// Sends everything addressed to `peer` through the relay at `relay`, from the next datagram on: each packet
+    /// travels in a SECTION of its own (wire-format section 10).
+    pub fn route_through(&self, peer: SocketAddr, relay: SocketAddr) {
+        let _ = self.commands.send(Command::RouteThrough { peer, relay });
+    }
 }
 
 /// One reliable ordered byte stream of a tng connection.

@@ -400,7 +400,8 @@ impl Connection {
         };
         let mut payload = Vec::new();
         encode_limits(&self.config.streams.limits(), &mut payload);
-        let room = MAX_PACKET.saturating_sub(HEADER_LEN + INITIAL_PREFIX_LEN + NOISE_OVERHEAD + payload.len());
+        let most = usize::try_from(self.max_datagram_size()).unwrap_or(MAX_PACKET);
+        let room = most.saturating_sub(HEADER_LEN + INITIAL_PREFIX_LEN + NOISE_OVERHEAD + payload.len());
         if let Some(streams) = self.streams.as_mut() {
             // The semantic layer's own timer repeats these bytes if the server never acknowledges them; the
             // datagram itself is repeated verbatim until the server confirms.

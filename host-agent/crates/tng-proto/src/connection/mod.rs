@@ -495,6 +495,11 @@ impl Connection {
         token
     }
 
+    /// Sends no datagram larger than `size` bytes from now on (never above the configured size).
+    pub(crate) fn limit_datagram_size(&mut self, size: usize) {
+        self.config.max_datagram_size = self.config.max_datagram_size.min(size);
+    }
+
     fn max_datagram_size(&self) -> u64 {
         self.config.max_datagram_size.clamp(MIN_DATAGRAM_SIZE, tng_wire::MAX_PACKET) as u64
     }

@@ -307,6 +307,16 @@ impl Endpoint {
         Some(&mut entry.connection)
     }
 
+    /// Caps the datagrams of the connection with `connection_id` at `size` bytes (a relay on its path wraps each in
+    /// a SECTION, wire-format section 10); false if the endpoint holds no such connection (yet).
+    pub fn limit_datagram_size(&mut self, connection_id: u64, size: usize) -> bool {
+        let Some(entry) = self.by_id.get(&connection_id).and_then(|handle| self.connections.get_mut(handle)) else {
+            return false;
+        };
+        entry.connection.limit_datagram_size(size);
+        true
+    }
+
     /// A snapshot of a connection's counters (without needing `&mut self`).
     pub fn connection_stats(&self, handle: ConnectionHandle) -> Option<ConnectionStats> {
         self.connections.get(&handle).map(|entry| entry.connection.stats())
