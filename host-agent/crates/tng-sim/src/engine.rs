@@ -1,4 +1,5 @@
-//! The event loop: virtual time, the network, and one real tng-proto endpoint per host.
+//! The event loop: virtual time, the network, one real tng-proto endpoint per host (behind its ends of the
+//! sections to relays) and the relay core of every path that has a relay.
 //!
 //! After anything touches an endpoint (a datagram, a timer, an application call) the simulator drains it: every
 //! datagram it wants to send enters the network, every event goes to the host's application (which may write and
@@ -10,13 +11,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tng_proto::qlog::QlogConfig;
-use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair};
+use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair, TransportConfig};
+use tng_relay::{EndpointSections, Received, Relay, RelayStats};
+use tng_wire::MAX_SECTION_INNER;
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
 use crate::datagram::Datagram;
+use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
-use crate::network::{server_address, HostId, InFlight, Network, NetworkChange, Progress};
+use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
 use crate::scenario::{Mode, Scenario};
 use crate::topology::{validate_scenario, NetworkPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
@@ -24,6 +28,8 @@ use crate::workload::{plan_client, ClientPlan};
 
 /// Keeps the server's key and seed apart from the clients' (which are the run seed plus 1, 2, ...).
 const SERVER_KEY_SALT: u64 = 0x5e7e_0000_0000_0000;
+/// Packets an endpoint's section to a relay holds while the section's window is full (as the agent's driver).
+const SECTION_QUEUE_LIMIT: usize = 256;
 /// Simulated time between two progress lines.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -50,12 +56,16 @@ pub struct Outcome {
     pub wall_time: Duration,
     /// Per path: packets the endpoints sent on it, and those that carried retransmitted data.
     pub path_packets: Vec<(u64, u64)>,
+    /// Per path: what its relay counted, if it has one.
+    pub relay_stats: Vec<Option<RelayStats>>,
 }
 
 enum SimEvent {
     /// Boxed: the agenda moves its entries at every push and pop, and a datagram in flight is large.
     Packet(Box<InFlight>),
     Timer(HostId),
+    /// The timer of the relay of a path.
+    RelayTimer(usize),
     Change(NetworkChange),
     Burst {
         client: usize,
@@ -67,7 +77,22 @@ enum SimEvent {
 
 struct Host {
     endpoint: Endpoint,
+    /// Its ends of the sections to relays.
+    sections: EndpointSections,
     /// The timeout the agenda holds for this endpoint; other timer events for it are stale.
+    armed: Option<Duration>,
+}
+
+impl Host {
+    fn new(endpoint: Endpoint, transport: &TransportConfig) -> Host {
+        let sections = EndpointSections::new(transport.cc, transport.cc_config.clone(), SECTION_QUEUE_LIMIT);
+        Host { endpoint, sections, armed: None }
+    }
+}
+
+/// A path's relay and the timeout the agenda holds for it.
+struct RelayNode {
+    relay: Relay,
     armed: Option<Duration>,
 }
 
@@ -78,6 +103,8 @@ struct Simulation {
     network: Network,
     server: Host,
     clients: Vec<Host>,
+    /// `[path]`.
+    relays: Vec<Option<RelayNode>>,
     server_app: ServerApp,
     client_apps: Vec<ClientApp>,
     ledger: Ledger,
@@ -105,7 +132,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     let mut server_config = EndpointConfig::server();
     server_config.transport = transport.clone();
     let server_keypair = StaticKeypair::from_seed(seed ^ SERVER_KEY_SALT);
-    let server = Host { endpoint: Endpoint::new(server_config, server_keypair, seed ^ SERVER_KEY_SALT), armed: None };
+    let server = Host::new(Endpoint::new(server_config, server_keypair, seed ^ SERVER_KEY_SALT), &transport);
     let mut clients = Vec::new();
     let mut client_apps = Vec::new();
     let mut client_identities = Vec::new();
@@ -118,7 +145,13 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         let client_seed = seed.wrapping_add(client as u64 + 1);
         let keypair = StaticKeypair::from_seed(client_seed);
         client_identities.push(keypair.identity());
-        clients.push(Host { endpoint: Endpoint::new(config, keypair, client_seed), armed: None });
+        let mut host = Host::new(Endpoint::new(config, keypair, client_seed), &transport);
+        for (path, path_plan) in plan.paths.iter().enumerate() {
+            if path_plan.relay.is_some() {
+                host.sections.route_through(server_address(path), relay_address(path));
+            }
+        }
+        clients.push(host);
         let paths: Vec<(SocketAddr, SocketAddr)> =
             (0..path_count).map(|path| (network.client_address(client, path), server_address(path))).collect();
         client_apps.push(ClientApp::new(client, scenario.mode, paths, client_plan));
@@ -131,6 +164,11 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         network,
         server,
         clients,
+        relays: plan
+            .paths
+            .iter()
+            .map(|path| path.relay.clone().map(|config| RelayNode { relay: Relay::new(config), armed: None }))
+            .collect(),
         server_app: ServerApp::new(client_identities),
         client_apps,
         ledger: Ledger::new(scenario.clients, Duration::from_secs_f64(scenario.measure_after_s)),
@@ -162,6 +200,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     let workload_completed = simulation.run_loop();
     let wall_time = started.elapsed();
     let path_packets = simulation.path_packets();
+    let relay_stats = simulation.relays.iter().map(|node| node.as_ref().map(|node| node.relay.stats())).collect();
     Ok(Outcome {
         scenario: scenario.clone(),
         ended_at: simulation.now,
@@ -171,6 +210,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         events: simulation.events,
         wall_time,
         path_packets,
+        relay_stats,
     })
 }
 
@@ -210,7 +250,16 @@ impl Simulation {
                 if self.host(host).armed == Some(now) {
                     self.host(host).armed = None;
                     self.host(host).endpoint.handle_timeout(to_time(now));
+                    self.host(host).sections.handle_timeout(to_time(now));
                     self.drain(host);
+                }
+            }
+            SimEvent::RelayTimer(path) => {
+                let now = self.now;
+                if let Some(node) = self.relays[path].as_mut().filter(|node| node.armed == Some(now)) {
+                    node.armed = None;
+                    node.relay.handle_timeout(to_time(now));
+                    self.drain_relay(path);
                 }
             }
             SimEvent::Change(change) => {
@@ -267,14 +316,23 @@ impl Simulation {
             }
             Progress::Delivered { to, datagram } => {
                 let now = to_time(self.now);
-                self.host(to).endpoint.handle_datagram(
-                    now,
-                    datagram.destination,
-                    datagram.source,
-                    ecn_to_proto(datagram.ecn),
-                    &datagram.payload,
-                );
+                let (local, ecn) = (datagram.destination, ecn_to_proto(datagram.ecn));
+                let Host { endpoint, sections, .. } = self.host(to);
+                match sections.on_datagram(now, local, datagram.source, &datagram.payload) {
+                    Received::Direct(payload) => endpoint.handle_datagram(now, local, datagram.source, ecn, payload),
+                    Received::Unwrapped { remote, connection_id, inner } => {
+                        endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
+                        endpoint.handle_datagram(now, local, remote, ecn, inner);
+                    }
+                    Received::Consumed | Received::Dropped => {}
+                }
                 self.drain(to);
+            }
+            Progress::AtRelay { path, datagram } => {
+                if let Some(node) = self.relays[path].as_mut() {
+                    node.relay.handle_datagram(to_time(self.now), datagram.source, &datagram.payload);
+                    self.drain_relay(path);
+                }
             }
             Progress::Held | Progress::Lost => {}
         }
@@ -283,7 +341,8 @@ impl Simulation {
         }
     }
 
-    /// Sends what the endpoint wants to send, hands its events to the application, re-arms its timer.
+    /// Sends what the endpoint wants to send (through its sections), hands its events to the application, re-arms
+    /// its timer.
     fn drain(&mut self, host: HostId) {
         loop {
             let now = to_time(self.now);
@@ -294,15 +353,10 @@ impl Simulation {
                         recovery_transmissions(connection) > response.recovery_mark
                     });
                 }
-                let datagram = Datagram {
-                    source: transmit.local,
-                    destination: transmit.remote,
-                    ecn: ecn_from_proto(transmit.ecn),
-                    payload: transmit.payload,
-                };
-                let progress = self.network.send(self.now, host, datagram);
-                self.follow(progress);
+                let direct = self.host(host).sections.on_transmit(now, transmit);
+                self.send_all(host, direct);
             }
+            self.send_all(host, None);
             let mut handled_any = false;
             while let Some((handle, event)) = self.host(host).endpoint.poll_event() {
                 handled_any = true;
@@ -338,10 +392,49 @@ impl Simulation {
         self.arm_timer(host);
     }
 
+    /// Puts `direct` on the network, then every section datagram the host's sections have ready.
+    fn send_all(&mut self, host: HostId, direct: Option<tng_proto::Transmit>) {
+        let now = to_time(self.now);
+        let mut next = direct;
+        while let Some(transmit) = next.take().or_else(|| self.host(host).sections.poll_transmit(now)) {
+            let datagram = Datagram {
+                source: transmit.local,
+                destination: transmit.remote,
+                ecn: ecn_from_proto(transmit.ecn),
+                payload: transmit.payload,
+            };
+            let progress = self.network.send(self.now, host, datagram);
+            self.follow(progress);
+        }
+    }
+
+    /// Sends what the relay of `path` has ready and re-arms its timer.
+    fn drain_relay(&mut self, path: usize) {
+        let now = self.now;
+        let Some(node) = self.relays[path].as_mut() else { return };
+        let mut outgoing = Vec::new();
+        while let Some((to, payload)) = node.relay.poll_transmit(to_time(now)) {
+            outgoing.push(Datagram { source: relay_address(path), destination: to, ecn: Ecn::NotEct, payload });
+        }
+        let next = node.relay.poll_timeout().map(|at| (at - to_time(Duration::ZERO)).max(now));
+        if next != node.armed {
+            node.armed = next;
+            if let Some(at) = next {
+                self.agenda.schedule(at, SimEvent::RelayTimer(path));
+            }
+        }
+        for datagram in outgoing {
+            let progress = self.network.send_from_relay(now, path, datagram);
+            self.follow(progress);
+        }
+    }
+
     fn arm_timer(&mut self, host: HostId) {
         // A deadline already past fires now; the armed time is what the agenda holds, so it matches on arrival.
         let now = self.now;
-        let next = self.host(host).endpoint.poll_timeout().map(|at| (at - to_time(Duration::ZERO)).max(now));
+        let Host { endpoint, sections, .. } = self.host(host);
+        let next = [endpoint.poll_timeout(), sections.poll_timeout()].into_iter().flatten().min();
+        let next = next.map(|at| (at - to_time(Duration::ZERO)).max(now));
         if next != self.host(host).armed {
             self.host(host).armed = next;
             if let Some(at) = next {

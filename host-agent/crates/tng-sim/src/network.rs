@@ -4,6 +4,10 @@
 //! Routing follows the client-side address: a datagram travels the path whose client address it carries (as
 //! source on the way up, destination on the way down), whatever server address it uses, because the client's
 //! radio is what a path stands for. A datagram for an address no host holds any more is lost.
+//!
+//! A path may have a relay where its own links end and its bottleneck begins: datagrams to or from the relay's
+//! address cross only the links on their side of it (the access links toward the client, the bottleneck toward the
+//! server).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -20,6 +24,11 @@ pub const TNG_PORT: u16 = 4477;
 /// The server's address on path `path`: 10.0.`path`.2.
 pub fn server_address(path: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 2)), TNG_PORT)
+}
+
+/// The relay's address on path `path` (if the path has one): 10.0.`path`.3.
+pub fn relay_address(path: usize) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 3)), TNG_PORT)
 }
 
 /// Most client hosts a simulation can address: the client number takes the first two octets, from 10.0 up.
@@ -41,7 +50,7 @@ fn client_and_path(address: SocketAddr) -> Option<(usize, usize)> {
     };
     let [high, low, path, host] = ip.octets();
     let client = usize::from(high.checked_sub(FIRST_CLIENT_OCTET)?) * 256 + usize::from(low);
-    (host != 2).then_some((client, usize::from(path)))
+    (host != 2 && host != 3).then_some((client, usize::from(path)))
 }
 
 fn octet(value: usize) -> u8 {
@@ -60,6 +69,17 @@ enum Direction {
     Downlink,
 }
 
+/// Which links of its path a datagram crosses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leg {
+    /// Client to server or back: every link.
+    Whole,
+    /// Between the client and the path's relay: the access links.
+    Access,
+    /// Between the path's relay and the server: the bottleneck, if the path has one.
+    Core,
+}
+
 /// A datagram between two hops.
 #[derive(Debug)]
 pub struct InFlight {
@@ -67,6 +87,7 @@ pub struct InFlight {
     client: usize,
     path: usize,
     direction: Direction,
+    leg: Leg,
     /// Index of the hop it is crossing.
     hop: usize,
     link: usize,
@@ -92,6 +113,11 @@ pub enum Progress {
     /// Reached a host.
     Delivered {
         to: HostId,
+        datagram: Datagram,
+    },
+    /// Reached the relay of `path`.
+    AtRelay {
+        path: usize,
         datagram: Datagram,
     },
     /// Held at the far end of a link by a tail-drop rule; [`Network::take_released`] returns it if it goes on.
@@ -136,6 +162,8 @@ pub struct Network {
     access: Vec<Vec<LinkPair>>,
     /// `[path]`.
     shared: Vec<Option<LinkPair>>,
+    /// `[path]`: whether the path has a relay.
+    relays: Vec<bool>,
     /// `[client][path]`: current address and number of changes so far.
     addresses: Vec<Vec<(SocketAddr, usize)>>,
     path_count: usize,
@@ -156,6 +184,7 @@ impl Network {
             any_tail_rule: false,
             access: Vec::new(),
             shared: Vec::new(),
+            relays: plan.paths.iter().map(|path| path.relay.is_some()).collect(),
             addresses: Vec::new(),
             path_count: plan.paths.len(),
             next_tag: 0,
@@ -225,8 +254,11 @@ impl Network {
         self.addresses[client][path].0
     }
 
-    /// The path a client-side address (current or former) belongs to.
+    /// The path a client-side address (current or former) or a relay's address belongs to.
     pub fn path_of_address(&self, address: SocketAddr) -> Option<usize> {
+        if let Some(path) = self.relay_path(address) {
+            return Some(path);
+        }
         let (client, path) = client_and_path(address)?;
         (client < self.addresses.len() && path < self.path_count).then_some(path)
     }
@@ -254,22 +286,49 @@ impl Network {
 
     /// A host sends a datagram at `now`.
     pub fn send(&mut self, now: Duration, from: HostId, datagram: Datagram) -> Progress {
+        let to_relay = self.relay_path(datagram.destination);
         let route = match from {
-            HostId::Client(client) => {
-                self.path_of(client, datagram.source).map(|path| (client, path, Direction::Uplink))
-            }
-            HostId::Server => {
-                self.owner_of(datagram.destination).map(|(client, path)| (client, path, Direction::Downlink))
-            }
+            HostId::Client(client) => self.path_of(client, datagram.source).map(|path| {
+                let leg = if to_relay == Some(path) { Leg::Access } else { Leg::Whole };
+                (client, path, Direction::Uplink, leg)
+            }),
+            // The bottleneck is the same for every client of the path: the first client's links stand in.
+            HostId::Server => match to_relay {
+                Some(path) => Some((0, path, Direction::Downlink, Leg::Core)),
+                None => self
+                    .owner_of(datagram.destination)
+                    .map(|(client, path)| (client, path, Direction::Downlink, Leg::Whole)),
+            },
         };
-        let Some((client, path, direction)) = route else {
+        self.route(now, route, datagram)
+    }
+
+    /// The relay of `path` sends a datagram at `now`: toward the server, or toward a client of the path.
+    pub fn send_from_relay(&mut self, now: Duration, path: usize, datagram: Datagram) -> Progress {
+        let route = if self.is_server_address(datagram.destination) {
+            Some((0, path, Direction::Uplink, Leg::Core))
+        } else {
+            self.owner_of(datagram.destination)
+                .filter(|&(_, owner_path)| owner_path == path)
+                .map(|(client, _)| (client, path, Direction::Downlink, Leg::Access))
+        };
+        self.route(now, route, datagram)
+    }
+
+    fn route(&mut self, now: Duration, route: Option<(usize, usize, Direction, Leg)>, datagram: Datagram) -> Progress {
+        let Some((client, path, direction, leg)) = route else {
             self.routing.unroutable += 1;
             return Progress::Lost;
         };
         let tag = self.next_tag;
         self.next_tag += 1;
-        let packet = InFlight { datagram, client, path, direction, hop: 0, link: 0, generation: 0, tag };
+        let packet = InFlight { datagram, client, path, direction, leg, hop: 0, link: 0, generation: 0, tag };
         self.enter_hop(now, packet)
+    }
+
+    /// The path whose relay has `address`, if one does.
+    fn relay_path(&self, address: SocketAddr) -> Option<usize> {
+        (0..self.path_count).find(|&path| self.relays[path] && relay_address(path) == address)
     }
 
     /// A datagram reaches the end of the link it was crossing.
@@ -382,18 +441,22 @@ impl Network {
     }
 
     /// Links a datagram crosses, in order.
-    fn hops(&self, client: usize, path: usize, direction: Direction) -> ([usize; 2], usize) {
-        let access = self.access[client][path];
-        match (direction, self.shared[path]) {
-            (Direction::Uplink, Some(shared)) => ([access.uplink, shared.uplink], 2),
-            (Direction::Uplink, None) => ([access.uplink, 0], 1),
-            (Direction::Downlink, Some(shared)) => ([shared.downlink, access.downlink], 2),
-            (Direction::Downlink, None) => ([access.downlink, 0], 1),
+    fn hops(&self, packet: &InFlight) -> ([usize; 2], usize) {
+        let access = self.access[packet.client][packet.path];
+        let shared = self.shared[packet.path];
+        match (packet.leg, packet.direction, shared) {
+            (Leg::Whole, Direction::Uplink, Some(shared)) => ([access.uplink, shared.uplink], 2),
+            (Leg::Whole, Direction::Downlink, Some(shared)) => ([shared.downlink, access.downlink], 2),
+            (Leg::Whole | Leg::Access, Direction::Uplink, _) => ([access.uplink, 0], 1),
+            (Leg::Whole | Leg::Access, Direction::Downlink, _) => ([access.downlink, 0], 1),
+            (Leg::Core, Direction::Uplink, Some(shared)) => ([shared.uplink, 0], 1),
+            (Leg::Core, Direction::Downlink, Some(shared)) => ([shared.downlink, 0], 1),
+            (Leg::Core, _, None) => ([0, 0], 0),
         }
     }
 
     fn enter_hop(&mut self, now: Duration, mut packet: InFlight) -> Progress {
-        let (hops, hop_count) = self.hops(packet.client, packet.path, packet.direction);
+        let (hops, hop_count) = self.hops(&packet);
         if packet.hop == hop_count {
             return self.deliver(packet);
         }
@@ -414,6 +477,13 @@ impl Network {
     }
 
     fn deliver(&mut self, packet: InFlight) -> Progress {
+        let at_relay = match (packet.leg, packet.direction) {
+            (Leg::Access, Direction::Uplink) | (Leg::Core, Direction::Downlink) => true,
+            (Leg::Whole, _) | (Leg::Access, Direction::Downlink) | (Leg::Core, Direction::Uplink) => false,
+        };
+        if at_relay {
+            return Progress::AtRelay { path: packet.path, datagram: packet.datagram };
+        }
         let delivered = match packet.direction {
             // The host must still hold the address it is sent to.
             Direction::Downlink if self.client_address(packet.client, packet.path) == packet.datagram.destination => {

@@ -17,6 +17,20 @@ pub struct PathReport {
     pub retransmitted_packets: u64,
     /// Share of the server-to-client capacity used over the run (mean over the clients' access links).
     pub utilization: f64,
+    /// The path's relay, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelayReport>,
+}
+
+/// What a path's relay counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RelayReport {
+    /// SECTIONs it forwarded, both directions.
+    pub forwarded: u64,
+    /// SECTIONs dropped because their direction's queue was full.
+    pub queue_full: u64,
+    /// Datagrams it dropped for any other reason.
+    pub dropped: u64,
 }
 
 /// What the network did to packets, summed over every link.
@@ -119,6 +133,13 @@ impl Report {
                 path.retransmitted_packets,
                 path.utilization * 100.0
             );
+            if let Some(relay) = &path.relay {
+                let _ = writeln!(
+                    text,
+                    "    relay        {} SECTIONs forwarded, {} dropped at a full queue, {} dropped otherwise",
+                    relay.forwarded, relay.queue_full, relay.dropped
+                );
+            }
         }
         let n = &self.network;
         let _ = writeln!(
@@ -159,7 +180,12 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
                 .map(|client| outcome.network.access_links(client, index).1.utilization(outcome.ended_at))
                 .sum::<f64>()
                 / clients as f64;
-            PathReport { name: path.name.clone(), sent_packets, retransmitted_packets, utilization }
+            let relay = outcome.relay_stats.get(index).copied().flatten().map(|stats| RelayReport {
+                forwarded: stats.forwarded,
+                queue_full: stats.queue_full,
+                dropped: stats.dropped,
+            });
+            PathReport { name: path.name.clone(), sent_packets, retransmitted_packets, utilization, relay }
         })
         .collect();
     let links = outcome.network.total_link_stats();

@@ -119,7 +119,7 @@ pub enum SizeSpec {
 /// One path between the client and the server: a link in each direction, optionally followed by a shared one.
 ///
 /// In the file, the link fields sit directly in the path's table (for both directions) next to `name`,
-/// `bottleneck`, `address_changes_s` and the per-direction tables `uplink` and `downlink`.
+/// `bottleneck`, `address_changes_s` and the tables `relay`, `uplink` and `downlink`.
 #[derive(Clone, Debug)]
 pub struct PathSpec {
     pub name: String,
@@ -127,7 +127,37 @@ pub struct PathSpec {
     pub bottleneck: Option<String>,
     /// Times at which the client's address on this path changes (the simulator moves it and tells the endpoint).
     pub address_changes_s: Vec<f64>,
+    /// A relay (`tng relay`) where the path's own links end and its bottleneck begins: clients reach the server
+    /// through it.
+    pub relay: Option<RelaySpec>,
     pub links: DuplexSpec,
+}
+
+/// A relay's policy: each section's congestion controller and its queue.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySpec {
+    /// Controller of the section toward the server (the core).
+    #[serde(default = "default_toward_server_cc")]
+    pub toward_server_cc: String,
+    /// Controller of the section toward the client (the path's own links: the last mile).
+    #[serde(default = "default_toward_client_cc")]
+    pub toward_client_cc: String,
+    /// Packets each direction's queue holds.
+    #[serde(default = "default_relay_queue")]
+    pub queue_packets: usize,
+}
+
+fn default_toward_server_cc() -> String {
+    "cubic".to_owned()
+}
+
+fn default_toward_client_cc() -> String {
+    "vegas".to_owned()
+}
+
+fn default_relay_queue() -> usize {
+    64
 }
 
 /// Settings of a pair of links: `both` for both directions, refined per direction.
@@ -148,8 +178,9 @@ impl<'de> Deserialize<'de> for PathSpec {
         let name = take_field(&mut table, "name")?.ok_or_else(|| D::Error::missing_field("name"))?;
         let bottleneck = take_field(&mut table, "bottleneck")?;
         let address_changes_s = take_field(&mut table, "address_changes_s")?.unwrap_or_default();
+        let relay = take_field(&mut table, "relay")?;
         let links = duplex_from_table(table)?;
-        Ok(PathSpec { name, bottleneck, address_changes_s, links })
+        Ok(PathSpec { name, bottleneck, address_changes_s, relay, links })
     }
 }
 

@@ -8,10 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tng_proto::cc::CcConfig;
+use tng_proto::CcKind;
+use tng_relay::RelayConfig;
+
 use crate::link::{LinkParams, QueueLimit, Service};
 use crate::loss::{GilbertElliott, LossModel};
 use crate::network::MAX_CLIENTS;
-use crate::scenario::{DuplexSpec, LinkSpec, Mode, PathSpec, Scenario, SizeSpec, WorkloadSpec};
+use crate::scenario::{DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec};
 use crate::trace::DeliveryTrace;
 
 /// IPv4 (20) + UDP (8) header bytes every datagram adds on the wire.
@@ -56,6 +60,8 @@ pub struct PathPlan {
     /// Index into [`NetworkPlan::bottlenecks`].
     pub bottleneck: Option<usize>,
     pub address_changes: Vec<Duration>,
+    /// The relay between the path's own links and its bottleneck, if any.
+    pub relay: Option<RelayConfig>,
     /// Propagation round-trip time, shared links included.
     pub base_rtt: Duration,
 }
@@ -224,7 +230,23 @@ fn resolve_path(
         downlink: resolver.resolve(&key, "downlink", &path.links, base_rtt)?,
         bottleneck,
         address_changes,
+        relay: path.relay.as_ref().map(|relay| resolve_relay(&format!("{key}.relay"), relay)).transpose()?,
         base_rtt,
+    })
+}
+
+fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayConfig, ScenarioError> {
+    let controller = |field: &str, name: &str| {
+        name.parse::<CcKind>().map_err(|error| invalid(format!("{key}.{field}"), error.to_string()))
+    };
+    if relay.queue_packets == 0 {
+        return Err(invalid(format!("{key}.queue_packets"), "must be at least 1"));
+    }
+    Ok(RelayConfig {
+        toward_server_cc: controller("toward_server_cc", &relay.toward_server_cc)?,
+        toward_client_cc: controller("toward_client_cc", &relay.toward_client_cc)?,
+        cc: CcConfig::default(),
+        queue_limit: relay.queue_packets,
     })
 }
 

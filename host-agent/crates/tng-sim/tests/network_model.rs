@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tng_sim::datagram::{Datagram, Ecn};
 use tng_sim::document::parse_scenario;
-use tng_sim::network::{client_address, server_address, HostId, Network, NetworkChange, Progress};
+use tng_sim::network::{client_address, relay_address, server_address, HostId, Network, NetworkChange, Progress};
 use tng_sim::topology::NetworkPlan;
 
 fn network(text: &str, clients: usize) -> Network {
@@ -22,9 +22,16 @@ fn data_packet(source: std::net::SocketAddr, destination: std::net::SocketAddr, 
     Datagram { source, destination, ecn: Ecn::NotEct, payload }
 }
 
-/// Follows a datagram hop by hop; returns (receiving host, arrival time) or `None` if it was lost.
-fn carry(network: &mut Network, now: Duration, from: HostId, datagram: Datagram) -> Option<(HostId, Duration)> {
-    let mut progress = network.send(now, from, datagram);
+/// Where a datagram got to.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    Host(HostId),
+    Relay(usize),
+}
+
+/// Follows a datagram hop by hop from `progress` (sent at `now`); returns where it stopped and when, or `None` if
+/// it was lost.
+fn travel(network: &mut Network, now: Duration, mut progress: Progress) -> Option<(Stop, Duration)> {
     let mut at = now;
     loop {
         match progress {
@@ -32,9 +39,19 @@ fn carry(network: &mut Network, now: Duration, from: HostId, datagram: Datagram)
                 at = arrives;
                 progress = network.arrive(arrives, packet);
             }
-            Progress::Delivered { to, .. } => return Some((to, at)),
+            Progress::Delivered { to, .. } => return Some((Stop::Host(to), at)),
+            Progress::AtRelay { path, .. } => return Some((Stop::Relay(path), at)),
             Progress::Held | Progress::Lost => return None,
         }
+    }
+}
+
+/// Sends a datagram between hosts of a network without relays; returns (receiving host, arrival time) or `None`.
+fn carry(network: &mut Network, now: Duration, from: HostId, datagram: Datagram) -> Option<(HostId, Duration)> {
+    let progress = network.send(now, from, datagram);
+    match travel(network, now, progress)? {
+        (Stop::Host(host), at) => Some((host, at)),
+        (Stop::Relay(path), _) => panic!("stopped at the relay of path {path} on a network without relays"),
     }
 }
 
@@ -244,4 +261,54 @@ fn every_client_of_thousands_has_its_own_address_and_receives_its_own_datagrams(
         );
         assert_eq!(down.map(|(to, _)| to), Some(HostId::Client(client)));
     }
+}
+
+const RELAYED: &str = r#"
+duration_s = 10
+[workload]
+kind = "bulk"
+[[paths]]
+name = "dsl"
+rate_mbps = 8
+delay_ms = 10
+bottleneck = "core"
+relay = {}
+[[paths]]
+name = "direct"
+rate_mbps = 8
+delay_ms = 10
+bottleneck = "core"
+[bottlenecks.core]
+rate_mbps = 80
+delay_ms = 20
+"#;
+
+#[test]
+fn a_relay_splits_its_path_at_the_bottleneck() {
+    let mut network = network(RELAYED, 2);
+    let relay = relay_address(0);
+    let (client, server) = (client_address(1, 0, 0), server_address(0));
+    // 1000 bytes: 1 ms at 8 Mbit/s on the access link plus 10 ms; 0.1 ms at 80 Mbit/s on the core plus 20 ms.
+    let up = network.send(Duration::ZERO, HostId::Client(1), data_packet(client, relay, 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, up), Some((Stop::Relay(0), Duration::from_millis(11))));
+    let onward = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, server, 972));
+    assert_eq!(
+        travel(&mut network, Duration::ZERO, onward),
+        Some((Stop::Host(HostId::Server), Duration::from_micros(20_100)))
+    );
+    let back = network.send(Duration::ZERO, HostId::Server, data_packet(server, relay, 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, back), Some((Stop::Relay(0), Duration::from_micros(20_100))));
+    let down = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, client, 972));
+    assert_eq!(
+        travel(&mut network, Duration::ZERO, down),
+        Some((Stop::Host(HostId::Client(1)), Duration::from_millis(11)))
+    );
+    // The relay reaches only the clients of its own path; the path without a relay has no relay address.
+    let elsewhere = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, client_address(1, 1, 0), 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, elsewhere), None);
+    let no_relay =
+        network.send(Duration::ZERO, HostId::Client(0), data_packet(client_address(0, 1, 0), relay_address(1), 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, no_relay), None, "delivered nowhere: path 1 has no relay");
+    assert_eq!(network.routing_stats().unroutable, 2);
+    assert_eq!(network.path_of_address(relay), Some(0), "the relay's packets count for its path");
 }

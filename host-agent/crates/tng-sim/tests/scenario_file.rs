@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use tng_proto::CcKind;
 use tng_sim::document::{parse_scenario, DocumentError, Override};
 use tng_sim::link::QueueLimit;
 use tng_sim::scenario::{Mode, WorkloadSpec};
@@ -99,6 +100,25 @@ fn bad_values_name_the_key_and_the_problem() {
     let scenario = parse(BASE, &["paths.0.rate_mbps=-3"]).expect("parses");
     let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
     assert_eq!(error.key, "paths.0.rate_mbps");
+
+    let scenario = parse(BASE, &["paths.0.relay={ toward_client_cc = \"vgeas\" }"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.relay.toward_client_cc");
+    assert!(error.problem.contains("vgeas"), "{}", error.problem);
+    let scenario = parse(BASE, &["paths.0.relay={ queue_packets = 0 }"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.relay.queue_packets");
+}
+
+#[test]
+fn a_relay_takes_its_defaults_and_rejects_unknown_keys() {
+    let scenario = parse(BASE, &["paths.0.relay={}"]).expect("parses");
+    let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
+    let relay = plan.paths[0].relay.clone().expect("a relay on path 0");
+    assert_eq!((relay.toward_client_cc, relay.toward_server_cc, relay.queue_limit), (CcKind::Vegas, CcKind::Cubic, 64));
+    assert!(plan.paths[1].relay.is_none());
+    let error = parse(BASE, &["paths.0.relay={ queue = 3 }"]).expect_err("unknown key");
+    assert!(error.to_string().contains("unknown field `queue`"), "{error}");
 }
 
 #[test]
@@ -115,5 +135,5 @@ fn every_shipped_scenario_file_is_valid() {
         NetworkPlan::from_scenario(&scenario, &directory).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
         checked += 1;
     }
-    assert_eq!(checked, 9);
+    assert_eq!(checked, 10);
 }

@@ -12,7 +12,7 @@ use tng_proto::qlog::{QlogConfig, QlogEvent, QlogFactory, QlogSink, TraceStart};
 use tng_proto::streams::Side;
 use tng_proto::Time;
 
-use tng_sim::document::{load_scenario, Override};
+use tng_sim::document::{load_scenario, parse_scenario, Override};
 use tng_sim::engine::{run, RunOptions};
 use tng_sim::report::{build_report, Report};
 use tng_sim::topology::NetworkPlan;
@@ -213,4 +213,43 @@ fn copa_uses_ninety_percent_of_a_cellular_trace() {
     assert_integrity(&report);
     let utilization = report.paths[0].utilization;
     assert!(utilization >= 0.9, "copa used {utilization:.3} of the trace");
+}
+
+/// Runs `file` as written and without its relay (its `relay = ...` line removed), recording the server's SRTT.
+fn with_and_without_relay(file: &str) -> [(Report, Vec<Duration>); 2] {
+    let path = scenario_path(file);
+    let text = std::fs::read_to_string(&path).expect("scenario file");
+    let without: String = text.lines().filter(|line| !line.starts_with("relay = ")).collect::<Vec<_>>().join("\n");
+    assert_ne!(without.lines().count(), text.lines().count(), "{file} has a relay line");
+    let base_dir = path.parent().expect("scenario directory").to_path_buf();
+    [text, without].map(|document| {
+        let scenario = parse_scenario(&path, &document, &[]).unwrap_or_else(|error| panic!("{error}"));
+        let log = SrttLog::default();
+        let options = RunOptions { qlog: Some(QlogConfig(Arc::new(ServerSrtt(log.clone())))), ..RunOptions::default() };
+        let outcome = run(&scenario, &base_dir, options).unwrap_or_else(|error| panic!("{error}"));
+        let report = build_report(file, &outcome, false);
+        eprintln!("{file}:\n{}", report.summary());
+        (report, srtt_samples(&log, Duration::from_secs_f64(scenario.measure_after_s)))
+    })
+}
+
+#[test]
+#[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
+fn a_relay_keeps_the_dsl_buffer_empty_without_costing_goodput() {
+    let [(split, split_srtt), (end_to_end, end_to_end_srtt)] = with_and_without_relay("relay-dsl.toml");
+    for report in [&split, &end_to_end] {
+        assert_integrity(report);
+        assert!(report.workload_completed, "the download finished");
+    }
+    let relay = split.paths[0].relay.expect("the relay's counters");
+    assert!(relay.forwarded >= 10_000_000 / 1429, "every data packet crossed the relay: {relay:?}");
+    assert!(end_to_end.paths[0].relay.is_none());
+    let p95 = |samples: &[Duration]| samples[samples.len() * 95 / 100];
+    let (split_p95, end_to_end_p95) = (p95(&split_srtt), p95(&end_to_end_srtt));
+    eprintln!(
+        "split: {:.2} Mbit/s, p95 SRTT {split_p95:?}; end to end: {:.2} Mbit/s, p95 SRTT {end_to_end_p95:?}",
+        split.goodput_mbps, end_to_end.goodput_mbps
+    );
+    assert!(split.goodput_mbps >= 0.9 * end_to_end.goodput_mbps, "split goodput {:.2}", split.goodput_mbps);
+    assert!(split_p95 * 2 <= end_to_end_p95, "p95 SRTT split {split_p95:?}, end to end {end_to_end_p95:?}");
 }
