@@ -20,6 +20,6 @@ mod section_sender;
 
 pub use endpoint_sections::{EndpointSections, Received, SectionStats};
 pub use queue::{QueueFull, SectionQueue};
-pub use relay::{Relay, RelayConfig, RelayStats};
+pub use relay::{Relay, RelayConfig, RelayStats, CONNECTION_IDLE, MAX_CONNECTIONS};
 pub use section_receiver::SectionReceiver;
 pub use section_sender::SectionSender;

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tng_proto::cc::CcConfig;
 use tng_proto::{CcKind, Time};
@@ -15,6 +16,13 @@ use tng_wire::{parse_frames, pn, Feedback, Flags, Frame, Packet, Payload, Sectio
 use crate::queue::{Queued, SectionQueue};
 use crate::section_receiver::SectionReceiver;
 use crate::section_sender::SectionSender;
+
+/// A connection that carried nothing either way for this long is forgotten (it ended, or moved off the relay); a
+/// SECTION naming a next hop would teach it again.
+pub const CONNECTION_IDLE: Duration = Duration::from_secs(120);
+/// Connections a relay carries at most: any node can open one with a single SECTION, so their state is bounded
+/// (a few kilobytes each, queues aside).
+pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// The relay's policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +44,8 @@ pub struct RelayStats {
     pub forwarded: u64,
     /// SECTIONs dropped because their direction's queue was full (not acknowledged upstream).
     pub queue_full: u64,
-    /// Datagrams dropped: malformed, not a section, nested, duplicate, or for a connection the relay does not know.
+    /// Datagrams dropped: malformed, not a section, nested, duplicate, for a connection the relay does not know, or
+    /// opening one past [`MAX_CONNECTIONS`].
     pub dropped: u64,
 }
 
@@ -72,6 +81,8 @@ struct Relayed {
     server: SocketAddr,
     toward_server: Direction,
     toward_client: Direction,
+    /// When a SECTION or SECTION_ACK of the connection last arrived.
+    last_active: Time,
 }
 
 /// A relay's state: every connection it carries.
@@ -115,15 +126,20 @@ impl Relay {
                     return None;
                 }
                 if let Some(server) = section.next_hop() {
+                    if !self.connections.contains_key(&id) && self.connections.len() >= MAX_CONNECTIONS {
+                        return None;
+                    }
                     let config = &self.config;
                     self.connections.entry(id).or_insert_with(|| Relayed {
                         client: from,
                         server,
                         toward_server: Direction::new(config.toward_server_cc, config, now),
                         toward_client: Direction::new(config.toward_client_cc, config, now),
+                        last_active: now,
                     });
                 }
                 let relayed = self.connections.get_mut(&id)?;
+                relayed.last_active = now;
                 let direction = if from == relayed.client {
                     &mut relayed.toward_server
                 } else if from == relayed.server {
@@ -140,6 +156,7 @@ impl Relay {
             }
             Payload::SectionAck(frames) => {
                 let relayed = self.connections.get_mut(&id)?;
+                relayed.last_active = now;
                 let direction = if from == relayed.server {
                     &mut relayed.toward_server
                 } else if from == relayed.client {
@@ -159,7 +176,7 @@ impl Relay {
     /// packets the downstream window has room for.
     pub fn poll_transmit(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
         for (&id, relayed) in &mut self.connections {
-            let Relayed { client, server, toward_server, toward_client } = relayed;
+            let Relayed { client, server, toward_server, toward_client, .. } = relayed;
             for (direction, previous, next) in
                 [(&mut *toward_server, *client, *server), (toward_client, *server, *client)]
             {
@@ -188,17 +205,24 @@ impl Relay {
         None
     }
 
-    /// When [`Relay::handle_timeout`] should next run.
-    pub fn poll_timeout(&self) -> Option<Time> {
-        self.connections
-            .values()
-            .flat_map(|relayed| [&relayed.toward_server, &relayed.toward_client])
-            .filter_map(|direction| direction.sender.next_timeout())
-            .min()
+    /// Connections the relay holds.
+    pub fn connections(&self) -> usize {
+        self.connections.len()
     }
 
-    /// Time passed: declares timed-out SECTIONs lost.
+    /// When [`Relay::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let losses = self
+            .connections
+            .values()
+            .flat_map(|relayed| [&relayed.toward_server, &relayed.toward_client])
+            .filter_map(|direction| direction.sender.next_timeout());
+        losses.chain(self.connections.values().map(|relayed| relayed.last_active + CONNECTION_IDLE)).min()
+    }
+
+    /// Time passed: forgets idle connections and declares timed-out SECTIONs lost.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.connections.retain(|_, relayed| now.saturating_since(relayed.last_active) < CONNECTION_IDLE);
         for relayed in self.connections.values_mut() {
             relayed.toward_server.sender.on_timeout(now);
             relayed.toward_client.sender.on_timeout(now);
@@ -240,4 +264,55 @@ pub(crate) fn parse_section_ack(frames: &[u8]) -> Option<(tng_wire::AckFrame, Fe
         }
     }
     Some((ack?, echo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> RelayConfig {
+        RelayConfig {
+            toward_server_cc: CcKind::Cubic,
+            toward_client_cc: CcKind::Vegas,
+            cc: CcConfig::default(),
+            queue_limit: 4,
+        }
+    }
+
+    /// A client's SECTION of connection `id` naming the server as next hop.
+    fn opening(id: u64) -> Vec<u8> {
+        let server: SocketAddr = "10.0.2.1:4433".parse().expect("address");
+        let inner = encode(id, 0, Payload::Data(&[7; 40])).expect("inner");
+        encode(id, 0, Payload::Section(Section::new(Some(server), &inner))).expect("section")
+    }
+
+    #[test]
+    fn an_idle_connection_is_forgotten() {
+        let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
+        let mut relay = Relay::new(config());
+        relay.handle_datagram(Time::ZERO, client, &opening(1));
+        while relay.poll_transmit(Time::ZERO).is_some() {}
+        assert_eq!(relay.connections(), 1);
+        let deadline = relay.poll_timeout().expect("a timer");
+        assert!(deadline <= Time::ZERO + CONNECTION_IDLE, "{deadline:?}");
+        relay.handle_timeout(Time::ZERO + CONNECTION_IDLE - Duration::from_secs(1));
+        assert_eq!(relay.connections(), 1, "not idle long enough");
+        relay.handle_timeout(Time::ZERO + CONNECTION_IDLE);
+        assert_eq!(relay.connections(), 0);
+        assert_eq!(relay.poll_timeout(), None);
+    }
+
+    #[test]
+    fn connections_past_the_bound_are_refused_and_counted() {
+        let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
+        let mut relay = Relay::new(config());
+        for id in 0..MAX_CONNECTIONS as u64 {
+            relay.handle_datagram(Time::ZERO, client, &opening(id));
+        }
+        assert_eq!((relay.connections(), relay.stats().dropped), (MAX_CONNECTIONS, 0));
+        relay.handle_datagram(Time::ZERO, client, &opening(u64::MAX));
+        assert_eq!((relay.connections(), relay.stats().dropped), (MAX_CONNECTIONS, 1));
+        relay.handle_datagram(Time::ZERO, client, &opening(3));
+        assert_eq!(relay.stats().dropped, 1, "a known connection still passes");
+    }
 }
