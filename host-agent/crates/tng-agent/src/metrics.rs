@@ -97,6 +97,17 @@ fn metrics(status: &Status) -> Vec<Metric> {
         Metric::new("tng_agent_connections", "Connections held (any state)", Kind::Gauge)
             .with(Vec::new(), endpoint.connections as u64),
     ];
+    let sections = &status.sections;
+    list.extend([
+        total("tng_agent_sections_sent", "SECTIONs sent toward relays", sections.sent),
+        total("tng_agent_sections_unwrapped", "SECTIONs received from relays and unwrapped", sections.unwrapped),
+        Metric::new("tng_agent_section_datagrams_dropped", "Section datagrams dropped, by reason", Kind::Counter)
+            .with(vec![label("reason", "queue_full")], sections.queue_full)
+            .with(vec![label("reason", "too_large")], sections.too_large)
+            .with(vec![label("reason", "malformed_or_unknown")], sections.dropped),
+        Metric::new("tng_agent_sections", "Sections to relays held (one per relay and connection)", Kind::Gauge)
+            .with(Vec::new(), status.sections_held as u64),
+    ]);
     type ChannelValue = fn(&tng_proto::ChannelStats) -> u64;
     let per_channel: [(&'static str, &'static str, Kind, ChannelValue); 13] = [
         ("tng_agent_channel_sent_packets", "Packets sent on the channel", Kind::Counter, |c| c.sent_packets),

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use anyhow::Result;
 use tng_proto::{ConnectionHandle, ConnectionStats, EndpointStats, Identity, StreamId};
+use tng_relay::SectionStats;
 use tokio::sync::oneshot;
 
 use crate::netlink::AddressEvent;
@@ -85,4 +86,7 @@ pub struct Status {
     pub connections: Vec<(ConnectionHandle, ConnectionStats)>,
     /// The policy governing each connection that has one.
     pub policies: HashMap<ConnectionHandle, PolicyRef>,
+    /// The endpoint's sections to relays: counters, and how many it holds.
+    pub sections: SectionStats,
+    pub sections_held: usize,
 }

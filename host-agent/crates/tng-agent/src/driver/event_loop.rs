@@ -372,6 +372,8 @@ impl Driver {
                     endpoint: self.endpoint.stats(),
                     connections,
                     policies,
+                    sections: self.sections.stats(),
+                    sections_held: self.sections.len(),
                 }));
             }
             Command::BindLocal { local, reply } => {
