@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tng_proto::qlog::QlogConfig;
 use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair, TransportConfig};
-use tng_relay::{EndpointSections, Received, Relay, RelayStats};
+use tng_relay::{EndpointSections, Received, Relay, RelayConfig, RelayStats};
 use tng_wire::MAX_SECTION_INNER;
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
@@ -66,6 +66,8 @@ enum SimEvent {
     Timer(HostId),
     /// The timer of the relay of a path.
     RelayTimer(usize),
+    /// The relay of a path restarts with no state.
+    RelayRestart(usize),
     Change(NetworkChange),
     Burst {
         client: usize,
@@ -90,10 +92,25 @@ impl Host {
     }
 }
 
-/// A path's relay and the timeout the agenda holds for it.
+/// A path's relay, its policy (to restart it with) and the timeout the agenda holds for it.
 struct RelayNode {
     relay: Relay,
+    config: RelayConfig,
+    /// What the relay counted before its restarts.
+    counted_before: RelayStats,
     armed: Option<Duration>,
+}
+
+impl RelayNode {
+    /// What the relay counted over the whole run.
+    fn stats(&self) -> RelayStats {
+        let (before, now) = (self.counted_before, self.relay.stats());
+        RelayStats {
+            forwarded: before.forwarded + now.forwarded,
+            queue_full: before.queue_full + now.queue_full,
+            dropped: before.dropped + now.dropped,
+        }
+    }
 }
 
 struct Simulation {
@@ -167,7 +184,14 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         relays: plan
             .paths
             .iter()
-            .map(|path| path.relay.clone().map(|config| RelayNode { relay: Relay::new(config), armed: None }))
+            .map(|path| {
+                path.relay.as_ref().map(|plan| RelayNode {
+                    relay: Relay::new(plan.config.clone()),
+                    config: plan.config.clone(),
+                    counted_before: RelayStats::default(),
+                    armed: None,
+                })
+            })
             .collect(),
         server_app: ServerApp::new(client_identities),
         client_apps,
@@ -188,6 +212,11 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     for &(at, change) in simulation.network.scheduled_changes().to_vec().iter() {
         simulation.agenda.schedule(at, SimEvent::Change(change));
     }
+    for (path, path_plan) in plan.paths.iter().enumerate() {
+        for &at in path_plan.relay.iter().flat_map(|relay| &relay.restarts) {
+            simulation.agenda.schedule(at, SimEvent::RelayRestart(path));
+        }
+    }
     if let Some(interval) = options.channel_log.filter(|interval| !interval.is_zero()) {
         simulation.agenda.schedule(interval, SimEvent::ChannelLog(interval));
     }
@@ -200,7 +229,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     let workload_completed = simulation.run_loop();
     let wall_time = started.elapsed();
     let path_packets = simulation.path_packets();
-    let relay_stats = simulation.relays.iter().map(|node| node.as_ref().map(|node| node.relay.stats())).collect();
+    let relay_stats = simulation.relays.iter().map(|node| node.as_ref().map(RelayNode::stats)).collect();
     Ok(Outcome {
         scenario: scenario.clone(),
         ended_at: simulation.now,
@@ -252,6 +281,13 @@ impl Simulation {
                     self.host(host).endpoint.handle_timeout(to_time(now));
                     self.host(host).sections.handle_timeout(to_time(now));
                     self.drain(host);
+                }
+            }
+            SimEvent::RelayRestart(path) => {
+                if let Some(node) = self.relays[path].as_mut() {
+                    // What the old relay counted stays in the report; its connections and queues are gone.
+                    node.counted_before = node.stats();
+                    node.relay = Relay::new(node.config.clone());
                 }
             }
             SimEvent::RelayTimer(path) => {

@@ -146,6 +146,9 @@ pub struct RelaySpec {
     /// Packets each direction's queue holds.
     #[serde(default = "default_relay_queue")]
     pub queue_packets: usize,
+    /// Times at which the relay restarts: it loses every connection and every packet it held (fate sharing).
+    #[serde(default)]
+    pub restarts_s: Vec<f64>,
 }
 
 fn default_toward_server_cc() -> String {

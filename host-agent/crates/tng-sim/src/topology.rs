@@ -61,7 +61,7 @@ pub struct PathPlan {
     pub bottleneck: Option<usize>,
     pub address_changes: Vec<Duration>,
     /// The relay between the path's own links and its bottleneck, if any.
-    pub relay: Option<RelayConfig>,
+    pub relay: Option<RelayPlan>,
     /// Propagation round-trip time, shared links included.
     pub base_rtt: Duration,
 }
@@ -235,19 +235,32 @@ fn resolve_path(
     })
 }
 
-fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayConfig, ScenarioError> {
+/// A path's relay: its policy and when it restarts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayPlan {
+    pub config: RelayConfig,
+    pub restarts: Vec<Duration>,
+}
+
+fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayPlan, ScenarioError> {
     let controller = |field: &str, name: &str| {
         name.parse::<CcKind>().map_err(|error| invalid(format!("{key}.{field}"), error.to_string()))
     };
     if relay.queue_packets == 0 {
         return Err(invalid(format!("{key}.queue_packets"), "must be at least 1"));
     }
-    Ok(RelayConfig {
+    let mut restarts = Vec::new();
+    for (index, &at_s) in relay.restarts_s.iter().enumerate() {
+        finite_at_least(&format!("{key}.restarts_s.{index}"), at_s, 0.0)?;
+        restarts.push(Duration::from_secs_f64(at_s));
+    }
+    let config = RelayConfig {
         toward_server_cc: controller("toward_server_cc", &relay.toward_server_cc)?,
         toward_client_cc: controller("toward_client_cc", &relay.toward_client_cc)?,
         cc: CcConfig::default(),
         queue_limit: relay.queue_packets,
-    })
+    };
+    Ok(RelayPlan { config, restarts })
 }
 
 fn direction<'a>(duplex: &'a DuplexSpec, name: &str) -> Option<&'a LinkSpec> {

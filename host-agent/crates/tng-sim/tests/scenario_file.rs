@@ -108,13 +108,16 @@ fn bad_values_name_the_key_and_the_problem() {
     let scenario = parse(BASE, &["paths.0.relay={ queue_packets = 0 }"]).expect("parses");
     let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
     assert_eq!(error.key, "paths.0.relay.queue_packets");
+    let scenario = parse(BASE, &["paths.0.relay={ restarts_s = [2.0, -1.0] }"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.relay.restarts_s.1");
 }
 
 #[test]
 fn a_relay_takes_its_defaults_and_rejects_unknown_keys() {
     let scenario = parse(BASE, &["paths.0.relay={}"]).expect("parses");
     let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
-    let relay = plan.paths[0].relay.clone().expect("a relay on path 0");
+    let relay = plan.paths[0].relay.clone().expect("a relay on path 0").config;
     assert_eq!((relay.toward_client_cc, relay.toward_server_cc, relay.queue_limit), (CcKind::Vegas, CcKind::Cubic, 64));
     assert!(plan.paths[1].relay.is_none());
     let error = parse(BASE, &["paths.0.relay={ queue = 3 }"]).expect_err("unknown key");
