@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tng_proto::cc::CcConfig;
-use tng_proto::{CcKind, Time, Transmit};
+use tng_proto::{CcKind, EcnCodepoint, Endpoint, Time, Transmit};
 use tng_wire::{Feedback, FlowHeader, Packet, PacketType, Payload, Section, MAX_SECTION_INNER};
 
 use crate::relay::{encode, parse_section_ack, section_len};
@@ -148,6 +148,27 @@ impl EndpointSections {
             Received::Direct(_) | Received::Consumed => {}
         }
         received
+    }
+
+    /// Hands a datagram that arrived on `local` from `from` to `endpoint`: as it is, or unwrapped from its SECTION
+    /// as if from the peer, with the connection first capped at what fits a SECTION (what the packet makes it send
+    /// must fit). Section traffic of its own stays here.
+    pub fn deliver(
+        &mut self,
+        endpoint: &mut Endpoint,
+        now: Time,
+        (local, from): (SocketAddr, SocketAddr),
+        ecn: Option<EcnCodepoint>,
+        datagram: &[u8],
+    ) {
+        match self.on_datagram(now, local, from, datagram) {
+            Received::Direct(datagram) => endpoint.handle_datagram(now, local, from, ecn, datagram),
+            Received::Unwrapped { remote, connection_id, inner } => {
+                endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
+                endpoint.handle_datagram(now, local, remote, ecn, inner);
+            }
+            Received::Consumed | Received::Dropped => {}
+        }
     }
 
     fn on_section<'a>(

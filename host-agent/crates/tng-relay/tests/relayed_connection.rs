@@ -13,8 +13,7 @@ use tng_proto::cc::CcConfig;
 use tng_proto::{
     CcKind, ConnectionHandle, Endpoint, EndpointConfig, Event, ReadOutcome, StaticKeypair, StreamId, Time,
 };
-use tng_relay::{EndpointSections, Received, Relay, RelayConfig};
-use tng_wire::MAX_SECTION_INNER;
+use tng_relay::{EndpointSections, Relay, RelayConfig};
 
 const CLIENT: &str = "10.0.1.1:5000";
 const RELAY: &str = "10.0.1.2:4477";
@@ -53,15 +52,7 @@ struct Host {
 
 impl Host {
     fn receive(&mut self, now: Time, from: SocketAddr, datagram: &[u8]) {
-        match self.sections.on_datagram(now, self.address, from, datagram) {
-            Received::Direct(datagram) => self.endpoint.handle_datagram(now, self.address, from, None, datagram),
-            Received::Unwrapped { remote, connection_id, inner } => {
-                // Before the packet is handled: what it causes the connection to send must fit a SECTION.
-                self.endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
-                self.endpoint.handle_datagram(now, self.address, remote, None, inner);
-            }
-            Received::Consumed | Received::Dropped => {}
-        }
+        self.sections.deliver(&mut self.endpoint, now, (self.address, from), None, datagram);
     }
 
     fn transmit(&mut self, now: Time) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {

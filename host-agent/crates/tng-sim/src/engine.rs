@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use tng_proto::qlog::QlogConfig;
 use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair, TransportConfig};
-use tng_relay::{EndpointSections, Received, Relay, RelayConfig, RelayStats};
-use tng_wire::MAX_SECTION_INNER;
+use tng_relay::{EndpointSections, Relay, RelayConfig, RelayStats};
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
 use crate::datagram::Datagram;
@@ -352,16 +351,9 @@ impl Simulation {
             }
             Progress::Delivered { to, datagram } => {
                 let now = to_time(self.now);
-                let (local, ecn) = (datagram.destination, ecn_to_proto(datagram.ecn));
                 let Host { endpoint, sections, .. } = self.host(to);
-                match sections.on_datagram(now, local, datagram.source, &datagram.payload) {
-                    Received::Direct(payload) => endpoint.handle_datagram(now, local, datagram.source, ecn, payload),
-                    Received::Unwrapped { remote, connection_id, inner } => {
-                        endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
-                        endpoint.handle_datagram(now, local, remote, ecn, inner);
-                    }
-                    Received::Consumed | Received::Dropped => {}
-                }
+                let path = (datagram.destination, datagram.source);
+                sections.deliver(endpoint, now, path, ecn_to_proto(datagram.ecn), &datagram.payload);
                 self.drain(to);
             }
             Progress::AtRelay { path, datagram } => {

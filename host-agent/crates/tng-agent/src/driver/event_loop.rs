@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time, Transmit};
-use tng_relay::{EndpointSections, Received};
-use tng_wire::MAX_SECTION_INNER;
+use tng_relay::EndpointSections;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::closed::ClosedReasons;
@@ -197,20 +196,9 @@ impl Driver {
             for _ in 0..RECEIVES_PER_WAKEUP {
                 match socket.try_recv(recv_buffer) {
                     Ok(Some(received)) => {
-                        let (local, ecn) = (received.local, received.ecn);
                         for payload in received.payloads() {
-                            match sections.on_datagram(now, local, received.remote, payload) {
-                                Received::Direct(payload) => {
-                                    endpoint.handle_datagram(now, local, received.remote, ecn, payload);
-                                }
-                                Received::Unwrapped { remote, connection_id, inner } => {
-                                    // Before the packet is handled: what it makes the connection send must fit a
-                                    // SECTION.
-                                    endpoint.limit_datagram_size(connection_id, MAX_SECTION_INNER);
-                                    endpoint.handle_datagram(now, local, remote, ecn, inner);
-                                }
-                                Received::Consumed | Received::Dropped => {}
-                            }
+                            let path = (received.local, received.remote);
+                            sections.deliver(endpoint, now, path, received.ecn, payload);
                         }
                     }
                     Ok(None) => break,
