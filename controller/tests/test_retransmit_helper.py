@@ -15,6 +15,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from tng_controller.retransmit_helper import (
+    FLOW_IDLE_S,
     HELPER_DOWN,
     HELPER_ETHERTYPE,
     HELPER_TABLE,
@@ -437,3 +438,29 @@ async def test_serve_interface_answers_on_the_helper_port(veth_pair: tuple[str, 
                     assert not frame.startswith(data[:12]), "the helper sent something else"
         finally:
             task.cancel()
+
+
+def test_a_flow_without_copies_or_acks_for_a_minute_is_forgotten_and_its_copies_freed() -> None:
+    # The soak found the store growing by copies of flows whose sender or receiver was killed: nothing would ever
+    # acknowledge them, and a full store disables VISIBLE for good.
+    now = 1000.0
+    helper = RetransmitHelper(clock=lambda: now)
+    for seq in range(1000, 1500, MSS):
+        copy(helper, seq)
+    other_flow = bytes(
+        Ether(src="00:00:5e:00:53:10", dst="00:00:5e:00:53:ff")
+        / IP(src=SERVER, dst=UE)
+        / TCP(sport=SERVER_PORT, dport=UE_PORT + 1, seq=5000, ack=1, flags="A")
+        / Raw(load=bytes(MSS))
+    )
+    now += 30
+    report(helper, 1100)  # the receiver acknowledged one segment: the flow is alive
+    now += FLOW_IDLE_S - 10
+    helper.handle(helper_frame(Reason.DATA_COPY, other_flow))
+    assert helper.health().stored_segments == 4 + 1, "50 s after its last ACK the flow is kept"
+    now += 15
+    helper.handle(helper_frame(Reason.DATA_COPY, other_flow))
+    health = helper.health()
+    assert (health.stored_segments, health.stored_bytes) == (1, len(other_flow)), "only the other flow's copy"
+    assert helper.stats.expired_flows == 1
+    assert helper.held(DOWNLINK) is None and helper.copy_at(DOWNLINK, 1200) is None

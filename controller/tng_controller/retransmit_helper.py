@@ -41,6 +41,7 @@ import os
 import socket
 import struct
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass
 from enum import IntEnum
@@ -56,6 +57,12 @@ DEFAULT_MAX_BYTES = 64 << 20
 # A confirmation every ~6 MSS-sized copies: boosts need confirmed bytes ahead of the receiver's ACK, and the receiver
 # lags what was forwarded by a round trip, so coarser confirmations cost little boosting and save packet-outs.
 DEFAULT_CONFIRM_BYTES = 8 << 10
+# A flow whose copies saw neither a new copy nor an ACK for this long is forgotten: its sender was killed, its
+# receiver went away or moved, or it gave up; TCP's own retransmission timer has fired many times over by then, so a
+# held copy no longer helps anyone and would only fill the store for good.
+FLOW_IDLE_S = 60.0
+# How often handle() looks for idle flows (a look costs one pass over the flows held).
+IDLE_SWEEP_S = 5.0
 # finsy drops packet-ins ("packet ignored") while the helper's queue is full; its default holds 50.
 PACKET_IN_QUEUE = 8192
 
@@ -271,6 +278,7 @@ class Stats:
     retransmitted: int = 0
     misses: int = 0
     freed_segments: int = 0
+    expired_flows: int = 0
     confirmations: int = 0
     malformed: int = 0
 
@@ -300,6 +308,7 @@ class RetransmitHelper:
         max_bytes: int = DEFAULT_MAX_BYTES,
         generation: int | None = None,
         confirm_bytes: int = DEFAULT_CONFIRM_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_bytes = max_bytes
         self.confirm_bytes = confirm_bytes
@@ -308,8 +317,11 @@ class RetransmitHelper:
         self._copies: dict[Flow, dict[int, _Copy]] = {}
         self._held: dict[Flow, _Held] = {}
         self._acked: dict[Flow, int] = {}
+        self._last_active: dict[Flow, float] = {}  # of each flow with copies: its last copy or ACK
         self._stored_bytes = 0
         self._reason = "started"
+        self._clock = clock
+        self._next_sweep = clock() + IDLE_SWEEP_S
 
     def handle(self, frame: bytes) -> list[bytes]:
         """Process one frame from the switch; the result is what to send back to it: re-injected copies (routed
@@ -321,6 +333,7 @@ class RetransmitHelper:
             self.stats.malformed += 1
             LOGGER.warning("ignoring frame from the switch: %s", error)
             return []
+        self._forget_idle_flows()
         if reason == Reason.COPIES_HELD:
             return []  # our own confirmation, seen again by a packet socket on the helper port
         if reason == Reason.DATA_COPY:
@@ -389,6 +402,7 @@ class RetransmitHelper:
         if acked is not None and not seq_before(acked, segment.end):
             return  # the receiver already has every byte of it
         copies = self._copies.setdefault(segment.flow, {})
+        self._last_active[segment.flow] = self._clock()
         known = copies.get(segment.seq)
         if known is not None and not seq_before(known.end, segment.end):
             return
@@ -433,11 +447,10 @@ class RetransmitHelper:
             self._stored_bytes -= len(copies.pop(seq).frame)
             self.stats.freed_segments += 1
         if not copies:
-            del self._copies[flow]
-            self._acked.pop(flow, None)
-            self._held.pop(flow, None)
+            self._forget(flow)
             return
         self._acked[flow] = ack
+        self._last_active[flow] = self._clock()
         held = self._held[flow]
         if seq_before(held.end, ack):
             # The receiver has the bytes up to ack, missing copies included: hold from there on, starting with the
@@ -446,6 +459,23 @@ class RetransmitHelper:
             held.start = ack
             held.end = ack if straddling is None else straddling.end
             self._extend(copies, held)
+
+    def _forget(self, flow: Flow) -> None:
+        for copy in self._copies.pop(flow, {}).values():
+            self._stored_bytes -= len(copy.frame)
+        self._acked.pop(flow, None)
+        self._held.pop(flow, None)
+        self._last_active.pop(flow, None)
+
+    def _forget_idle_flows(self) -> None:
+        now = self._clock()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + IDLE_SWEEP_S
+        for flow in [flow for flow, last in self._last_active.items() if now - last >= FLOW_IDLE_S]:
+            LOGGER.info("forgetting %s: no copy or ACK for %.0f s", flow, now - self._last_active[flow])
+            self._forget(flow)
+            self.stats.expired_flows += 1
 
     def _new_generation(self, reason: str) -> None:
         self._generation = (self._generation + 1) & 0xFFFFFFFF
