@@ -50,7 +50,9 @@ fn two_path_transfer_uses_both_paths_and_survives_address_removal() {
     };
     let (path0, path1) = (bytes_from("10.77.0.1:"), bytes_from("10.77.1.1:"));
     eprintln!("path 0: {path0} bytes, path 1: {path1} bytes, goodput {} Mbit/s", report["goodput_mbps"]);
-    assert!(path0 > total / 10 && path1 > total / 10, "both paths must carry data: {report}");
+    // The veths are unshaped, so the CPU is the bottleneck and the scheduler's split varies from run to run (path 1
+    // carried 5-29% of 1.1-1.6 GB over ten runs on a quiet 2-core machine): what is checked is that both carry data.
+    assert!(path0 > total / 50 && path1 > total / 50, "both paths must carry data: {report}");
 }
 
 #[test]

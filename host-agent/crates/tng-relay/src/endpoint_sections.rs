@@ -10,8 +10,12 @@
 //! A client learns its relays from [`EndpointSections::route_through`]; a server learns them from the SECTIONs it
 //! receives and answers through the relay they came from, without a next hop (the relay knows the client). Every
 //! section is keyed by relay and connection id, like the relay keys its own.
+//!
+//! The section's congestion controller is the flow's (Tng section 4.3): the endpoint's channel through the relay
+//! is told how many packets the section has room for ([`Endpoint::set_section_room`]) and sends no more, so its own
+//! controller does not probe the same queues a second time and the section's queue stays a few packets long.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -30,6 +34,10 @@ const SECTION_IDLE: Duration = Duration::from_secs(120);
 /// Sections a server opens for SECTIONs from relays at most: any node can send one, before the endpoint has
 /// checked anything of the packet inside, so their number is bounded (about a kilobyte each).
 const MAX_LEARNED_SECTIONS: usize = 16_384;
+
+/// Packets a section lets its endpoint queue beyond what its window has room for: an acknowledgement that opens
+/// the window always finds one to send, and the window, kept full, may grow.
+const SECTION_HEADROOM: u64 = 4;
 
 /// What became of a received datagram.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,6 +93,8 @@ pub struct EndpointSections {
     /// Client routes: the peer the endpoint addresses, and the relay its packets go through.
     routes: HashMap<SocketAddr, SocketAddr>,
     sections: HashMap<(SocketAddr, u64), SectionEnd>,
+    /// Sections whose room changed since their endpoint channel was last told.
+    room_changed: HashSet<(SocketAddr, u64)>,
     stats: SectionStats,
 }
 
@@ -98,6 +108,7 @@ impl EndpointSections {
             queue_limit: queue_limit.max(1),
             routes: HashMap::new(),
             sections: HashMap::new(),
+            room_changed: HashSet::new(),
             stats: SectionStats::default(),
         }
     }
@@ -133,9 +144,11 @@ impl EndpointSections {
             Payload::Section(section) => self.on_section(now, local, from, &packet, section),
             Payload::SectionAck(frames) => {
                 let acked = parse_section_ack(frames).and_then(|(ack, echo)| {
-                    let end = self.sections.get_mut(&(from, packet.connection_id))?;
+                    let key = (from, packet.connection_id);
+                    let end = self.sections.get_mut(&key)?;
                     end.sender.on_ack(now, &ack, echo);
                     end.last_active = now;
+                    self.room_changed.insert(key);
                     Some(Received::Consumed)
                 });
                 acked.unwrap_or(Received::Dropped)
@@ -191,6 +204,7 @@ impl EndpointSections {
             None => {
                 let end = self.new_end(now, None, local);
                 self.sections.insert(key, end);
+                self.room_changed.insert(key);
                 from
             }
         };
@@ -235,6 +249,7 @@ impl EndpointSections {
         if !self.sections.contains_key(&key) {
             let end = self.new_end(now, next_hop, transmit.local);
             self.sections.insert(key, end);
+            self.room_changed.insert(key);
         }
         let end = self.sections.get_mut(&key)?;
         end.local = transmit.local;
@@ -247,8 +262,25 @@ impl EndpointSections {
         None
     }
 
-    /// The next section datagram to send: SECTION_ACKs first, then waiting packets their window has room for.
-    pub fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
+    /// The next datagram for the sockets: section traffic first (SECTION_ACKs and waiting packets their section's
+    /// window lets go), then the endpoint's own, each kept for its section if it goes through a relay. Before the
+    /// endpoint is asked, every section whose room changed tells its channel how many packets it may hand over.
+    pub fn poll_transmit(&mut self, endpoint: &mut Endpoint, now: Time) -> Option<Transmit> {
+        loop {
+            if let Some(section) = self.poll_section(now) {
+                return Some(section);
+            }
+            self.tell_room(endpoint);
+            let transmit = endpoint.poll_transmit(now)?;
+            if let Some(direct) = self.on_transmit(now, transmit) {
+                return Some(direct);
+            }
+        }
+    }
+
+    /// The next section datagram to send, without asking the endpoint: SECTION_ACKs first, then waiting packets
+    /// their window has room for.
+    pub fn poll_section(&mut self, now: Time) -> Option<Transmit> {
         for (&(relay, connection_id), end) in &mut self.sections {
             if end.receiver.ack_due() {
                 if let Some(frames) = end.receiver.take_ack(now, Feedback::NEUTRAL) {
@@ -263,11 +295,25 @@ impl EndpointSections {
                 let inner = end.waiting.pop_front()?;
                 let number = end.sender.on_sent(now, section_len(inner.len()));
                 self.stats.sent += 1;
+                self.room_changed.insert((relay, connection_id));
                 let payload = encode(connection_id, number, Payload::Section(Section::new(end.next_hop, &inner)))?;
                 return Some(Transmit { local: end.local, remote: relay, ecn: None, payload });
             }
         }
         None
+    }
+
+    /// Tells each channel whose section's room changed how many packets it may now hand over.
+    fn tell_room(&mut self, endpoint: &mut Endpoint) {
+        for (relay, connection_id) in self.room_changed.drain() {
+            let Some(end) = self.sections.get(&(relay, connection_id)) else { continue };
+            let window = end.sender.room() / section_len(MAX_SECTION_INNER);
+            let waiting = end.waiting.len() as u64;
+            let room = (window + SECTION_HEADROOM)
+                .saturating_sub(waiting)
+                .min((self.queue_limit as u64).saturating_sub(waiting));
+            endpoint.set_section_room(connection_id, end.next_hop.unwrap_or(relay), Some(room));
+        }
     }
 
     /// When [`EndpointSections::handle_timeout`] should next run.
@@ -279,8 +325,12 @@ impl EndpointSections {
     /// Time passed: declares timed-out SECTIONs lost, which frees their window, and forgets idle sections.
     pub fn handle_timeout(&mut self, now: Time) {
         self.sections.retain(|_, end| now.saturating_since(end.last_active) < SECTION_IDLE);
-        for end in self.sections.values_mut() {
+        for (&key, end) in &mut self.sections {
+            let lost = end.sender.lost();
             end.sender.on_timeout(now);
+            if end.sender.lost() > lost {
+                self.room_changed.insert(key);
+            }
         }
     }
 
@@ -349,7 +399,7 @@ mod tests {
         let other = addr("10.0.3.1:4433");
         assert!(client.on_transmit(Time::ZERO, transmit(other, inner(9))).is_some(), "other peers go straight");
         assert_eq!(client.on_transmit(Time::ZERO, transmit(server, inner(1))), None);
-        let sent = client.poll_transmit(Time::ZERO).expect("a SECTION");
+        let sent = client.poll_section(Time::ZERO).expect("a SECTION");
         assert_eq!(sent.remote, relay);
         assert_eq!(opened(&sent.payload), (Some(server), inner(1)));
         let answer = packet(0, Payload::Section(Section::new(None, &inner(2))));
@@ -374,15 +424,15 @@ mod tests {
             matches!(server.on_datagram(Time::ZERO, local, relay, &hello), Received::Unwrapped { remote, .. } if remote == relay)
         );
         assert_eq!(server.on_transmit(Time::ZERO, transmit(relay, inner(2))), None);
-        let ack = server.poll_transmit(Time::ZERO).expect("the SECTION_ACK first");
+        let ack = server.poll_section(Time::ZERO).expect("the SECTION_ACK first");
         assert!(matches!(Packet::parse(&ack.payload).expect("parses").payload, Payload::SectionAck(_)));
-        let section = server.poll_transmit(Time::ZERO).expect("then the answer");
+        let section = server.poll_section(Time::ZERO).expect("then the answer");
         assert_eq!(
             (section.remote, opened(&section.payload)),
             (relay, (None, inner(2))),
             "no next hop: the relay knows"
         );
-        assert_eq!(server.poll_transmit(Time::ZERO), None);
+        assert_eq!(server.poll_section(Time::ZERO), None);
     }
 
     #[test]

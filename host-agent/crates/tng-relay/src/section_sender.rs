@@ -65,6 +65,11 @@ impl SectionSender {
         self.lost
     }
 
+    /// Bytes the congestion window has room for now.
+    pub fn room(&self) -> u64 {
+        self.cc.window().saturating_sub(self.bytes_in_flight)
+    }
+
     /// Whether the congestion window has room for a SECTION of `bytes`.
     pub fn can_send(&self, bytes: u64) -> bool {
         self.bytes_in_flight + bytes <= self.cc.window()

@@ -117,7 +117,7 @@ proptest! {
             while let Some((_, datagram)) = relay.poll_transmit(now) {
                 assert_well_formed(&datagram)?;
             }
-            while let Some(transmit) = sections.poll_transmit(now) {
+            while let Some(transmit) = sections.poll_section(now) {
                 assert_well_formed(&transmit.payload)?;
             }
         }

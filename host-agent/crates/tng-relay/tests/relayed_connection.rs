@@ -36,6 +36,14 @@ fn sections() -> EndpointSections {
     EndpointSections::new(CcKind::Cubic, CcConfig::default(), 256)
 }
 
+/// Whether `datagram` is section traffic (a SECTION or SECTION_ACK) rather than an endpoint's own packet.
+fn is_section(datagram: &[u8]) -> bool {
+    matches!(
+        tng_wire::Packet::parse(datagram).map(|packet| packet.payload),
+        Ok(tng_wire::Payload::Section(_) | tng_wire::Payload::SectionAck(_))
+    )
+}
+
 /// The bytes of the transfer: position-dependent, so a byte in the wrong place shows.
 fn content(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
@@ -57,14 +65,11 @@ impl Host {
 
     fn transmit(&mut self, now: Time) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {
         let mut out = Vec::new();
-        while let Some(transmit) = self.endpoint.poll_transmit(now) {
-            if let Some(direct) = self.sections.on_transmit(now, transmit) {
+        while let Some(transmit) = self.sections.poll_transmit(&mut self.endpoint, now) {
+            if !is_section(&transmit.payload) {
                 self.direct += 1;
-                out.push((direct.local, direct.remote, direct.payload));
             }
-        }
-        while let Some(section) = self.sections.poll_transmit(now) {
-            out.push((section.local, section.remote, section.payload));
+            out.push((transmit.local, transmit.remote, transmit.payload));
         }
         out
     }

@@ -374,17 +374,17 @@ impl Simulation {
     fn drain(&mut self, host: HostId) {
         loop {
             let now = to_time(self.now);
-            while let Some(transmit) = self.host(host).endpoint.poll_transmit(now) {
+            loop {
+                let Host { endpoint, sections, .. } = self.host(host);
+                let Some(transmit) = sections.poll_transmit(endpoint, now) else { break };
                 if host == HostId::Server && !self.unsent_responses.is_empty() {
                     // A loss-recovery packet ends the first transmission: it must not count as part of a tail.
                     self.close_windows_where(|connection, response| {
                         recovery_transmissions(connection) > response.recovery_mark
                     });
                 }
-                let direct = self.host(host).sections.on_transmit(now, transmit);
-                self.send_all(host, direct);
+                self.send(host, transmit);
             }
-            self.send_all(host, None);
             let mut handled_any = false;
             while let Some((handle, event)) = self.host(host).endpoint.poll_event() {
                 handled_any = true;
@@ -420,20 +420,15 @@ impl Simulation {
         self.arm_timer(host);
     }
 
-    /// Puts `direct` on the network, then every section datagram the host's sections have ready.
-    fn send_all(&mut self, host: HostId, direct: Option<tng_proto::Transmit>) {
-        let now = to_time(self.now);
-        let mut next = direct;
-        while let Some(transmit) = next.take().or_else(|| self.host(host).sections.poll_transmit(now)) {
-            let datagram = Datagram {
-                source: transmit.local,
-                destination: transmit.remote,
-                ecn: ecn_from_proto(transmit.ecn),
-                payload: transmit.payload,
-            };
-            let progress = self.network.send(self.now, host, datagram);
-            self.follow(progress);
-        }
+    fn send(&mut self, host: HostId, transmit: tng_proto::Transmit) {
+        let datagram = Datagram {
+            source: transmit.local,
+            destination: transmit.remote,
+            ecn: ecn_from_proto(transmit.ecn),
+            payload: transmit.payload,
+        };
+        let progress = self.network.send(self.now, host, datagram);
+        self.follow(progress);
     }
 
     /// Sends what the relay of `path` has ready and re-arms its timer.

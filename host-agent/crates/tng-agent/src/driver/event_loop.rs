@@ -215,11 +215,11 @@ impl Driver {
     /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO).
     async fn flush(&mut self) {
         let now = self.now();
-        let mut pending: Option<Transmit> = self.next_transmit(now);
+        let mut pending: Option<Transmit> = self.sections.poll_transmit(&mut self.endpoint, now);
         while let Some(first) = pending.take() {
             let Some(socket) = self.socket_for(first.local) else {
                 tracing::debug!("no socket for local address {}; dropping a datagram", first.local);
-                pending = self.next_transmit(now);
+                pending = self.sections.poll_transmit(&mut self.endpoint, now);
                 continue;
             };
             let segment = first.payload.len();
@@ -230,7 +230,7 @@ impl Driver {
             // Only the last datagram of a GSO send may be shorter than the segment size.
             let mut full = true;
             loop {
-                let next = self.next_transmit(now);
+                let next = self.sections.poll_transmit(&mut self.endpoint, now);
                 match next {
                     Some(t)
                         if full
@@ -257,23 +257,6 @@ impl Driver {
             }
             self.send_batch = contents;
         }
-    }
-
-    /// The next datagram for the sockets: section traffic first (SECTION_ACKs and packets the section's window
-    /// now lets go), then the endpoint's own, each wrapped for its relay if it goes through one.
-    fn next_transmit(&mut self, now: Time) -> Option<Transmit> {
-        if let Some(section) = self.sections.poll_transmit(now) {
-            return Some(section);
-        }
-        while let Some(transmit) = self.endpoint.poll_transmit(now) {
-            if let Some(direct) = self.sections.on_transmit(now, transmit) {
-                return Some(direct);
-            }
-            if let Some(section) = self.sections.poll_transmit(now) {
-                return Some(section);
-            }
-        }
-        None
     }
 
     fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {

@@ -41,9 +41,10 @@ pub struct ChannelStats {
     pub srtt: Duration,
     pub min_rtt: Duration,
     pub rttvar: Duration,
+    /// The congestion window in bytes; through a relay, what is in flight plus the section's room.
     pub cwnd: u64,
     pub bytes_in_flight: u64,
-    /// Bytes per second.
+    /// Bytes per second; `u64::MAX` through a relay, whose section's window paces the channel.
     pub pacing_rate: u64,
     pub cc: &'static str,
     pub sent_packets: u64,
@@ -154,6 +155,10 @@ pub(crate) struct Channel {
     pub(crate) last_feedback: Option<PathFeedback>,
     pub(crate) ecn_reported: EcnCounts,
     pub(crate) counters: ChannelCounters,
+    /// Set while the channel's packets go through a relay's section: the data packets the section has room for
+    /// now. The section's congestion controller then sets the flow's window and pace (queue sharing, Tng section
+    /// 4.3); this channel's own controller would be a second loop probing the same queues.
+    pub(crate) section_room: Option<u64>,
 }
 
 impl Channel {
@@ -198,6 +203,7 @@ impl Channel {
             last_feedback: None,
             ecn_reported: EcnCounts::default(),
             counters: ChannelCounters::default(),
+            section_room: None,
         }
     }
 
@@ -214,14 +220,29 @@ impl Channel {
         self.state == ChannelState::Active && !self.standby
     }
 
-    /// Whether a packet of `bytes` fits in the congestion window.
+    /// Whether a packet of `bytes` fits in the congestion window (or, through a relay, the section's room).
     pub(crate) fn window_allows(&self, bytes: u64) -> bool {
-        self.recovery.bytes_in_flight().saturating_add(bytes) <= self.cc.window()
+        match self.section_room {
+            Some(room) => room > 0,
+            None => self.recovery.bytes_in_flight().saturating_add(bytes) <= self.cc.window(),
+        }
+    }
+
+    /// The congestion window in bytes: the controller's, or through a relay what is in flight plus the section's
+    /// room in datagrams of `mtu` bytes.
+    pub(crate) fn window(&self, mtu: u64) -> u64 {
+        match self.section_room {
+            Some(room) => self.recovery.bytes_in_flight().saturating_add(room.saturating_mul(mtu)),
+            None => self.cc.window(),
+        }
     }
 
     /// The controller's pacing rate, never below one datagram per smoothed RTT so that a paused path (rate hint
     /// 0) is still probed and timers stay finite.
     pub(crate) fn pacing_rate(&self, max_datagram_size: u64) -> u64 {
+        if self.section_room.is_some() {
+            return u64::MAX; // the section's window paces: its packets leave as its acknowledgements come
+        }
         let srtt = self.rtt.smoothed().max(Duration::from_millis(1));
         let floor = u64::try_from(u128::from(max_datagram_size) * 1_000_000_000 / srtt.as_nanos().max(1))
             .unwrap_or(u64::MAX)
@@ -280,7 +301,7 @@ impl Channel {
             srtt: self.rtt.smoothed(),
             min_rtt: self.rtt.min(),
             rttvar: self.rtt.variance(),
-            cwnd: self.cc.window(),
+            cwnd: self.window(max_datagram_size),
             bytes_in_flight: self.recovery.bytes_in_flight(),
             pacing_rate: self.pacing_rate(max_datagram_size),
             cc: self.cc.name(),

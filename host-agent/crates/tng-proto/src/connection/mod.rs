@@ -496,6 +496,17 @@ impl Connection {
     }
 
     /// Sends no datagram larger than `size` bytes from now on (never above the configured size).
+    /// The channels to `remote` go through a relay's section with room for `packets` more data packets (None: they
+    /// do not, and their own controllers govern again); false if no channel goes to `remote`.
+    pub(crate) fn set_section_room(&mut self, remote: SocketAddr, packets: Option<u64>) -> bool {
+        let mut found = false;
+        for channel in self.channels.values_mut().filter(|channel| channel.remote == remote) {
+            channel.section_room = packets;
+            found = true;
+        }
+        found
+    }
+
     pub(crate) fn limit_datagram_size(&mut self, size: usize) {
         self.config.max_datagram_size = self.config.max_datagram_size.min(size);
     }

@@ -378,7 +378,7 @@ impl Connection {
                 .filter(|other| other.id != id && other.carries_data() && other.window_allows(mtu))
                 .min_by_key(|other| (other.rtt.smoothed(), other.id))
                 .map(|other| {
-                    (other.id, (other.cc.window().saturating_sub(other.recovery.bytes_in_flight()) / mtu).max(1))
+                    (other.id, (other.window(mtu).saturating_sub(other.recovery.bytes_in_flight()) / mtu).max(1))
                 }),
         };
         let (carrier, packets) = match alternate {

@@ -430,6 +430,9 @@ impl Connection {
                 };
                 channel.recovery.on_sent(now, outgoing);
                 channel.cc.on_sent(now, size, channel.recovery.bytes_in_flight());
+                if let Some(room) = channel.section_room.as_mut() {
+                    *room = room.saturating_sub(1);
+                }
                 if !channel.window_allows(mtu) {
                     channel.recovery.on_window_full();
                 }
@@ -475,7 +478,7 @@ fn channel_view(channel: &Channel, mtu: u64, weight: u32) -> ChannelView {
     ChannelView {
         channel: channel.id,
         srtt: channel.rtt.smoothed(),
-        cwnd: channel.cc.window(),
+        cwnd: channel.window(mtu),
         bytes_in_flight: channel.recovery.bytes_in_flight(),
         can_send_at: channel.pacer.next_release(mtu, channel.pacing_rate(mtu)),
         validated: channel.state == ChannelState::Active,

@@ -317,6 +317,18 @@ impl Endpoint {
         true
     }
 
+    /// The channels of the connection with `connection_id` toward `remote` go through a relay's section that has
+    /// room for `packets` more data packets: the section's congestion controller, not theirs, sets their window
+    /// and pace until the next call (None hands them back to their own). False if there is no such connection or
+    /// channel (yet).
+    pub fn set_section_room(&mut self, connection_id: u64, remote: SocketAddr, packets: Option<u64>) -> bool {
+        let Some(&handle) = self.by_id.get(&connection_id) else { return false };
+        let Some(entry) = self.connections.get_mut(&handle) else { return false };
+        let found = entry.connection.set_section_room(remote, packets);
+        self.work.touch(handle, &mut entry.marks); // room that grew may let data out now
+        found
+    }
+
     /// A snapshot of a connection's counters (without needing `&mut self`).
     pub fn connection_stats(&self, handle: ConnectionHandle) -> Option<ConnectionStats> {
         self.connections.get(&handle).map(|entry| entry.connection.stats())
