@@ -420,6 +420,7 @@ impl Simulation {
         self.arm_timer(host);
     }
 
+    /// Puts a datagram `host` sent on the network.
     fn send(&mut self, host: HostId, transmit: tng_proto::Transmit) {
         let datagram = Datagram {
             source: transmit.local,

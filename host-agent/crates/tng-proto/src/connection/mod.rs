@@ -495,7 +495,6 @@ impl Connection {
         token
     }
 
-    /// Sends no datagram larger than `size` bytes from now on (never above the configured size).
     /// The channels to `remote` go through a relay's section with room for `packets` more data packets (None: they
     /// do not, and their own controllers govern again); false if no channel goes to `remote`.
     pub(crate) fn set_section_room(&mut self, remote: SocketAddr, packets: Option<u64>) -> bool {
@@ -507,6 +506,7 @@ impl Connection {
         found
     }
 
+    /// Sends no datagram larger than `size` bytes from now on (never above the configured size).
     pub(crate) fn limit_datagram_size(&mut self, size: usize) {
         self.config.max_datagram_size = self.config.max_datagram_size.min(size);
     }
