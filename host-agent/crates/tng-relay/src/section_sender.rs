@@ -72,7 +72,7 @@ impl SectionSender {
 
     /// Whether the congestion window has room for a SECTION of `bytes`.
     pub fn can_send(&self, bytes: u64) -> bool {
-        self.bytes_in_flight + bytes <= self.cc.window()
+        bytes <= self.room()
     }
 
     /// A SECTION of `bytes` leaves now: its packet number.

@@ -220,12 +220,10 @@ impl Channel {
         self.state == ChannelState::Active && !self.standby
     }
 
-    /// Whether a packet of `bytes` fits in the congestion window (or, through a relay, the section's room).
-    pub(crate) fn window_allows(&self, bytes: u64) -> bool {
-        match self.section_room {
-            Some(room) => room > 0,
-            None => self.recovery.bytes_in_flight().saturating_add(bytes) <= self.cc.window(),
-        }
+    /// Whether a full datagram of `mtu` bytes fits in the congestion window (or, through a relay, the section's
+    /// room).
+    pub(crate) fn window_allows(&self, mtu: u64) -> bool {
+        self.recovery.bytes_in_flight().saturating_add(mtu) <= self.window(mtu)
     }
 
     /// The congestion window in bytes: the controller's, or through a relay what is in flight plus the section's
