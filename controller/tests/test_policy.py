@@ -58,6 +58,17 @@ def test_valid_policies_have_no_errors() -> None:
         host_policy=pb.HostPolicy(scheduler="ack-clocked", tail_loss="alternate-path"),
     )
     assert errors(at_hosts) == []
+    relayed = pb.Policy(name="dsl", match=pb.Match(ip_protocol=17), host_policy=pb.HostPolicy(relay="10.0.0.1:4477"))
+    assert errors(relayed) == []
+    relayed.host_policy.relay = "[fd00::1]:4477"
+    assert errors(relayed) == []
+
+
+def test_a_relay_is_refused_for_a_policy_that_matches_only_tcp() -> None:
+    policy = pb.Policy(name="dsl", match=pb.Match(ip_protocol=6), host_policy=pb.HostPolicy(relay="10.0.0.1:4477"))
+    assert errors(policy) == [
+        "policy.host_policy.relay: a relay carries tng connections (UDP), but the policy matches ip_protocol 6"
+    ]
     everything = pb.Policy(name="all", switch_policy=pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK))
     assert errors(everything) == []
     earliest = pb.SwitchPolicy(aggregation=pb.AGGREGATION_IN_NETWORK, steering=pb.STEERING_MODE_EARLIEST_ARRIVAL)
@@ -204,6 +215,27 @@ def test_valid_policies_have_no_errors() -> None:
         (
             lambda p: setattr(p.host_policy, "congestion_control", "cubic"),
             "policy.host_policy.copa_delta: is set but no path uses copa",
+        ),
+        (
+            lambda p: setattr(p.host_policy, "relay", "relay.isp.example:4477"),
+            'policy.host_policy.relay: "relay.isp.example:4477" is not an address a.b.c.d:port or [v6]:port (a relay '
+            "is named by address",
+        ),
+        (
+            lambda p: setattr(p.host_policy, "relay", "10.0.0.1"),
+            'policy.host_policy.relay: "10.0.0.1" is not an address a.b.c.d:port',
+        ),
+        (
+            lambda p: setattr(p.host_policy, "relay", "10.0.0.1:70000"),
+            'policy.host_policy.relay: "10.0.0.1:70000": port 70000 is not 1-65535',
+        ),
+        (
+            lambda p: setattr(p.host_policy, "relay", "fd00::1:4477"),
+            'policy.host_policy.relay: "fd00::1:4477": an IPv6 address goes in brackets, [v6]:port',
+        ),
+        (
+            lambda p: setattr(p.host_policy, "relay", "0.0.0.0:4477"),
+            'policy.host_policy.relay: "0.0.0.0:4477": 0.0.0.0 cannot be a relay\'s address',
         ),
     ],
 )

@@ -21,6 +21,7 @@ MAX_PRIORITY = 0xFFFF
 MAX_CHANNEL = 255
 PROTOCOLS_WITH_PORTS = {6: "TCP", 17: "UDP"}
 TCP = 6
+UDP = 17
 
 _NAME = re.compile(NAME_PATTERN)
 _TRAFFIC_CLASS = re.compile(TRAFFIC_CLASS_PATTERN)
@@ -103,6 +104,11 @@ def validate(policy: pb.Policy, field: str = "policy") -> Iterator[FieldError]:
     if policy.HasField("switch_policy"):
         yield from _switch_errors(policy, f"{field}.switch_policy")
     yield from _host_errors(policy.host_policy, f"{field}.host_policy")
+    if policy.host_policy.relay and policy.match.ip_protocol not in (0, UDP):
+        yield FieldError(
+            f"{field}.host_policy.relay",
+            f"a relay carries tng connections (UDP), but the policy matches ip_protocol {policy.match.ip_protocol}",
+        )
 
 
 def traffic_class_errors(traffic_class: str, field: str) -> Iterator[FieldError]:
@@ -270,6 +276,32 @@ def _host_errors(host: pb.HostPolicy, field: str) -> Iterator[FieldError]:
         yield FieldError(f"{field}.copa_delta", f"{host.copa_delta} is not a non-negative number")
     elif host.copa_delta and "copa" not in (host.congestion_control, *host.congestion_control_per_path.values()):
         yield FieldError(f"{field}.copa_delta", "is set but no path uses copa")
+    if host.relay and (problem := _relay_problem(host.relay)):
+        yield FieldError(f"{field}.relay", problem)
+
+
+def _relay_problem(text: str) -> str | None:
+    """Why `text` is not a relay's address as the agent reads it ("a.b.c.d:port" or "[v6]:port"), or None."""
+    host, colon, port = text.rpartition(":")
+    shown = _quote(text)
+    if not colon or not port.isdigit():
+        return f"{shown} is not an address a.b.c.d:port or [v6]:port"
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        family = 6
+    else:
+        family = 4
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return f"{shown} is not an address a.b.c.d:port or [v6]:port (a relay is named by address, not by host name)"
+    if address.version != family:
+        return f"{shown}: an IPv6 address goes in brackets, [v6]:port"
+    if not 0 < int(port) <= 65535:
+        return f"{shown}: port {int(port)} is not 1-65535"
+    if address.is_unspecified or address.is_multicast:
+        return f"{shown}: {address} cannot be a relay's address"
+    return None
 
 
 def _not_one_of(value: object, allowed: tuple[str, ...] | list[str]) -> str:

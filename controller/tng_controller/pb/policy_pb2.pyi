@@ -134,7 +134,7 @@ class Backpressure(_message.Message):
     def __init__(self, feedback: _Optional[bool] = ..., ecn_threshold_us: _Optional[int] = ...) -> None: ...
 
 class HostPolicy(_message.Message):
-    __slots__ = ("congestion_control", "congestion_control_per_path", "scheduler", "tail_loss", "rate_cap_kbps", "queue_threshold_us", "copa_delta")
+    __slots__ = ("congestion_control", "congestion_control_per_path", "scheduler", "tail_loss", "rate_cap_kbps", "queue_threshold_us", "copa_delta", "relay")
     class CongestionControlPerPathEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class HostPolicy(_message.Message):
     RATE_CAP_KBPS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_THRESHOLD_US_FIELD_NUMBER: _ClassVar[int]
     COPA_DELTA_FIELD_NUMBER: _ClassVar[int]
+    RELAY_FIELD_NUMBER: _ClassVar[int]
     congestion_control: str
     congestion_control_per_path: _containers.ScalarMap[int, str]
     scheduler: str
@@ -156,7 +157,8 @@ class HostPolicy(_message.Message):
     rate_cap_kbps: int
     queue_threshold_us: int
     copa_delta: float
-    def __init__(self, congestion_control: _Optional[str] = ..., congestion_control_per_path: _Optional[_Mapping[int, str]] = ..., scheduler: _Optional[str] = ..., tail_loss: _Optional[str] = ..., rate_cap_kbps: _Optional[int] = ..., queue_threshold_us: _Optional[int] = ..., copa_delta: _Optional[float] = ...) -> None: ...
+    relay: str
+    def __init__(self, congestion_control: _Optional[str] = ..., congestion_control_per_path: _Optional[_Mapping[int, str]] = ..., scheduler: _Optional[str] = ..., tail_loss: _Optional[str] = ..., rate_cap_kbps: _Optional[int] = ..., queue_threshold_us: _Optional[int] = ..., copa_delta: _Optional[float] = ..., relay: _Optional[str] = ...) -> None: ...
 
 class SetPolicyRequest(_message.Message):
     __slots__ = ("policy",)

@@ -28,6 +28,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
 use tng_qlog::{Clock, QlogDir};
+use tokio::sync::oneshot;
 
 use driver::{with_timeout, Agent, Route};
 use perf::client::{ClientOptions, Dialer, Mode};
@@ -38,6 +39,9 @@ use policy::PolicyFile;
 use resolver::LocalPolicies;
 use service::ProxyPolicy;
 use subscription::{Controller, TlsFiles};
+
+/// How long a client waits for the controller's policies before its first connection.
+const CONTROLLER_POLICIES_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Parser)]
 #[command(name = "tng", version, about = "tng host agent: multipath transport over UDP, and tools")]
@@ -194,7 +198,8 @@ struct ClientArgs {
     #[arg(long)]
     identity: Option<PathBuf>,
     /// Reach the server through the `tng relay` at this address (Tng's flow middlebox): every packet travels to it
-    /// in a SECTION naming the server, and the relay's sections carry it on.
+    /// in a SECTION naming the server, and the relay's sections carry it on. Without it, a matching policy's
+    /// `host_policy.relay` decides.
     #[arg(long, value_name = "ADDR")]
     relay: Option<SocketAddr>,
     #[command(flatten)]
@@ -397,22 +402,24 @@ fn load_or_fresh_identity(path: Option<&std::path::Path>) -> Result<StaticKeypai
     }
 }
 
-/// Starts an agent whose connections follow the policy file and, when configured, the controller.
+/// Starts an agent whose connections follow the policy file and, when configured, the controller; with a controller,
+/// the receiver fires once its policies are in force.
 fn start_agent(
     transport: &TransportArgs,
     server: bool,
     keypair: StaticKeypair,
     locals: &[SocketAddr],
-) -> Result<Agent> {
+) -> Result<(Agent, Option<oneshot::Receiver<()>>)> {
     let config = transport.endpoint_config(server)?;
     let policies = transport.local_policies()?;
     let controller = transport.controller()?;
     let agent = Agent::start(Endpoint::new(config, keypair.clone(), rand::random()), locals, policies)?;
-    if let Some(controller) = controller {
-        tokio::spawn(subscription::follow(controller.clone(), transport.traffic_class.clone(), agent.clone()));
-        tokio::spawn(registry::run(controller, keypair, agent.clone()));
-    }
-    Ok(agent)
+    let Some(controller) = controller else { return Ok((agent, None)) };
+    let (first_snapshot, controller_policies) = oneshot::channel();
+    let traffic_class = transport.traffic_class.clone();
+    tokio::spawn(subscription::follow(controller.clone(), traffic_class, agent.clone(), first_snapshot));
+    tokio::spawn(registry::run(controller, keypair, agent.clone()));
+    Ok((agent, Some(controller_policies)))
 }
 
 /// A client agent with its paths to `server` bound, and its first connection.
@@ -420,7 +427,16 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
-    let agent = start_agent(&args.transport, false, keypair, &[])?;
+    let (agent, controller_policies) = start_agent(&args.transport, false, keypair, &[])?;
+    if let Some(policies) = controller_policies {
+        // A controller policy may name the relay of this connection, which must be known before its first packet.
+        if tokio::time::timeout(CONTROLLER_POLICIES_WAIT, policies).await.is_err() {
+            tracing::warn!(
+                "the controller's policies did not arrive within {CONTROLLER_POLICIES_WAIT:?}; connecting under the \
+                 policy file's (later ones apply once they arrive)"
+            );
+        }
+    }
     if let Some(relay) = args.relay {
         agent.route_through(server, relay);
     }
@@ -437,7 +453,7 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
 async fn serve(args: ServeArgs) -> Result<()> {
     let keypair = keys::load(&args.identity)?;
     println!("tng serve: identity {}", keypair.identity());
-    let agent = start_agent(&args.transport, true, keypair, &args.listen)?;
+    let (agent, _) = start_agent(&args.transport, true, keypair, &args.listen)?;
     let proxy = ProxyPolicy { allowed: args.allow_proxy };
     let control = args.control.clone();
     let control_agent = agent.clone();
@@ -520,7 +536,7 @@ async fn proxy(args: ProxyArgs) -> Result<()> {
 async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
     let keypair = load_or_fresh_identity(identity.as_deref())?;
     eprintln!("tng perf server on {listen} (tng over UDP, tcp and mptcp over TCP), identity {}", keypair.identity());
-    let agent = start_agent(&transport, true, keypair, &[listen])?;
+    let (agent, _) = start_agent(&transport, true, keypair, &[listen])?;
     let stats = StatsByToken::default();
     tokio::select! {
         result = perf::server::serve_kernel(listen, stats.clone()) => result,

@@ -87,6 +87,9 @@ pub struct HostPolicyEntry {
     pub queue_threshold_us: u32,
     #[serde(default)]
     pub copa_delta: f64,
+    /// A `tng relay`'s address, "a.b.c.d:port" or "[v6]:port"; empty: straight to the server.
+    #[serde(default)]
+    pub relay: String,
 }
 
 /// Where a policy came from.
@@ -119,7 +122,8 @@ pub struct Policy {
 pub struct ConnectionFacts<'a> {
     /// The agent's `--traffic-class`.
     pub traffic_class: &'a str,
-    pub connection_id: u64,
+    /// `None` before the connection exists (when its relay is chosen): then no policy naming a connection matches.
+    pub connection_id: Option<u64>,
     /// (local, remote) address of every channel.
     pub paths: &'a [(SocketAddr, SocketAddr)],
 }
@@ -159,6 +163,7 @@ struct HostHalf {
     rate_cap: Option<u64>,
     queue_threshold: Option<Duration>,
     copa_delta: Option<f64>,
+    relay: Option<SocketAddr>,
 }
 
 impl PolicyFile {
@@ -273,6 +278,7 @@ impl HostPolicyEntry {
         if !(self.copa_delta >= 0.0 && self.copa_delta.is_finite()) {
             bail!("host_policy.copa_delta must be a non-negative number, not {}", self.copa_delta);
         }
+        let relay = (!self.relay.is_empty()).then(|| parse_relay(&self.relay)).transpose()?;
         Ok(HostHalf {
             cc,
             cc_per_channel,
@@ -282,14 +288,25 @@ impl HostPolicyEntry {
             queue_threshold: (self.queue_threshold_us > 0)
                 .then(|| Duration::from_micros(u64::from(self.queue_threshold_us))),
             copa_delta: (self.copa_delta > 0.0).then_some(self.copa_delta),
+            relay,
         })
     }
+}
+
+fn parse_relay(text: &str) -> Result<SocketAddr> {
+    let relay: SocketAddr = text
+        .parse()
+        .map_err(|_| anyhow::anyhow!("host_policy.relay: {text:?} is not an address a.b.c.d:port or [v6]:port"))?;
+    if relay.port() == 0 || relay.ip().is_unspecified() || relay.ip().is_multicast() {
+        bail!("host_policy.relay: {text:?} cannot be a relay's address");
+    }
+    Ok(relay)
 }
 
 impl Matcher {
     fn matches(&self, connection: &ConnectionFacts) -> bool {
         (self.traffic_class.is_empty() || self.traffic_class == connection.traffic_class)
-            && self.connection_id.is_none_or(|id| id == connection.connection_id)
+            && self.connection_id.is_none_or(|id| Some(id) == connection.connection_id)
             && (!self.has_five_tuple()
                 || connection
                     .paths
@@ -312,6 +329,13 @@ impl Matcher {
             && (self.ip_protocol == 0 || self.ip_protocol == UDP)
             && self.src_port.contains(src.port())
             && self.dst_port.contains(dst.port())
+    }
+}
+
+impl Policy {
+    /// The relay this policy routes its connections through, if it names one.
+    pub fn relay(&self) -> Option<SocketAddr> {
+        self.host.relay
     }
 }
 
@@ -361,8 +385,9 @@ mod tests {
 
     const PATHS: [(&str, &str); 2] = [("10.1.0.2:5000", "192.0.2.1:4477"), ("10.2.0.2:5001", "192.0.2.1:4477")];
 
-    fn selected<'a>(policies: &'a [Policy], class: &str, id: u64) -> Option<&'a str> {
+    fn selected<'a>(policies: &'a [Policy], class: &str, id: impl Into<Option<u64>>) -> Option<&'a str> {
         let paths: Vec<_> = PATHS.iter().map(|(l, r)| (addr(l), addr(r))).collect();
+        let id = id.into();
         let facts = ConnectionFacts { traffic_class: class, connection_id: id, paths: &paths };
         select(policies, &facts).map(|p| p.name.as_str())
     }
@@ -387,6 +412,8 @@ mod tests {
         assert_eq!(selected(&policies, "video", 1), Some("video"));
         assert_eq!(selected(&policies, "bulk", 1), Some("default"));
         assert_eq!(selected(&policies, "video", 7), Some("this-connection"));
+        // Before a connection exists (choosing its relay), no policy naming a connection can match it.
+        assert_eq!(selected(&policies, "video", None), Some("video"));
         let video = connection_settings(Some(&policies[1]), &TransportConfig::default());
         assert_eq!(video.cc, Some(CcKind::Copa));
         assert_eq!(video.scheduler, Some(TransportConfig::default().scheduler));
@@ -457,5 +484,21 @@ mod tests {
         assert!(text.contains("match.src_prefix") && text.contains("10.0.1.0/24"), "{text}");
         let text = error("[[policy]]\nname = \"x\"\nmatch = { dst_port = { value = 80, mask = 15 } }\n");
         assert!(text.contains("match.dst_port") && text.contains("outside the mask"), "{text}");
+        for relay in ["relay.example:4477", "10.0.0.1", "fd00::1:4477", "10.0.0.1:0", "0.0.0.0:4477"] {
+            let text = error(&format!("[[policy]]\nname = \"x\"\nhost_policy = {{ relay = \"{relay}\" }}\n"));
+            assert!(text.contains("host_policy.relay") && text.contains(relay), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_policy_names_its_relay_by_address() {
+        let policies = parse(
+            "[[policy]]\nname = \"v4\"\nhost_policy = { relay = \"10.0.0.1:4477\" }\n\
+             [[policy]]\nname = \"v6\"\nhost_policy = { relay = \"[fd00::1]:4477\" }\n\
+             [[policy]]\nname = \"direct\"\n",
+        )
+        .unwrap();
+        let relays: Vec<_> = policies.iter().map(Policy::relay).collect();
+        assert_eq!(relays, [Some(addr("10.0.0.1:4477")), Some(addr("[fd00::1]:4477")), None]);
     }
 }

@@ -28,6 +28,12 @@ pub struct PolicyRef {
     pub source: Source,
 }
 
+impl PolicyRef {
+    fn of(policy: &Policy) -> PolicyRef {
+        PolicyRef { name: policy.name.clone(), revision: policy.revision, source: policy.source }
+    }
+}
+
 pub struct PolicyResolver {
     local: LocalPolicies,
     /// `None` until the controller's first complete snapshot.
@@ -54,17 +60,8 @@ impl PolicyResolver {
         }
         let stats = connection.stats();
         let paths: Vec<(SocketAddr, SocketAddr)> = stats.channels.iter().map(|c| (c.local, c.remote)).collect();
-        let facts = ConnectionFacts {
-            traffic_class: &self.local.traffic_class,
-            connection_id: stats.connection_id,
-            paths: &paths,
-        };
-        let chosen = self
-            .controller
-            .as_deref()
-            .and_then(|policies| policy::select(policies, &facts))
-            .or_else(|| policy::select(&self.local.file, &facts));
-        let chosen_ref = chosen.map(|p| PolicyRef { name: p.name.clone(), revision: p.revision, source: p.source });
+        let chosen = self.choose(&paths, Some(stats.connection_id));
+        let chosen_ref = chosen.map(PolicyRef::of);
         let previous = self.governing.get(&handle);
         // A connection no policy ever matched keeps its settings untouched.
         if previous == Some(&chosen_ref) || (previous.is_none() && chosen_ref.is_none()) {
@@ -76,6 +73,21 @@ impl PolicyResolver {
         }
         connection.set_policy(policy::connection_settings(chosen, &self.baseline));
         self.governing.insert(handle, chosen_ref);
+    }
+
+    /// The relay a connection about to open over `paths` goes through, if the policy that will govern it names one.
+    pub fn relay_for(&self, paths: &[(SocketAddr, SocketAddr)]) -> Option<(SocketAddr, PolicyRef)> {
+        let policy = self.choose(paths, None)?;
+        Some((policy.relay()?, PolicyRef::of(policy)))
+    }
+
+    /// The best matching controller policy, or the file's best when none of the controller's matches.
+    fn choose(&self, paths: &[(SocketAddr, SocketAddr)], connection_id: Option<u64>) -> Option<&Policy> {
+        let facts = ConnectionFacts { traffic_class: &self.local.traffic_class, connection_id, paths };
+        self.controller
+            .as_deref()
+            .and_then(|policies| policy::select(policies, &facts))
+            .or_else(|| policy::select(&self.local.file, &facts))
     }
 
     /// The policy governing `handle`, if any.
@@ -132,6 +144,30 @@ mod tests {
     fn settings(endpoint: &mut Endpoint, handle: ConnectionHandle) -> (SchedulerKind, &'static str) {
         let stats = endpoint.connection(handle).unwrap().stats();
         (stats.scheduler, stats.channels[0].cc)
+    }
+
+    #[test]
+    fn a_new_connection_s_relay_comes_from_the_policy_that_will_govern_it() {
+        let paths = [("10.1.0.2:5000".parse().unwrap(), "192.0.2.1:4477".parse().unwrap())];
+        let file = policy(Source::File, "name = \"dsl\"\nhost_policy = { relay = \"10.1.0.1:4477\" }\n");
+        let local = LocalPolicies { traffic_class: String::new(), file: vec![file] };
+        let mut resolver = PolicyResolver::new(local, TransportConfig::default());
+        let relay =
+            |resolver: &PolicyResolver| resolver.relay_for(&paths).map(|(relay, p)| (relay.to_string(), p.name));
+        assert_eq!(relay(&resolver), Some(("10.1.0.1:4477".into(), "dsl".into())));
+
+        // The controller's policy governs, and it names no relay: straight to the server. One for a connection id
+        // cannot match a connection that does not exist yet.
+        let direct = policy(Source::Controller, "name = \"direct\"\nmatch = { dst_prefix = \"192.0.2.0/24\" }\n");
+        let this_one = policy(
+            Source::Controller,
+            "name = \"this-one\"\nmatch = { priority = 9, connection_id = 7 }\nhost_policy = { relay = \"10.1.0.9:1\" }\n",
+        );
+        resolver.set_controller_policies(vec![direct, this_one]);
+        assert_eq!(relay(&resolver), None);
+        let core = policy(Source::Controller, "name = \"core\"\nhost_policy = { relay = \"10.1.0.3:4477\" }\n");
+        resolver.set_controller_policies(vec![core]);
+        assert_eq!(relay(&resolver), Some(("10.1.0.3:4477".into(), "core".into())));
     }
 
     #[test]

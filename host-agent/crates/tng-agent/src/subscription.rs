@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use tokio::sync::oneshot;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::driver::Agent;
@@ -76,9 +77,17 @@ fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read --controller-{flag} {}", path.display()))
 }
 
-/// Follows the controller's policies for the connections of `traffic_class` until the process ends.
-pub async fn follow(controller: Controller, traffic_class: String, agent: Agent) {
-    let mut subscription = Subscription { controller, traffic_class, agent, subscribed: false, told_down: false };
+/// Follows the controller's policies for the connections of `traffic_class` until the process ends; `first_snapshot`
+/// fires once the agent holds the controller's policies for the first time.
+pub async fn follow(controller: Controller, traffic_class: String, agent: Agent, first_snapshot: oneshot::Sender<()>) {
+    let mut subscription = Subscription {
+        controller,
+        traffic_class,
+        agent,
+        subscribed: false,
+        told_down: false,
+        first_snapshot: Some(first_snapshot),
+    };
     let mut retry = FIRST_RETRY;
     loop {
         let error = match subscription.watch().await {
@@ -109,6 +118,7 @@ struct Subscription {
     subscribed: bool,
     /// An outage was logged since the last subscription.
     told_down: bool,
+    first_snapshot: Option<oneshot::Sender<()>>,
 }
 
 impl Subscription {
@@ -137,6 +147,10 @@ impl Subscription {
             }
             if self.subscribed {
                 self.agent.set_controller_policies(policies.values().cloned().collect());
+                if let Some(first) = self.first_snapshot.take() {
+                    // Nobody may be waiting (a server does not); the policies are in force either way.
+                    let _ = first.send(());
+                }
             }
         }
         Ok(())
@@ -205,6 +219,7 @@ fn entry(policy: pb::Policy) -> PolicyEntry {
             rate_cap_kbps: host.rate_cap_kbps,
             queue_threshold_us: host.queue_threshold_us,
             copa_delta: host.copa_delta,
+            relay: host.relay,
         },
     }
 }
@@ -253,6 +268,7 @@ mod tests {
             host_policy: Some(pb::HostPolicy {
                 scheduler: "lowest-rtt".into(),
                 congestion_control_per_path: per_path,
+                relay: "10.0.0.1:4477".into(),
                 ..pb::HostPolicy::default()
             }),
             ..pb::Policy::default()
@@ -263,5 +279,6 @@ mod tests {
         assert_eq!(entry.host_policy.congestion_control_per_path.get("1").map(String::as_str), Some("vegas"));
         let policy = entry.validate(Source::Controller).unwrap();
         assert_eq!((policy.name.as_str(), policy.revision, policy.source), ("video", 7, Source::Controller));
+        assert_eq!(policy.relay(), Some("10.0.0.1:4477".parse().unwrap()));
     }
 }

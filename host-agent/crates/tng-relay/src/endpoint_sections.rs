@@ -118,6 +118,11 @@ impl EndpointSections {
         self.routes.insert(peer, relay);
     }
 
+    /// The relay packets for `peer` go through, if any.
+    pub fn route(&self, peer: SocketAddr) -> Option<SocketAddr> {
+        self.routes.get(&peer).copied()
+    }
+
     /// Counters.
     pub fn stats(&self) -> SectionStats {
         self.stats

@@ -259,6 +259,20 @@ impl Driver {
         }
     }
 
+    /// A connection about to open to a server without a relay route takes the relay its policy names, if any; the
+    /// route stays for every later connection to that server (a relay named by `--relay` is never replaced).
+    fn route_by_policy(&mut self, paths: &[(SocketAddr, SocketAddr)]) {
+        for &(_, server) in paths {
+            if self.sections.route(server).is_some() {
+                continue;
+            }
+            if let Some((relay, policy)) = self.policies.relay_for(paths) {
+                tracing::info!("{server}: through relay {relay} (policy {:?}, {})", policy.name, policy.source);
+                self.sections.route_through(server, relay);
+            }
+        }
+    }
+
     fn socket_for(&self, local: SocketAddr) -> Option<Arc<Socket>> {
         let bound = self.sockets.get(&local).or_else(|| {
             // A socket bound to the unspecified address serves every address of its port.
@@ -270,14 +284,17 @@ impl Driver {
     fn handle(&mut self, command: Command) {
         let now = self.now();
         match command {
-            Command::Connect { paths, pin, reply } => match self.endpoint.connect(now, &paths, pin) {
-                Ok(conn) => {
-                    self.connecting.insert(conn, reply);
+            Command::Connect { paths, pin, reply } => {
+                self.route_by_policy(&paths);
+                match self.endpoint.connect(now, &paths, pin) {
+                    Ok(conn) => {
+                        self.connecting.insert(conn, reply);
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err.into()));
+                    }
                 }
-                Err(err) => {
-                    let _ = reply.send(Err(err.into()));
-                }
-            },
+            }
             Command::Open { conn, reply } => self.open(conn, reply),
             Command::Accept { reply } => match self.incoming.pop_front() {
                 Some(stream) => {
