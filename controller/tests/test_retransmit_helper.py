@@ -20,7 +20,9 @@ from tng_controller.retransmit_helper import (
     HELPER_ETHERTYPE,
     HELPER_TABLE,
     HELPER_UP,
+    IDLE_SWEEP_S,
     PACKET_IN_QUEUE,
+    RELEASE_AFTER_BYTES,
     Flow,
     Health,
     HelperStatus,
@@ -464,3 +466,25 @@ def test_a_flow_without_copies_or_acks_for_a_minute_is_forgotten_and_its_copies_
     assert (health.stored_segments, health.stored_bytes) == (1, len(other_flow)), "only the other flow's copy"
     assert helper.stats.expired_flows == 1
     assert helper.held(DOWNLINK) is None and helper.copy_at(DOWNLINK, 1200) is None
+
+
+def test_once_megabytes_of_copies_are_freed_the_next_sweep_gives_the_memory_back() -> None:
+    # glibc keeps freed copies in its heap: without a release the helper's RSS stays at the most it ever held.
+    now = 1000.0
+    releases: list[float] = []
+    helper = RetransmitHelper(clock=lambda: now, release_memory=lambda: releases.append(now))
+    length = 1400
+    count = RELEASE_AFTER_BYTES // length + 1
+    for seq in range(1000, 1000 + count * length, length):
+        copy(helper, seq, length)
+    now += IDLE_SWEEP_S
+    report(helper, 1000 + (count // 2) * length)
+    assert releases == [], "half of it freed is not enough"
+    report(helper, 1000 + count * length)
+    assert releases == [], "the release waits for the next sweep"
+    now += IDLE_SWEEP_S
+    copy(helper, 1000 + count * length)
+    assert releases == [now] and helper.stats.memory_releases == 1
+    now += IDLE_SWEEP_S
+    copy(helper, 1000 + count * length + MSS)
+    assert releases == [now - IDLE_SWEEP_S], "nothing more was freed"

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import logging
 import os
@@ -63,6 +64,10 @@ DEFAULT_CONFIRM_BYTES = 8 << 10
 FLOW_IDLE_S = 60.0
 # How often handle() looks for idle flows (a look costs one pass over the flows held).
 IDLE_SWEEP_S = 5.0
+# Copies are a few hundred to a thousand bytes each, which glibc's malloc keeps in its heap once freed: without help
+# the helper's memory would stay at the most it ever held (a delay burst, a receiver gone with a full window). When
+# this much was freed since the last time, the next sweep hands free pages back to the system.
+RELEASE_AFTER_BYTES = 4 << 20
 # finsy drops packet-ins ("packet ignored") while the helper's queue is full; its default holds 50.
 PACKET_IN_QUEUE = 8192
 
@@ -279,6 +284,7 @@ class Stats:
     misses: int = 0
     freed_segments: int = 0
     expired_flows: int = 0
+    memory_releases: int = 0
     confirmations: int = 0
     malformed: int = 0
 
@@ -309,7 +315,9 @@ class RetransmitHelper:
         generation: int | None = None,
         confirm_bytes: int = DEFAULT_CONFIRM_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        release_memory: Callable[[], None] | None = None,
     ) -> None:
+        """`release_memory` gives freed memory back to the system (default: glibc's malloc_trim, where there is one)."""
         self.max_bytes = max_bytes
         self.confirm_bytes = confirm_bytes
         self.stats = Stats()
@@ -319,9 +327,11 @@ class RetransmitHelper:
         self._acked: dict[Flow, int] = {}
         self._last_active: dict[Flow, float] = {}  # of each flow with copies: its last copy or ACK
         self._stored_bytes = 0
+        self._stored_peak = 0  # the most stored since memory was last released
         self._reason = "started"
         self._clock = clock
         self._next_sweep = clock() + IDLE_SWEEP_S
+        self._release_memory = release_memory if release_memory is not None else _malloc_trim()
 
     def handle(self, frame: bytes) -> list[bytes]:
         """Process one frame from the switch; the result is what to send back to it: re-injected copies (routed
@@ -414,6 +424,7 @@ class RetransmitHelper:
             self._stored_bytes -= len(known.frame)
         copies[segment.seq] = _Copy(segment.seq, segment.end, frame)
         self._stored_bytes += len(frame)
+        self._stored_peak = max(self._stored_peak, self._stored_bytes)
         self.stats.copies += 1
         held = self._held.setdefault(segment.flow, _Held(segment.seq, segment.seq, segment.seq))
         self._extend(copies, held)
@@ -476,11 +487,29 @@ class RetransmitHelper:
             LOGGER.info("forgetting %s: no copy or ACK for %.0f s", flow, now - self._last_active[flow])
             self._forget(flow)
             self.stats.expired_flows += 1
+        if self._stored_peak - self._stored_bytes >= RELEASE_AFTER_BYTES:
+            self._release_memory()
+            self.stats.memory_releases += 1
+            self._stored_peak = self._stored_bytes
 
     def _new_generation(self, reason: str) -> None:
         self._generation = (self._generation + 1) & 0xFFFFFFFF
         self._reason = reason
         LOGGER.warning("helper generation %d: %s", self._generation, reason)
+
+
+def _malloc_trim() -> Callable[[], None]:
+    """glibc's malloc_trim(0), which returns every free page of the heap, or nothing to do without glibc."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+
+    def release() -> None:
+        trim(0)
+
+    return release
 
 
 class HelperStatus:

@@ -3,6 +3,7 @@ switch always stops."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import stat
@@ -20,6 +21,7 @@ import os, signal, socket, sys, time
 args = sys.argv[1:]
 print(" ".join(args), flush=True)
 open(os.environ["FAKE_SWITCH_PID"], "w").write(str(os.getpid()))
+open(os.environ["FAKE_SWITCH_PID"] + ".arenas", "w").write(os.environ.get("MALLOC_ARENA_MAX", "unset"))
 if os.environ.get("FAKE_SWITCH_MODE") == "fail":
     print("boom: cannot open socket", flush=True)
     sys.exit(1)
@@ -108,6 +110,16 @@ def test_a_real_time_switch_starts_under_chrt_inside_its_namespace() -> None:
 def test_a_switch_needs_ports() -> None:
     with pytest.raises(ValueError, match="needs a packet socket"):
         Bmv2Config(binary=Path("x"), log_path=Path("log"), grpc_port=1, thrift_port=2)
+
+
+def test_a_switch_gets_its_malloc_arena_cap_in_its_environment(fake_switch: Path, tmp_path: Path) -> None:
+    uncapped = nanomsg_config(fake_switch, tmp_path)
+    with Bmv2(uncapped):
+        assert (tmp_path / "pid.arenas").read_text() == os.environ.get("MALLOC_ARENA_MAX", "unset")
+    with Bmv2(dataclasses.replace(uncapped, malloc_arenas=2)):
+        assert (tmp_path / "pid.arenas").read_text() == "2"
+    with pytest.raises(ValueError, match="malloc_arenas must be at least 1, not 0"):
+        dataclasses.replace(uncapped, malloc_arenas=0)
 
 
 def test_switch_is_stopped_when_the_body_is_interrupted(fake_switch: Path, tmp_path: Path) -> None:

@@ -45,10 +45,23 @@ class Bmv2Config:
     # SCHED_FIFO priority (chrt -f) for every thread, when the switch stands in for hardware that the host's other
     # processes must not delay (needs CAP_SYS_NICE); None: the default scheduler
     realtime_priority: int | None = None
+    # glibc malloc arenas (MALLOC_ARENA_MAX) for the switch's many threads; None: glibc's default, 8 per core. Each
+    # arena keeps the high-water mark of what its threads once held, so a switch that ran a while looks as if it
+    # grew; a small cap bounds that and lets a long run tell a leak from an allocator's reserve.
+    malloc_arenas: int | None = None
 
     def __post_init__(self) -> None:
         if self.packet_socket is None and not self.interfaces:
             raise ValueError("a switch needs a packet socket (nanomsg) or interfaces for its ports")
+        if self.malloc_arenas is not None and self.malloc_arenas < 1:
+            raise ValueError(f"malloc_arenas must be at least 1, not {self.malloc_arenas}")
+
+    def environment(self) -> dict[str, str]:
+        """The switch's environment: ours, with the malloc arena cap when there is one."""
+        env = dict(os.environ)
+        if self.malloc_arenas is not None:
+            env["MALLOC_ARENA_MAX"] = str(self.malloc_arenas)
+        return env
 
     @property
     def grpc_address(self) -> str:
@@ -114,6 +127,7 @@ class Bmv2:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    env=self.config.environment(),
                 )
             except OSError as err:
                 raise Bmv2Error(f"cannot start {self.config.binary}: {err.strerror}") from err

@@ -34,6 +34,7 @@ DEVICE_ID = 1
 PACKET_BITS = 1500 * 8  # BMv2's queue rates are packets/s; the controller converts capacities with 1500-byte packets
 QUEUE_REGISTER = "port_queue_depth"  # packets left in a port's egress queue at its last dequeue (p4src/README.md)
 ANSWER_TIMEOUT_S = 2.0
+MALLOC_ARENAS = 2
 _REGISTER_VALUE = re.compile(rf"{QUEUE_REGISTER}\[(?P<port>\d+)\]\s*=\s*(?P<value>\d+)")
 
 
@@ -66,6 +67,7 @@ def config(binary: Path, plan: Plan, log: Path) -> Bmv2Config:
         interfaces=tuple(plan.switch_ports()),
         netns=plan.switch_ns,
         realtime_priority=int(linkem.REALTIME_PRIORITY),
+        malloc_arenas=MALLOC_ARENAS,
     )
 
 
