@@ -287,7 +287,7 @@ impl EndpointSections {
     /// their window has room for.
     pub fn poll_section(&mut self, now: Time) -> Option<Transmit> {
         for (&(relay, connection_id), end) in &mut self.sections {
-            if end.receiver.ack_due() {
+            if end.receiver.ack_due(now) {
                 if let Some(frames) = end.receiver.take_ack(now, Feedback::NEUTRAL) {
                     let number = end.acks_sent;
                     end.acks_sent += 1;
@@ -323,7 +323,8 @@ impl EndpointSections {
 
     /// When [`EndpointSections::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let timeouts = self.sections.values().filter_map(|end| end.sender.next_timeout());
+        let timeouts =
+            self.sections.values().flat_map(|end| [end.sender.next_timeout(), end.receiver.ack_deadline()]).flatten();
         timeouts.chain(self.sections.values().map(|end| end.last_active + SECTION_IDLE)).min()
     }
 
@@ -353,6 +354,8 @@ impl EndpointSections {
 #[cfg(test)]
 mod tests {
     use tng_wire::{pn, Flags};
+
+    use crate::section_receiver::MAX_ACK_DELAY;
 
     use super::*;
 
@@ -429,9 +432,11 @@ mod tests {
             matches!(server.on_datagram(Time::ZERO, local, relay, &hello), Received::Unwrapped { remote, .. } if remote == relay)
         );
         assert_eq!(server.on_transmit(Time::ZERO, transmit(relay, inner(2))), None);
-        let ack = server.poll_section(Time::ZERO).expect("the SECTION_ACK first");
+        // One SECTION waits up to MAX_ACK_DELAY for a second before it is acknowledged.
+        let section = server.poll_section(Time::ZERO).expect("the answer");
+        assert_eq!(server.poll_timeout(), Some(Time::ZERO + MAX_ACK_DELAY));
+        let ack = server.poll_section(Time::ZERO + MAX_ACK_DELAY).expect("then the SECTION_ACK");
         assert!(matches!(Packet::parse(&ack.payload).expect("parses").payload, Payload::SectionAck(_)));
-        let section = server.poll_section(Time::ZERO).expect("then the answer");
         assert_eq!(
             (section.remote, opened(&section.payload)),
             (relay, (None, inner(2))),

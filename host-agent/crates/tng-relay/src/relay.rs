@@ -180,7 +180,7 @@ impl Relay {
             for (direction, previous, next) in
                 [(&mut *toward_server, *client, *server), (toward_client, *server, *client)]
             {
-                if direction.receiver.ack_due() {
+                if direction.receiver.ack_due(now) {
                     let own = direction.own_feedback(now);
                     if let Some(frames) = direction.receiver.take_ack(now, own) {
                         let number = direction.acks_sent;
@@ -210,14 +210,16 @@ impl Relay {
         self.connections.len()
     }
 
-    /// When [`Relay::handle_timeout`] should next run.
+    /// When [`Relay::handle_timeout`] should next run: a SECTION's probe timeout, an idle connection, or a SECTION_ACK
+    /// whose delay ran out (the next [`Relay::poll_transmit`] sends it).
     pub fn poll_timeout(&self) -> Option<Time> {
-        let losses = self
+        let sections = self
             .connections
             .values()
             .flat_map(|relayed| [&relayed.toward_server, &relayed.toward_client])
-            .filter_map(|direction| direction.sender.next_timeout());
-        losses.chain(self.connections.values().map(|relayed| relayed.last_active + CONNECTION_IDLE)).min()
+            .flat_map(|direction| [direction.sender.next_timeout(), direction.receiver.ack_deadline()])
+            .flatten();
+        sections.chain(self.connections.values().map(|relayed| relayed.last_active + CONNECTION_IDLE)).min()
     }
 
     /// Time passed: forgets idle connections and declares timed-out SECTIONs lost.

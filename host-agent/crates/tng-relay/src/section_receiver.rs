@@ -9,6 +9,12 @@ use tng_wire::{pn, AckFrame, EcnCounts, Feedback, Frame};
 
 /// Ranges an ACK reports at most; older ones are forgotten (the sender has long declared them lost or acked).
 const MAX_RANGES: usize = 32;
+/// A SECTION_ACK is owed once this many released packets wait for one (RFC 9000's every other packet): a section
+/// over an asymmetric last mile (DSL: 10 Mbit/s down, 1 up) would otherwise fill the slow direction with SECTION_ACKs
+/// on top of the end-to-end ACKs, which limited a split flow to about 10 Mbit/s on a 20 Mbit/s line.
+pub const ACK_EVERY: u32 = 2;
+/// ... or once the oldest of them has waited this long (the sender's probe timeout allows for it).
+pub const MAX_ACK_DELAY: Duration = Duration::from_millis(5);
 
 /// Disjoint, ascending packet-number ranges, bounded to the newest [`MAX_RANGES`].
 #[derive(Debug, Clone, Default)]
@@ -50,6 +56,9 @@ pub struct SectionReceiver {
     released: Ranges,
     /// Largest released packet number and when it was released, for the ACK's delay; `None` once acknowledged.
     unacked: Option<(u64, Time)>,
+    /// Released packets not acknowledged yet, and when the first of them was released.
+    waiting: u32,
+    waiting_since: Option<Time>,
     /// Feedback of the SECTIONs received since the last echo.
     feedback: Option<Feedback>,
 }
@@ -80,17 +89,26 @@ impl SectionReceiver {
         if self.unacked.is_none_or(|(largest, _)| number > largest) {
             self.unacked = Some((number, now));
         }
+        self.waiting += 1;
+        self.waiting_since.get_or_insert(now);
     }
 
-    /// Whether a SECTION_ACK is owed.
-    pub fn ack_due(&self) -> bool {
-        self.unacked.is_some()
+    /// Whether a SECTION_ACK is owed now: [`ACK_EVERY`] released packets wait, or one waited [`MAX_ACK_DELAY`].
+    pub fn ack_due(&self, now: Time) -> bool {
+        self.unacked.is_some() && (self.waiting >= ACK_EVERY || self.ack_deadline().is_some_and(|due| now >= due))
+    }
+
+    /// When the released packets waiting for a SECTION_ACK get one even if no other arrives.
+    pub fn ack_deadline(&self) -> Option<Time> {
+        self.waiting_since.map(|since| since + MAX_ACK_DELAY)
     }
 
     /// The SECTION_ACK payload owed, if any: an ACK of the released packets and a FEEDBACK_ECHO of what the
     /// section's switches wrote merged with `own` (the acknowledging node's queue, the same fields a switch writes).
     pub fn take_ack(&mut self, now: Time, own: Feedback) -> Option<Vec<u8>> {
         let (_, released_at) = self.unacked.take()?;
+        self.waiting = 0;
+        self.waiting_since = None;
         let delay = now.saturating_since(released_at);
         let ack = AckFrame::from_ranges(self.released.0.iter().cloned(), micros(delay), EcnCounts::default())?;
         let echo = self.feedback.take().unwrap_or(Feedback::NEUTRAL).merge(own);
@@ -134,14 +152,31 @@ mod tests {
         assert_eq!(receiver.on_section(0, Feedback::NEUTRAL), Some(0));
         assert_eq!(receiver.on_section(1, seen), Some(1));
         assert_eq!(receiver.on_section(3, Feedback::NEUTRAL), Some(3));
-        assert!(!receiver.ack_due());
+        assert!(!receiver.ack_due(Time::ZERO));
         assert_eq!(receiver.take_ack(Time::ZERO, Feedback::NEUTRAL), None);
         receiver.release(Time::ZERO, 0);
         receiver.release(Time::ZERO, 3);
         let own = Feedback { queue_level: 100, rate_hint: u32::MAX };
         let frames = receiver.take_ack(Time::from_millis(2), own).expect("an ACK is owed");
         assert_eq!(acked(&frames), (vec![0, 3], Feedback { queue_level: 100, rate_hint: 5_000 }));
-        assert!(!receiver.ack_due());
+        assert!(!receiver.ack_due(Time::from_millis(2)));
+    }
+
+    #[test]
+    fn acknowledges_every_other_packet_or_after_the_delay() {
+        let mut receiver = SectionReceiver::default();
+        for truncated in 0..3 {
+            receiver.on_section(truncated, Feedback::NEUTRAL);
+        }
+        receiver.release(Time::ZERO, 0);
+        assert!(!receiver.ack_due(Time::from_millis(1)), "one packet waits for a second");
+        receiver.release(Time::from_millis(1), 1);
+        assert!(receiver.ack_due(Time::from_millis(1)), "two are owed an ACK at once");
+        receiver.take_ack(Time::from_millis(1), Feedback::NEUTRAL).expect("an ACK");
+        receiver.release(Time::from_millis(2), 2);
+        assert_eq!(receiver.ack_deadline(), Some(Time::from_millis(2) + MAX_ACK_DELAY));
+        assert!(!receiver.ack_due(Time::from_millis(6)));
+        assert!(receiver.ack_due(Time::from_millis(7)), "a lone packet after the delay");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use tng_proto::cc::{new_controller, AckSample, CcConfig, CongestionController, L
 use tng_proto::{CcKind, Time};
 use tng_wire::{AckFrame, Feedback};
 
+use crate::section_receiver::MAX_ACK_DELAY;
+
 /// A SECTION this many packet numbers below the largest acknowledged one is lost (RFC 9002's packet threshold).
 const PACKET_THRESHOLD: u64 = 3;
 /// Probe timeout before the first RTT sample.
@@ -148,7 +150,8 @@ impl SectionSender {
     }
 
     fn pto(&self) -> Duration {
-        self.srtt.map_or(INITIAL_PTO, |srtt| (srtt * 3).max(MIN_PTO))
+        // The receiver may hold its ACK for MAX_ACK_DELAY (RFC 9002 adds max_ack_delay to the PTO likewise).
+        self.srtt.map_or(INITIAL_PTO, |srtt| (srtt * 3).max(MIN_PTO) + MAX_ACK_DELAY)
     }
 
     fn declare_lost(&mut self, now: Time, numbers: &[u64]) {
@@ -189,8 +192,10 @@ mod tests {
         sender.on_ack(Time::from_millis(20), &ack(&[2..=4]), Feedback::NEUTRAL);
         assert_eq!(sender.lost(), 2, "0 and 1 are three below 4");
         assert_eq!(sender.bytes_in_flight(), 1000);
-        assert_eq!(sender.next_timeout(), Some(Time::ZERO + Duration::from_millis(60)));
-        sender.on_timeout(Time::from_millis(60));
+        // Three RTTs, and the receiver's allowance for holding its ACK.
+        let pto = Duration::from_millis(60) + MAX_ACK_DELAY;
+        assert_eq!(sender.next_timeout(), Some(Time::ZERO + pto));
+        sender.on_timeout(Time::ZERO + pto);
         assert_eq!((sender.lost(), sender.bytes_in_flight(), sender.next_timeout()), (3, 0, None));
     }
 

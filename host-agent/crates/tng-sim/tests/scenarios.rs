@@ -250,8 +250,9 @@ fn a_relay_keeps_the_dsl_buffer_empty_without_costing_goodput() {
         "split: {:.2} Mbit/s, p95 SRTT {split_p95:?}; end to end: {:.2} Mbit/s, p95 SRTT {end_to_end_p95:?}",
         split.goodput_mbps, end_to_end.goodput_mbps
     );
-    assert!(split.goodput_mbps >= 0.9 * end_to_end.goodput_mbps, "split goodput {:.2}", split.goodput_mbps);
-    assert!(split_p95 * 2 <= end_to_end_p95, "p95 SRTT split {split_p95:?}, end to end {end_to_end_p95:?}");
+    // Tng's targets (seed 004's DSL experiment): at least 0.95 x the goodput at no more than 0.2 x the delay.
+    assert!(split.goodput_mbps >= 0.95 * end_to_end.goodput_mbps, "split goodput {:.2}", split.goodput_mbps);
+    assert!(split_p95 * 5 <= end_to_end_p95, "p95 SRTT split {split_p95:?}, end to end {end_to_end_p95:?}");
 }
 
 #[test]
