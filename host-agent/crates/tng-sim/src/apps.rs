@@ -313,9 +313,15 @@ pub struct ServerApp {
 }
 
 impl ServerApp {
+    /// A server for clients 0, 1, ... with these identities.
     pub fn new(client_identities: Vec<Identity>) -> ServerApp {
+        ServerApp::with_clients(client_identities.into_iter().enumerate().map(|(client, id)| (id, client)).collect())
+    }
+
+    /// A server for the clients with these (identity, client number) pairs.
+    pub fn with_clients(clients: Vec<(Identity, usize)>) -> ServerApp {
         ServerApp {
-            client_identities: client_identities.into_iter().enumerate().map(|(client, id)| (id, client)).collect(),
+            client_identities: clients.into_iter().collect(),
             clients_by_connection: BTreeMap::new(),
             streams: BTreeMap::new(),
             written: Vec::new(),

@@ -1,5 +1,5 @@
 //! The event loop: virtual time, the network, one real tng-proto endpoint per host (behind its ends of the
-//! sections to relays) and the relay core of every path that has a relay.
+//! sections to relays), the relay core of every path that has a relay, and the hosts of the cross traffic.
 //!
 //! After anything touches an endpoint (a datagram, a timer, an application call) the simulator drains it: every
 //! datagram it wants to send enters the network, every event goes to the host's application (which may write and
@@ -15,13 +15,14 @@ use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, S
 use tng_relay::{EndpointSections, Relay, RelayConfig, RelayStats};
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
+use crate::cross_traffic::CrossTraffic;
 use crate::datagram::Datagram;
 use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
 use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
 use crate::scenario::{Mode, Scenario};
-use crate::topology::{validate_scenario, NetworkPlan, ScenarioError};
+use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
 use crate::workload::{plan_client, ClientPlan};
 
@@ -57,6 +58,9 @@ pub struct Outcome {
     pub path_packets: Vec<(u64, u64)>,
     /// Per path: what its relay counted, if it has one.
     pub relay_stats: Vec<Option<RelayStats>>,
+    /// The cross traffic's flows and what they delivered (apart from the workload's `ledger`).
+    pub cross_flows: Vec<CrossFlowPlan>,
+    pub cross_ledger: Ledger,
 }
 
 enum SimEvent {
@@ -72,12 +76,14 @@ enum SimEvent {
         client: usize,
         size: u64,
     },
+    /// A cross-traffic flow starts.
+    CrossStart(usize),
     Progress,
     ChannelLog(Duration),
 }
 
-struct Host {
-    endpoint: Endpoint,
+pub struct Host {
+    pub endpoint: Endpoint,
     /// Its ends of the sections to relays.
     sections: EndpointSections,
     /// The timeout the agenda holds for this endpoint; other timer events for it are stale.
@@ -85,7 +91,7 @@ struct Host {
 }
 
 impl Host {
-    fn new(endpoint: Endpoint, transport: &TransportConfig) -> Host {
+    pub fn new(endpoint: Endpoint, transport: &TransportConfig) -> Host {
         let sections = EndpointSections::new(transport.cc, transport.cc_config.clone(), SECTION_QUEUE_LIMIT);
         Host { endpoint, sections, armed: None }
     }
@@ -124,6 +130,7 @@ struct Simulation {
     server_app: ServerApp,
     client_apps: Vec<ClientApp>,
     ledger: Ledger,
+    cross: CrossTraffic,
     /// Responses written in full whose first transmission may not be over, while tail-drop rules watch for it.
     unsent_responses: Vec<WrittenResponse>,
     /// Connections that ended, and their per-path packet counts.
@@ -195,6 +202,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         server_app: ServerApp::new(client_identities),
         client_apps,
         ledger: Ledger::new(scenario.clients, Duration::from_secs_f64(scenario.measure_after_s)),
+        cross: CrossTraffic::new(&plan.cross_flows, &transport, seed),
         unsent_responses: Vec::new(),
         retired: BTreeSet::new(),
         retired_path_packets: vec![(0, 0); plan.paths.len()],
@@ -207,6 +215,9 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         for &(at, size) in &client_plan.bursts {
             simulation.agenda.schedule(at, SimEvent::Burst { client, size });
         }
+    }
+    for (flow, plan) in plan.cross_flows.iter().enumerate() {
+        simulation.agenda.schedule(plan.start, SimEvent::CrossStart(flow));
     }
     for &(at, change) in simulation.network.scheduled_changes().to_vec().iter() {
         simulation.agenda.schedule(at, SimEvent::Change(change));
@@ -239,6 +250,8 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         wall_time,
         path_packets,
         relay_stats,
+        cross_flows: simulation.cross.flows,
+        cross_ledger: simulation.cross.ledger,
     })
 }
 
@@ -320,6 +333,10 @@ impl Simulation {
                 );
                 self.drain(HostId::Client(client));
             }
+            SimEvent::CrossStart(flow) => {
+                self.cross.start(self.now, flow);
+                self.drain(HostId::CrossClient(flow));
+            }
             SimEvent::Progress => {
                 eprintln!(
                     "tng-sim: {:>5.0} s simulated, {} events, {:.1} MB delivered",
@@ -340,6 +357,8 @@ impl Simulation {
         match host {
             HostId::Server => &mut self.server,
             HostId::Client(client) => &mut self.clients[client],
+            HostId::CrossServer(group) => &mut self.cross.servers[group],
+            HostId::CrossClient(flow) => &mut self.cross.clients[flow],
         }
     }
 
@@ -407,6 +426,15 @@ impl Simulation {
                         if app.is_done() && !was_done {
                             self.clients_done += 1;
                         }
+                    }
+                    HostId::CrossServer(group) => {
+                        let CrossTraffic { servers, server_apps, ledger, .. } = &mut self.cross;
+                        server_apps[group].on_event(self.now, handle, event, &mut servers[group].endpoint, ledger);
+                    }
+                    HostId::CrossClient(flow) => {
+                        let CrossTraffic { clients, client_apps, ledger, .. } = &mut self.cross;
+                        let endpoint = &mut clients[flow].endpoint;
+                        client_apps[flow].on_event(self.now, handle, event, endpoint, ledger, &mut self.read_buffer);
                     }
                 }
             }
@@ -483,8 +511,11 @@ impl Simulation {
 
     fn log_channels(&mut self) {
         let at_ms = self.now.as_secs_f64() * 1000.0;
-        let hosts: Vec<HostId> =
-            std::iter::once(HostId::Server).chain((0..self.clients.len()).map(HostId::Client)).collect();
+        let hosts: Vec<HostId> = std::iter::once(HostId::Server)
+            .chain((0..self.clients.len()).map(HostId::Client))
+            .chain((0..self.cross.servers.len()).map(HostId::CrossServer))
+            .chain((0..self.cross.clients.len()).map(HostId::CrossClient))
+            .collect();
         for host in hosts {
             let endpoint = &mut self.host(host).endpoint;
             for handle in endpoint.connection_handles() {
@@ -494,7 +525,12 @@ impl Simulation {
                 for channel in connection.stats().channels {
                     let line = serde_json::json!({
                         "t_ms": at_ms,
-                        "host": match host { HostId::Server => "server".to_owned(), HostId::Client(c) => format!("client{c}") },
+                        "host": match host {
+                            HostId::Server => "server".to_owned(),
+                            HostId::Client(c) => format!("client{c}"),
+                            HostId::CrossServer(g) => format!("cross-server{g}"),
+                            HostId::CrossClient(f) => format!("cross{f}"),
+                        },
                         "connection": handle.0,
                         "channel": channel.id,
                         "local": channel.local.to_string(),

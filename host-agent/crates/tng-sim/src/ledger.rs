@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use crate::metrics::{GoodputMeter, StallTracker};
+use crate::metrics::{DeliveryTimeline, GoodputMeter, StallTracker};
+
+/// Resolution of the delivery timeline.
+pub const TIMELINE_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Everything the applications measure.
 #[derive(Clone, Debug)]
@@ -17,6 +20,8 @@ pub struct Ledger {
     /// Per client: when its last planned transfer finished.
     pub finished_at: Vec<Option<Duration>>,
     pub stall: StallTracker,
+    /// Every client's deliveries together, over time.
+    pub timeline: DeliveryTimeline,
     /// Connections the clients opened.
     pub handshakes: u64,
     /// Connections that failed or closed while a transfer on them was unfinished.
@@ -36,6 +41,7 @@ impl Ledger {
             goodput: vec![GoodputMeter::new(measure_after); clients],
             finished_at: vec![None; clients],
             stall: StallTracker::default(),
+            timeline: DeliveryTimeline::new(TIMELINE_INTERVAL),
             handshakes: 0,
             failed_connections: 0,
             failed_transfers: 0,
@@ -53,6 +59,7 @@ impl Ledger {
         self.bytes_delivered += bytes;
         self.bytes_corrupted += corrupted;
         self.goodput[client].on_delivered(now, bytes);
+        self.timeline.on_delivered(now, bytes);
         self.stall.on_delivered(now, bytes);
     }
 }

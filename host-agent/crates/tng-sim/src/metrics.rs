@@ -103,6 +103,11 @@ impl GoodputMeter {
         }
     }
 
+    /// Bytes delivered inside the window so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// Mbit/s over [window start, `end`].
     pub fn mbps(&self, end: Duration) -> f64 {
         let seconds = end.saturating_sub(self.window_start).as_secs_f64();
@@ -110,5 +115,39 @@ impl GoodputMeter {
             return 0.0;
         }
         self.bytes as f64 * 8.0 / seconds / 1e6
+    }
+}
+
+/// Bytes delivered per fixed interval of the run, to read goodput over any span of it afterwards.
+#[derive(Clone, Debug)]
+pub struct DeliveryTimeline {
+    interval: Duration,
+    bytes: Vec<u64>,
+}
+
+impl DeliveryTimeline {
+    pub fn new(interval: Duration) -> DeliveryTimeline {
+        assert!(!interval.is_zero(), "a timeline needs a positive interval");
+        DeliveryTimeline { interval, bytes: Vec::new() }
+    }
+
+    pub fn on_delivered(&mut self, now: Duration, bytes: u64) {
+        let index = usize::try_from(now.as_nanos() / self.interval.as_nanos()).unwrap_or(usize::MAX);
+        if index >= self.bytes.len() {
+            self.bytes.resize(index + 1, 0);
+        }
+        self.bytes[index] += bytes;
+    }
+
+    /// Mbit/s over the intervals that lie wholly within [`from`, `to`); 0 when none does.
+    pub fn mbps(&self, from: Duration, to: Duration) -> f64 {
+        let step = self.interval.as_nanos();
+        let first = from.as_nanos().div_ceil(step);
+        let end = to.as_nanos() / step;
+        if end <= first {
+            return 0.0;
+        }
+        let bytes: u64 = (first..end).filter_map(|index| self.bytes.get(index as usize)).sum();
+        bytes as f64 * 8.0 / (self.interval.as_secs_f64() * (end - first) as f64) / 1e6
     }
 }

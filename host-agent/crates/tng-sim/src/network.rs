@@ -8,8 +8,11 @@
 //! A path may have a relay where its own links end and its bottleneck begins: datagrams to or from the relay's
 //! address cross only the links on their side of it (the access links toward the client, the bottleneck toward the
 //! server).
+//!
+//! Cross traffic crosses only its bottleneck, between hosts of its own (IPv6 addresses, apart from every workload
+//! address), and is routed by the host that sends it.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::datagram::Datagram;
@@ -53,6 +56,31 @@ fn client_and_path(address: SocketAddr) -> Option<(usize, usize)> {
     (host != 2 && host != 3).then_some((client, usize::from(path)))
 }
 
+/// The address of cross-traffic flow `flow`'s receiving host: fd00:c::`flow`.
+pub fn cross_client_address(flow: usize) -> SocketAddr {
+    cross_address(0xc, flow)
+}
+
+/// The address of the server of the `group`-th `[[cross_traffic]]` entry: fd00:5::`group`.
+pub fn cross_server_address(group: usize) -> SocketAddr {
+    cross_address(0x5, group)
+}
+
+fn cross_address(role: u16, index: usize) -> SocketAddr {
+    let index = u32::try_from(index).unwrap_or(u32::MAX);
+    let ip = Ipv6Addr::new(0xfd00, role, 0, 0, 0, 0, (index >> 16) as u16, index as u16);
+    SocketAddr::new(IpAddr::V6(ip), TNG_PORT)
+}
+
+/// The cross-traffic flow whose receiving host has `address`.
+fn cross_flow_of(address: SocketAddr) -> Option<usize> {
+    let IpAddr::V6(ip) = address.ip() else {
+        return None;
+    };
+    let segments = ip.segments();
+    (segments[..6] == [0xfd00, 0xc, 0, 0, 0, 0]).then(|| (usize::from(segments[6]) << 16) | usize::from(segments[7]))
+}
+
 fn octet(value: usize) -> u8 {
     u8::try_from(value).unwrap_or(u8::MAX)
 }
@@ -61,6 +89,10 @@ fn octet(value: usize) -> u8 {
 pub enum HostId {
     Server,
     Client(usize),
+    /// The server of the `usize`-th `[[cross_traffic]]` entry.
+    CrossServer(usize),
+    /// The receiving host of a cross-traffic flow.
+    CrossClient(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +110,8 @@ enum Leg {
     Access,
     /// Between the path's relay and the server: the bottleneck, if the path has one.
     Core,
+    /// Cross traffic: its bottleneck only (`client` is the flow, `path` unused).
+    Cross,
 }
 
 /// A datagram between two hops.
@@ -164,6 +198,8 @@ pub struct Network {
     shared: Vec<Option<LinkPair>>,
     /// `[path]`: whether the path has a relay.
     relays: Vec<bool>,
+    /// `[cross flow]`: its bottleneck and its `[[cross_traffic]]` entry.
+    cross: Vec<(LinkPair, usize)>,
     /// `[client][path]`: current address and number of changes so far.
     addresses: Vec<Vec<(SocketAddr, usize)>>,
     path_count: usize,
@@ -185,6 +221,7 @@ impl Network {
             access: Vec::new(),
             shared: Vec::new(),
             relays: plan.paths.iter().map(|path| path.relay.is_some()).collect(),
+            cross: Vec::new(),
             addresses: Vec::new(),
             path_count: plan.paths.len(),
             next_tag: 0,
@@ -206,6 +243,7 @@ impl Network {
             })
             .collect();
         network.shared = plan.paths.iter().map(|path| path.bottleneck.map(|index| bottleneck_pairs[index])).collect();
+        network.cross = plan.cross_flows.iter().map(|flow| (bottleneck_pairs[flow.bottleneck], flow.group)).collect();
         for client in 0..clients {
             let mut pairs = Vec::new();
             let mut addresses = Vec::new();
@@ -299,6 +337,10 @@ impl Network {
                     .owner_of(datagram.destination)
                     .map(|(client, path)| (client, path, Direction::Downlink, Leg::Whole)),
             },
+            HostId::CrossServer(group) => cross_flow_of(datagram.destination)
+                .filter(|&flow| self.cross.get(flow).is_some_and(|&(_, of)| of == group))
+                .map(|flow| (flow, 0, Direction::Downlink, Leg::Cross)),
+            HostId::CrossClient(flow) => Some((flow, 0, Direction::Uplink, Leg::Cross)),
         };
         self.route(now, route, datagram)
     }
@@ -442,16 +484,20 @@ impl Network {
 
     /// Links a datagram crosses, in order.
     fn hops(&self, packet: &InFlight) -> ([usize; 2], usize) {
-        let access = self.access[packet.client][packet.path];
-        let shared = self.shared[packet.path];
-        match (packet.leg, packet.direction, shared) {
-            (Leg::Whole, Direction::Uplink, Some(shared)) => ([access.uplink, shared.uplink], 2),
-            (Leg::Whole, Direction::Downlink, Some(shared)) => ([shared.downlink, access.downlink], 2),
-            (Leg::Whole | Leg::Access, Direction::Uplink, _) => ([access.uplink, 0], 1),
-            (Leg::Whole | Leg::Access, Direction::Downlink, _) => ([access.downlink, 0], 1),
-            (Leg::Core, Direction::Uplink, Some(shared)) => ([shared.uplink, 0], 1),
-            (Leg::Core, Direction::Downlink, Some(shared)) => ([shared.downlink, 0], 1),
-            (Leg::Core, _, None) => ([0, 0], 0),
+        // Cross traffic crosses its bottleneck as a relay's core leg crosses the path's.
+        let (leg, shared) = match packet.leg {
+            Leg::Cross => (Leg::Core, Some(self.cross[packet.client].0)),
+            leg => (leg, self.shared[packet.path]),
+        };
+        let access = || self.access[packet.client][packet.path];
+        match (leg, packet.direction, shared) {
+            (Leg::Whole, Direction::Uplink, Some(shared)) => ([access().uplink, shared.uplink], 2),
+            (Leg::Whole, Direction::Downlink, Some(shared)) => ([shared.downlink, access().downlink], 2),
+            (Leg::Whole | Leg::Access, Direction::Uplink, _) => ([access().uplink, 0], 1),
+            (Leg::Whole | Leg::Access, Direction::Downlink, _) => ([access().downlink, 0], 1),
+            (Leg::Core | Leg::Cross, Direction::Uplink, Some(shared)) => ([shared.uplink, 0], 1),
+            (Leg::Core | Leg::Cross, Direction::Downlink, Some(shared)) => ([shared.downlink, 0], 1),
+            (Leg::Core | Leg::Cross, _, None) => ([0, 0], 0),
         }
     }
 
@@ -477,9 +523,16 @@ impl Network {
     }
 
     fn deliver(&mut self, packet: InFlight) -> Progress {
+        if packet.leg == Leg::Cross {
+            let to = match packet.direction {
+                Direction::Downlink => HostId::CrossClient(packet.client),
+                Direction::Uplink => HostId::CrossServer(self.cross[packet.client].1),
+            };
+            return Progress::Delivered { to, datagram: packet.datagram };
+        }
         let at_relay = match (packet.leg, packet.direction) {
             (Leg::Access, Direction::Uplink) | (Leg::Core, Direction::Downlink) => true,
-            (Leg::Whole, _) | (Leg::Access, Direction::Downlink) | (Leg::Core, Direction::Uplink) => false,
+            (Leg::Whole | Leg::Cross, _) | (Leg::Access, Direction::Downlink) | (Leg::Core, Direction::Uplink) => false,
         };
         if at_relay {
             return Progress::AtRelay { path: packet.path, datagram: packet.datagram };

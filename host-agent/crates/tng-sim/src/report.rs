@@ -1,6 +1,7 @@
 //! The result of a run: one JSON object (`--json`) or a readable summary.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -31,6 +32,29 @@ pub struct RelayReport {
     pub queue_full: u64,
     /// Datagrams it dropped for any other reason.
     pub dropped: u64,
+}
+
+/// One flow of cross traffic.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CrossFlowReport {
+    pub cc: String,
+    pub start_s: f64,
+    /// From its start to the end of the run.
+    pub goodput_mbps: f64,
+    pub bytes_delivered: u64,
+}
+
+/// The workload between two moments at which the number of cross-traffic flows changes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LevelReport {
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Cross-traffic flows running in this span.
+    pub cross_flows: usize,
+    /// The workload's goodput in this span, summed over its clients.
+    pub goodput_mbps: f64,
+    /// The cross traffic's, summed over its flows.
+    pub cross_goodput_mbps: f64,
 }
 
 /// What the network did to packets, summed over every link.
@@ -72,6 +96,12 @@ pub struct Report {
     pub failed_connections: u64,
     pub failed_transfers: u64,
     pub paths: Vec<PathReport>,
+    /// Cross traffic, if the scenario has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cross_traffic: Vec<CrossFlowReport>,
+    /// With cross traffic: the workload's goodput from `measure_after_s` on, split where a cross flow starts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelReport>,
     pub network: NetworkReport,
     pub events: u64,
     /// Simulator speed: the only field that depends on the machine; absent in deterministic output.
@@ -140,6 +170,20 @@ impl Report {
                     relay.forwarded, relay.queue_full, relay.dropped
                 );
             }
+        }
+        for flow in &self.cross_traffic {
+            let _ = writeln!(
+                text,
+                "  cross traffic  {} from {:.1} s: {:.2} Mbit/s",
+                flow.cc, flow.start_s, flow.goodput_mbps
+            );
+        }
+        for level in &self.levels {
+            let _ = writeln!(
+                text,
+                "  {:>5.1}-{:<5.1} s  {} cross flow(s): workload {:.2} Mbit/s, cross traffic {:.2} Mbit/s",
+                level.from_s, level.to_s, level.cross_flows, level.goodput_mbps, level.cross_goodput_mbps
+            );
         }
         let n = &self.network;
         let _ = writeln!(
@@ -210,6 +254,8 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
         failed_connections: ledger.failed_connections,
         failed_transfers: ledger.failed_transfers,
         paths,
+        cross_traffic: cross_traffic_reports(outcome),
+        levels: level_reports(outcome),
         network: NetworkReport {
             queue_drops: links.queue_drops,
             random_drops: links.random_drops,
@@ -224,4 +270,45 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
         events: outcome.events,
         events_per_sec: (include_speed && seconds > 0.0).then(|| outcome.events as f64 / seconds),
     }
+}
+
+fn cross_traffic_reports(outcome: &Outcome) -> Vec<CrossFlowReport> {
+    let ledger = &outcome.cross_ledger;
+    outcome
+        .cross_flows
+        .iter()
+        .enumerate()
+        // A flow the run ended before never started (a shortened run: `--duration`).
+        .filter(|(_, flow)| flow.start < outcome.ended_at)
+        .map(|(index, flow)| CrossFlowReport {
+            cc: flow.cc.to_string(),
+            start_s: flow.start.as_secs_f64(),
+            goodput_mbps: ledger.goodput[index].mbps(outcome.ended_at),
+            bytes_delivered: ledger.goodput[index].bytes(),
+        })
+        .collect()
+}
+
+/// Spans between the start of measurement, every later cross-flow start and the end of the run.
+fn level_reports(outcome: &Outcome) -> Vec<LevelReport> {
+    if outcome.cross_flows.is_empty() {
+        return Vec::new();
+    }
+    let measure_from = Duration::from_secs_f64(outcome.scenario.measure_after_s);
+    let mut bounds: Vec<Duration> = std::iter::once(measure_from)
+        .chain(outcome.cross_flows.iter().map(|flow| flow.start).filter(|&start| start > measure_from))
+        .filter(|&at| at < outcome.ended_at)
+        .collect();
+    bounds.dedup();
+    bounds.push(outcome.ended_at);
+    bounds
+        .windows(2)
+        .map(|span| LevelReport {
+            from_s: span[0].as_secs_f64(),
+            to_s: span[1].as_secs_f64(),
+            cross_flows: outcome.cross_flows.iter().filter(|flow| flow.start <= span[0]).count(),
+            goodput_mbps: outcome.ledger.timeline.mbps(span[0], span[1]),
+            cross_goodput_mbps: outcome.cross_ledger.timeline.mbps(span[0], span[1]),
+        })
+        .collect()
 }

@@ -33,6 +33,9 @@ pub struct Scenario {
     /// Links shared by every path (and client) that names them in `bottleneck`.
     #[serde(default)]
     pub bottlenecks: BTreeMap<String, DuplexSpec>,
+    /// Flows that compete with the workload on a bottleneck and are not part of it.
+    #[serde(default)]
+    pub cross_traffic: Vec<CrossTrafficSpec>,
 }
 
 fn default_seed() -> u64 {
@@ -161,6 +164,24 @@ fn default_toward_client_cc() -> String {
 
 fn default_relay_queue() -> usize {
     64
+}
+
+/// Cross traffic on a bottleneck (Tng's core cross traffic): one bulk download per start time, from a server of its
+/// own over that bottleneck only, running until the end of the run with its own congestion controller.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossTrafficSpec {
+    /// The `[bottlenecks]` entry the flows cross.
+    pub bottleneck: String,
+    /// Their congestion controller (a loss-based one such as cubic or newreno, as in the paper).
+    #[serde(default = "default_cross_traffic_cc")]
+    pub cc: String,
+    /// When each flow starts, in seconds: one flow per entry (a flow due after the run ends never starts).
+    pub start_s: Vec<f64>,
+}
+
+fn default_cross_traffic_cc() -> String {
+    "cubic".to_owned()
 }
 
 /// Settings of a pair of links: `both` for both directions, refined per direction.

@@ -15,7 +15,9 @@ use tng_relay::RelayConfig;
 use crate::link::{LinkParams, QueueLimit, Service};
 use crate::loss::{GilbertElliott, LossModel};
 use crate::network::MAX_CLIENTS;
-use crate::scenario::{DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec};
+use crate::scenario::{
+    CrossTrafficSpec, DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec,
+};
 use crate::trace::DeliveryTrace;
 
 /// IPv4 (20) + UDP (8) header bytes every datagram adds on the wire.
@@ -73,10 +75,23 @@ pub struct BottleneckPlan {
     pub downlink: LinkPlan,
 }
 
+/// One flow of cross traffic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossFlowPlan {
+    /// Index into [`NetworkPlan::bottlenecks`].
+    pub bottleneck: usize,
+    pub cc: CcKind,
+    pub start: Duration,
+    /// Index of its `[[cross_traffic]]` entry: the flows of one entry share a server.
+    pub group: usize,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetworkPlan {
     pub paths: Vec<PathPlan>,
     pub bottlenecks: Vec<BottleneckPlan>,
+    /// Ordered by start time (then by entry).
+    pub cross_flows: Vec<CrossFlowPlan>,
 }
 
 /// Fields that must be checked against the whole scenario, not just the network.
@@ -204,8 +219,35 @@ impl NetworkPlan {
                 return Err(invalid("tail_drop_packets", "only applies to the bursts workload"));
             }
         }
-        Ok(NetworkPlan { paths, bottlenecks })
+        let mut cross_flows = Vec::new();
+        for (group, spec) in scenario.cross_traffic.iter().enumerate() {
+            cross_flows.extend(resolve_cross_traffic(group, spec, &bottleneck_names)?);
+        }
+        cross_flows.sort_by_key(|flow| (flow.start, flow.group));
+        Ok(NetworkPlan { paths, bottlenecks, cross_flows })
     }
+}
+
+fn resolve_cross_traffic(
+    group: usize,
+    spec: &CrossTrafficSpec,
+    bottleneck_names: &[&String],
+) -> Result<Vec<CrossFlowPlan>, ScenarioError> {
+    let key = format!("cross_traffic.{group}");
+    let bottleneck = bottleneck_names.iter().position(|known| **known == spec.bottleneck).ok_or_else(|| {
+        invalid(format!("{key}.bottleneck"), format!("no [bottlenecks.{}] is defined", spec.bottleneck))
+    })?;
+    let cc = spec.cc.parse::<CcKind>().map_err(|error| invalid(format!("{key}.cc"), error.to_string()))?;
+    if spec.start_s.is_empty() {
+        return Err(invalid(format!("{key}.start_s"), "at least one start time is needed (one flow per entry)"));
+    }
+    let mut flows = Vec::new();
+    for (index, &at_s) in spec.start_s.iter().enumerate() {
+        let start_key = format!("{key}.start_s.{index}");
+        finite_at_least(&start_key, at_s, 0.0)?;
+        flows.push(CrossFlowPlan { bottleneck, cc, start: Duration::from_secs_f64(at_s), group });
+    }
+    Ok(flows)
 }
 
 fn resolve_path(

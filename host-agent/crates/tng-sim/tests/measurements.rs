@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tng_sim::content;
 use tng_sim::event_queue::EventQueue;
-use tng_sim::metrics::{jain_fairness, CompletionSummary, GoodputMeter, StallTracker};
+use tng_sim::metrics::{jain_fairness, CompletionSummary, DeliveryTimeline, GoodputMeter, StallTracker};
 use tng_sim::scenario::{SizeSpec, WorkloadSpec};
 use tng_sim::workload::{plan_client, UNBOUNDED};
 
@@ -50,6 +50,22 @@ fn goodput_counts_only_the_measurement_window() {
     meter.on_delivered(ms(500), 1_000_000);
     meter.on_delivered(ms(1500), 1_250_000);
     assert!((meter.mbps(Duration::from_secs(2)) - 10.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_timeline_reads_goodput_over_the_intervals_inside_a_span() {
+    let mut timeline = DeliveryTimeline::new(ms(100));
+    timeline.on_delivered(ms(50), 1_000);
+    timeline.on_delivered(ms(150), 2_000);
+    timeline.on_delivered(ms(199), 500);
+    timeline.on_delivered(ms(1_250), 4_000);
+    // [100, 200) holds 2,500 bytes in 0.1 s: 0.2 Mbit/s.
+    assert!((timeline.mbps(ms(100), ms(200)) - 0.2).abs() < 1e-9);
+    // A span that starts or ends inside an interval leaves that interval out.
+    assert!((timeline.mbps(ms(60), ms(250)) - 0.2).abs() < 1e-9);
+    assert_eq!(timeline.mbps(ms(110), ms(190)), 0.0);
+    // Beyond the last delivery the intervals count as empty.
+    assert!((timeline.mbps(ms(1_000), ms(2_000)) - 4_000.0 * 8.0 / 1.0 / 1e6).abs() < 1e-9);
 }
 
 #[test]

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use tng_sim::datagram::{Datagram, Ecn};
 use tng_sim::document::parse_scenario;
-use tng_sim::network::{client_address, relay_address, server_address, HostId, Network, NetworkChange, Progress};
+use tng_sim::network::{
+    client_address, cross_client_address, cross_server_address, relay_address, server_address, HostId, Network,
+    NetworkChange, Progress,
+};
 use tng_sim::topology::NetworkPlan;
 
 fn network(text: &str, clients: usize) -> Network {
@@ -311,4 +314,58 @@ fn a_relay_splits_its_path_at_the_bottleneck() {
     assert_eq!(travel(&mut network, Duration::ZERO, no_relay), None, "delivered nowhere: path 1 has no relay");
     assert_eq!(network.routing_stats().unroutable, 2);
     assert_eq!(network.path_of_address(relay), Some(0), "the relay's packets count for its path");
+}
+
+const CROSS_TRAFFIC: &str = r#"
+duration_s = 10
+[workload]
+kind = "bulk"
+[[paths]]
+name = "dsl"
+rate_mbps = 8
+delay_ms = 10
+bottleneck = "core"
+[bottlenecks.core]
+rate_mbps = 80
+delay_ms = 20
+[[cross_traffic]]
+bottleneck = "core"
+start_s = [1.0, 2.0]
+"#;
+
+#[test]
+fn cross_traffic_crosses_only_its_bottleneck_and_reaches_its_own_hosts() {
+    let mut network = network(CROSS_TRAFFIC, 1);
+    // 1,000 bytes + 28 of framing at 80 Mbit/s: 102.8 us, then the core's 20 ms.
+    let core_only = Duration::from_nanos(102_800) + Duration::from_millis(20);
+    let down = carry(
+        &mut network,
+        Duration::ZERO,
+        HostId::CrossServer(0),
+        data_packet(cross_server_address(0), cross_client_address(1), 1_000),
+    );
+    assert_eq!(down, Some((HostId::CrossClient(1), core_only)));
+    let up = carry(
+        &mut network,
+        Duration::ZERO,
+        HostId::CrossClient(0),
+        data_packet(cross_client_address(0), cross_server_address(0), 1_000),
+    );
+    assert_eq!(up, Some((HostId::CrossServer(0), core_only)));
+    // The workload's hosts are not reachable from cross-traffic addresses, nor a flow that does not exist.
+    let stray = carry(
+        &mut network,
+        Duration::ZERO,
+        HostId::CrossServer(0),
+        data_packet(cross_server_address(0), client_address(0, 0, 0), 1_000),
+    );
+    assert_eq!(stray, None);
+    let unknown = carry(
+        &mut network,
+        Duration::ZERO,
+        HostId::CrossServer(0),
+        data_packet(cross_server_address(0), cross_client_address(2), 1_000),
+    );
+    assert_eq!(unknown, None);
+    assert_eq!(network.routing_stats().unroutable, 2);
 }

@@ -125,6 +125,41 @@ fn a_relay_takes_its_defaults_and_rejects_unknown_keys() {
 }
 
 #[test]
+fn cross_traffic_needs_a_known_bottleneck_controller_and_start_times() {
+    let with_core = format!("{BASE}\n[bottlenecks.core]\nrate_mbps = 50\ndelay_ms = 10\n");
+    let plan_error = |overrides: &[&str]| {
+        let scenario = parse(&with_core, overrides).expect("parses");
+        NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid")
+    };
+    let error = plan_error(&["cross_traffic=[{ bottleneck = \"edge\", start_s = [1.0] }]"]);
+    assert_eq!(
+        (error.key.as_str(), error.problem.as_str()),
+        ("cross_traffic.0.bottleneck", "no [bottlenecks.edge] is defined")
+    );
+    let error = plan_error(&["cross_traffic=[{ bottleneck = \"core\", cc = \"reno2\", start_s = [1.0] }]"]);
+    assert_eq!(error.key, "cross_traffic.0.cc");
+    let error = plan_error(&["cross_traffic=[{ bottleneck = \"core\", start_s = [] }]"]);
+    assert_eq!(error.key, "cross_traffic.0.start_s");
+    let error = plan_error(&["cross_traffic=[{ bottleneck = \"core\", start_s = [1.0, -2.0] }]"]);
+    assert_eq!(error.key, "cross_traffic.0.start_s.1");
+    let error = parse(&with_core, &["cross_traffic=[{ bottleneck = \"core\", start_s = [1.0], rtt = 3 }]"])
+        .expect_err("unknown key");
+    assert!(error.to_string().contains("unknown field `rtt`"), "{error}");
+}
+
+#[test]
+fn cross_flows_are_planned_in_start_order_with_their_entry() {
+    let with_core = format!("{BASE}\n[bottlenecks.core]\nrate_mbps = 50\ndelay_ms = 10\n");
+    let entries = "cross_traffic=[{ bottleneck = \"core\", cc = \"newreno\", start_s = [5.0, 1.0] }, \
+                   { bottleneck = \"core\", start_s = [2.0] }]";
+    let scenario = parse(&with_core, &[entries]).expect("parses");
+    let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
+    let flows: Vec<(u64, CcKind, usize)> =
+        plan.cross_flows.iter().map(|flow| (flow.start.as_secs(), flow.cc, flow.group)).collect();
+    assert_eq!(flows, [(1, CcKind::NewReno, 0), (2, CcKind::Cubic, 1), (5, CcKind::NewReno, 0)]);
+}
+
+#[test]
 fn every_shipped_scenario_file_is_valid() {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut checked = 0;
@@ -138,5 +173,5 @@ fn every_shipped_scenario_file_is_valid() {
         NetworkPlan::from_scenario(&scenario, &directory).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
         checked += 1;
     }
-    assert_eq!(checked, 10);
+    assert_eq!(checked, 11);
 }
