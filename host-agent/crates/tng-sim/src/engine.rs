@@ -21,6 +21,7 @@ use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
 use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
+use crate::observation;
 use crate::scenario::{Mode, Scenario};
 use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
@@ -43,6 +44,9 @@ pub struct RunOptions {
     pub channel_log: Option<Duration>,
     /// Trace every connection of the run (qlog; `tng-sim run --qlog DIR`).
     pub qlog: Option<QlogConfig>,
+    /// Sample the server's smoothed RTT at this interval, for the report's timeline (a multiple of
+    /// [`crate::ledger::TIMELINE_INTERVAL`], whose goodput it reports alongside).
+    pub timeline: Option<Duration>,
 }
 
 /// What a run produced, before formatting.
@@ -61,6 +65,9 @@ pub struct Outcome {
     /// The cross traffic's flows and what they delivered (apart from the workload's `ledger`).
     pub cross_flows: Vec<CrossFlowPlan>,
     pub cross_ledger: Ledger,
+    /// With [`RunOptions::timeline`]: its interval, and at the end of each interval the largest smoothed RTT of the
+    /// server's channels toward the workload's clients (none before the first).
+    pub timeline: Option<(Duration, Vec<Option<Duration>>)>,
 }
 
 enum SimEvent {
@@ -80,6 +87,7 @@ enum SimEvent {
     CrossStart(usize),
     Progress,
     ChannelLog(Duration),
+    Timeline(Duration),
 }
 
 pub struct Host {
@@ -141,6 +149,8 @@ struct Simulation {
     clients_done: usize,
     /// What client applications read into.
     read_buffer: Vec<u8>,
+    /// The server's SRTT at each timeline tick.
+    srtt_timeline: Vec<Option<Duration>>,
 }
 
 /// Runs a scenario to completion (or to its duration).
@@ -209,6 +219,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         events: 0,
         clients_done: 0,
         read_buffer: vec![0; READ_CHUNK],
+        srtt_timeline: Vec::new(),
     };
     simulation.clients_done = simulation.client_apps.iter().filter(|app| app.is_done()).count();
     for (client, client_plan) in plans.iter().enumerate() {
@@ -233,6 +244,10 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     if options.progress {
         simulation.agenda.schedule(PROGRESS_INTERVAL, SimEvent::Progress);
     }
+    let timeline = options.timeline.filter(|interval| !interval.is_zero());
+    if let Some(interval) = timeline {
+        simulation.agenda.schedule(interval, SimEvent::Timeline(interval));
+    }
 
     let started = Instant::now();
     simulation.start_clients();
@@ -252,6 +267,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         relay_stats,
         cross_flows: simulation.cross.flows,
         cross_ledger: simulation.cross.ledger,
+        timeline: timeline.map(|interval| (interval, simulation.srtt_timeline)),
     })
 }
 
@@ -345,6 +361,11 @@ impl Simulation {
                     self.ledger.bytes_delivered as f64 / 1e6
                 );
                 self.agenda.schedule(self.now + PROGRESS_INTERVAL, SimEvent::Progress);
+            }
+            SimEvent::Timeline(interval) => {
+                let srtt = observation::largest_srtt(&mut self.server.endpoint);
+                self.srtt_timeline.push(srtt);
+                self.agenda.schedule(self.now + interval, SimEvent::Timeline(interval));
             }
             SimEvent::ChannelLog(interval) => {
                 self.log_channels();
@@ -510,47 +531,20 @@ impl Simulation {
     }
 
     fn log_channels(&mut self) {
-        let at_ms = self.now.as_secs_f64() * 1000.0;
         let hosts: Vec<HostId> = std::iter::once(HostId::Server)
             .chain((0..self.clients.len()).map(HostId::Client))
             .chain((0..self.cross.servers.len()).map(HostId::CrossServer))
             .chain((0..self.cross.clients.len()).map(HostId::CrossClient))
             .collect();
+        let now = self.now;
         for host in hosts {
-            let endpoint = &mut self.host(host).endpoint;
-            for handle in endpoint.connection_handles() {
-                let Some(connection) = endpoint.connection(handle) else {
-                    continue;
-                };
-                for channel in connection.stats().channels {
-                    let line = serde_json::json!({
-                        "t_ms": at_ms,
-                        "host": match host {
-                            HostId::Server => "server".to_owned(),
-                            HostId::Client(c) => format!("client{c}"),
-                            HostId::CrossServer(g) => format!("cross-server{g}"),
-                            HostId::CrossClient(f) => format!("cross{f}"),
-                        },
-                        "connection": handle.0,
-                        "channel": channel.id,
-                        "local": channel.local.to_string(),
-                        "remote": channel.remote.to_string(),
-                        "state": format!("{:?}", channel.state),
-                        "cc": channel.cc,
-                        "srtt_ms": channel.srtt.as_secs_f64() * 1000.0,
-                        "min_rtt_ms": channel.min_rtt.as_secs_f64() * 1000.0,
-                        "cwnd": channel.cwnd,
-                        "bytes_in_flight": channel.bytes_in_flight,
-                        "pacing_mbps": channel.pacing_rate as f64 * 8.0 / 1e6,
-                        "sent_packets": channel.sent_packets,
-                        "bytes_sent": channel.bytes_sent,
-                        "lost_packets": channel.lost_packets,
-                        "retransmitted_packets": channel.retransmitted_packets,
-                        "probe_timeouts": channel.probe_timeouts,
-                    });
-                    eprintln!("{line}");
-                }
-            }
+            let name = match host {
+                HostId::Server => "server".to_owned(),
+                HostId::Client(c) => format!("client{c}"),
+                HostId::CrossServer(g) => format!("cross-server{g}"),
+                HostId::CrossClient(f) => format!("cross{f}"),
+            };
+            observation::log_channels(now, &name, &mut self.host(host).endpoint);
         }
     }
 

@@ -18,6 +18,7 @@ pub mod link;
 pub mod loss;
 pub mod metrics;
 pub mod network;
+pub mod observation;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -47,6 +47,13 @@ enum Command {
         /// Write a qlog trace of every connection end into DIR (JSON-SEQ, one `.sqlog` file each; virtual time).
         #[arg(long, value_name = "DIR")]
         qlog: Option<PathBuf>,
+        /// Add a `timeline` to the report: goodput and the server's smoothed RTT every MS simulated milliseconds
+        /// (a multiple of 100).
+        #[arg(long, value_name = "MS")]
+        timeline: Option<u64>,
+        /// Run every path end to end, without the relay the file gives it (to compare with the split run).
+        #[arg(long)]
+        without_relays: bool,
     },
     /// Measure simulator speed (events per second) on a fixed workload; prints JSON.
     Bench {
@@ -60,7 +67,24 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { scenario, seed, overrides, duration, json, deterministic, quiet, channel_log, qlog } => {
+        Command::Run {
+            scenario,
+            seed,
+            overrides,
+            duration,
+            json,
+            deterministic,
+            quiet,
+            channel_log,
+            qlog,
+            timeline,
+            without_relays,
+        } => {
+            let timeline = timeline.map(std::time::Duration::from_millis);
+            let step = tng_sim::ledger::TIMELINE_INTERVAL;
+            if let Some(interval) = timeline.filter(|t| t.is_zero() || t.as_nanos() % step.as_nanos() != 0) {
+                return fail(&format!("--timeline {}: must be a positive multiple of {step:?}", interval.as_millis()));
+            }
             let mut parsed = Vec::new();
             for text in &overrides {
                 match Override::parse(text) {
@@ -74,10 +98,13 @@ fn main() -> ExitCode {
             if let Some(duration) = duration {
                 parsed.push(Override { key: vec!["duration_s".into()], value: toml::Value::Float(duration) });
             }
-            let loaded = match load_scenario(&scenario, &parsed) {
+            let mut loaded = match load_scenario(&scenario, &parsed) {
                 Ok(loaded) => loaded,
                 Err(error) => return fail(&error),
             };
+            if without_relays {
+                loaded.paths.iter_mut().for_each(|path| path.relay = None);
+            }
             let base_dir = scenario.parent().map(PathBuf::from).unwrap_or_default();
             let qlog = match qlog.map(|dir| QlogDir::new(&dir, "tng-sim", Clock::Virtual).map_err(|e| (dir, e))) {
                 None => None,
@@ -88,6 +115,7 @@ fn main() -> ExitCode {
                 progress: !json && !quiet,
                 channel_log: channel_log.map(std::time::Duration::from_millis),
                 qlog,
+                timeline,
             };
             let outcome = match run(&loaded, &base_dir, options) {
                 Ok(outcome) => outcome,

@@ -57,6 +57,18 @@ pub struct LevelReport {
     pub cross_goodput_mbps: f64,
 }
 
+/// One interval of the run (`tng-sim run --timeline MS`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelinePoint {
+    /// The interval's end.
+    pub t_s: f64,
+    /// The workload's goodput in the interval, summed over its clients.
+    pub goodput_mbps: f64,
+    pub cross_goodput_mbps: f64,
+    /// The largest smoothed RTT of the server's channels at the interval's end, once one was measured.
+    pub server_srtt_ms: Option<f64>,
+}
+
 /// What the network did to packets, summed over every link.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct NetworkReport {
@@ -102,6 +114,9 @@ pub struct Report {
     /// With cross traffic: the workload's goodput from `measure_after_s` on, split where a cross flow starts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub levels: Vec<LevelReport>,
+    /// With `--timeline MS`: the run interval by interval.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelinePoint>,
     pub network: NetworkReport,
     pub events: u64,
     /// Simulator speed: the only field that depends on the machine; absent in deterministic output.
@@ -256,6 +271,7 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
         paths,
         cross_traffic: cross_traffic_reports(outcome),
         levels: level_reports(outcome),
+        timeline: timeline_points(outcome),
         network: NetworkReport {
             queue_drops: links.queue_drops,
             random_drops: links.random_drops,
@@ -309,6 +325,26 @@ fn level_reports(outcome: &Outcome) -> Vec<LevelReport> {
             cross_flows: outcome.cross_flows.iter().filter(|flow| flow.start <= span[0]).count(),
             goodput_mbps: outcome.ledger.timeline.mbps(span[0], span[1]),
             cross_goodput_mbps: outcome.cross_ledger.timeline.mbps(span[0], span[1]),
+        })
+        .collect()
+}
+
+fn timeline_points(outcome: &Outcome) -> Vec<TimelinePoint> {
+    let Some((interval, srtts)) = &outcome.timeline else {
+        return Vec::new();
+    };
+    srtts
+        .iter()
+        .enumerate()
+        .map(|(index, srtt)| {
+            let end = *interval * (index as u32 + 1);
+            let start = end - *interval;
+            TimelinePoint {
+                t_s: end.as_secs_f64(),
+                goodput_mbps: outcome.ledger.timeline.mbps(start, end),
+                cross_goodput_mbps: outcome.cross_ledger.timeline.mbps(start, end),
+                server_srtt_ms: srtt.map(|srtt| srtt.as_secs_f64() * 1000.0),
+            }
         })
         .collect()
 }

@@ -111,6 +111,34 @@ fn errors_name_the_file_and_the_key() {
 }
 
 #[test]
+fn a_timeline_gives_goodput_and_the_servers_rtt_per_interval() {
+    let path = write_scenario("timeline.toml", SMALL);
+    let report = json_run(&path, &["--timeline", "500"]);
+    let timeline = report["timeline"].as_array().expect("a timeline");
+    let ends: Vec<f64> = timeline.iter().map(|point| point["t_s"].as_f64().expect("t_s")).collect();
+    assert_eq!(ends, [0.5, 1.0, 1.5]);
+    // The intervals after the first together carry what the report's goodput counts from 0.5 s on.
+    let later: f64 = timeline[1..].iter().map(|point| point["goodput_mbps"].as_f64().expect("goodput")).sum();
+    let total = report["goodput_mbps"].as_f64().expect("goodput");
+    assert!((later / 2.0 - total).abs() < 1e-6, "{later} / 2 against {total}");
+    assert!(timeline.iter().all(|point| point["server_srtt_ms"].as_f64().is_some_and(|srtt| srtt >= 20.0)));
+    assert!(json_run(&path, &[]).get("timeline").is_none(), "no timeline unless asked for");
+
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--timeline", "250"]);
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(message.contains("--timeline 250") && message.contains("multiple of 100ms"), "{message}");
+}
+
+#[test]
+fn without_relays_runs_every_path_end_to_end() {
+    let relayed = format!("{SMALL}bottleneck = \"core\"\nrelay = {{}}\n[bottlenecks.core]\nrate_mbps = 20\n");
+    let path = write_scenario("relayed.toml", &relayed);
+    assert!(json_run(&path, &[])["paths"][1]["relay"]["forwarded"].as_u64().is_some_and(|n| n > 0));
+    assert!(json_run(&path, &["--without-relays"])["paths"][1].get("relay").is_none(), "end to end");
+}
+
+#[test]
 fn summary_and_progress_without_json() {
     let path = write_scenario("summary.toml", SMALL);
     let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--quiet"]);

@@ -1,0 +1,51 @@
+//! What the simulator reads off endpoints while a run goes on: the channel log and the timeline's RTT.
+
+use std::time::Duration;
+
+use tng_proto::Endpoint;
+
+/// Prints each channel of `endpoint`'s connections to stderr as one JSON line (`tng-sim run --channel-log`).
+pub fn log_channels(now: Duration, host: &str, endpoint: &mut Endpoint) {
+    let at_ms = now.as_secs_f64() * 1000.0;
+    for handle in endpoint.connection_handles() {
+        let Some(connection) = endpoint.connection(handle) else {
+            continue;
+        };
+        for channel in connection.stats().channels {
+            let line = serde_json::json!({
+                "t_ms": at_ms,
+                "host": host,
+                "connection": handle.0,
+                "channel": channel.id,
+                "local": channel.local.to_string(),
+                "remote": channel.remote.to_string(),
+                "state": format!("{:?}", channel.state),
+                "cc": channel.cc,
+                "srtt_ms": channel.srtt.as_secs_f64() * 1000.0,
+                "min_rtt_ms": channel.min_rtt.as_secs_f64() * 1000.0,
+                "cwnd": channel.cwnd,
+                "bytes_in_flight": channel.bytes_in_flight,
+                "pacing_mbps": channel.pacing_rate as f64 * 8.0 / 1e6,
+                "sent_packets": channel.sent_packets,
+                "bytes_sent": channel.bytes_sent,
+                "lost_packets": channel.lost_packets,
+                "retransmitted_packets": channel.retransmitted_packets,
+                "probe_timeouts": channel.probe_timeouts,
+            });
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The largest smoothed RTT over the channels of `endpoint`'s connections that have measured one.
+pub fn largest_srtt(endpoint: &mut Endpoint) -> Option<Duration> {
+    let mut largest = None;
+    for handle in endpoint.connection_handles() {
+        let Some(connection) = endpoint.connection(handle) else {
+            continue;
+        };
+        let measured = connection.stats().channels.into_iter().map(|channel| channel.srtt).filter(|s| !s.is_zero());
+        largest = largest.max(measured.max());
+    }
+    largest
+}
