@@ -12,8 +12,8 @@ from tng_lab import relay_figure
 
 def report(goodput: float, srtt: float | None) -> dict[str, object]:
     timeline = [
-        {"t_s": 2.5, "goodput_mbps": goodput, "cross_goodput_mbps": 0.0, "server_srtt_ms": None},
-        {"t_s": 5.0, "goodput_mbps": goodput, "cross_goodput_mbps": 3.0, "server_srtt_ms": srtt},
+        {"t_s": 2.5, "goodput_mbps": goodput, "cross_goodput_mbps": 0.0, "sender_srtt_ms": None},
+        {"t_s": 5.0, "goodput_mbps": goodput, "cross_goodput_mbps": 3.0, "sender_srtt_ms": srtt},
     ]
     return {"timeline": timeline, "cross_traffic": [{"cc": "cubic", "start_s": 3.0}]}
 
@@ -38,7 +38,7 @@ def test_it_runs_the_three_schemes_and_writes_their_reports_and_two_plots(tmp_pa
     assert all(f"run {scenario} --json --deterministic --timeline 2500" in call for call in calls)
     assert all(call.endswith("--set duration_s=5") for call in calls)
     assert "--without-relays" not in calls[0]
-    assert "--without-relays" in calls[1] and "vegas" not in calls[1]
+    assert '--without-relays --set transport.cc="cubic"' in calls[1]
     assert '--without-relays --set transport.cc="vegas"' in calls[2]
     reports = json.loads((out / "relay-figure.json").read_text())
     assert sorted(reports) == sorted(scheme.label for scheme in relay_figure.SCHEMES)

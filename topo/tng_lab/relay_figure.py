@@ -1,7 +1,7 @@
 """Tng's DSL figures (seed 004, Figures 5 and 6) from the simulator: goodput and delay over time per scheme.
 
-Runs a scenario file whose paths have relays three ways on `tng-sim` (the split flow as written; end to end with the
-file's controller; end to end with Vegas), each with `--timeline`, and draws goodput and the server's smoothed RTT
+Runs a scenario file whose paths have relays three ways on `tng-sim` (the split flow as written; end to end with
+CUBIC; end to end with Vegas), each with `--timeline`, and draws goodput and the data sender's smoothed RTT
 over time, one line per scheme, with the moments cross-traffic flows start marked. Writes `relay-figure.json`
 (the three reports), `goodput.png` and `delay.png` into the output directory.
 
@@ -34,7 +34,7 @@ class Scheme:
 
 SCHEMES = (
     Scheme("split (relay)", "#2ca02c", ()),
-    Scheme("end-to-end, the file's controller", "#d62728", ("--without-relays",)),
+    Scheme("end-to-end CUBIC", "#d62728", ("--without-relays", "--set", 'transport.cc="cubic"')),
     Scheme("end-to-end Vegas", "#1f77b4", ("--without-relays", "--set", 'transport.cc="vegas"')),
 )
 
@@ -55,7 +55,7 @@ def plot(reports: dict[str, dict[str, Any]], title: str, out_dir: Path) -> list[
     written = []
     for name, field, ylabel in (
         ("goodput.png", "goodput_mbps", "goodput (Mbit/s)"),
-        ("delay.png", "server_srtt_ms", "server's smoothed RTT (ms)"),
+        ("delay.png", "sender_srtt_ms", "data sender's smoothed RTT (ms)"),
     ):
         figure = Figure(figsize=(9, 4.2))
         axes = figure.add_subplot()

@@ -1,8 +1,9 @@
 //! The applications on the simulated hosts, driving real tng-proto connections.
 //!
-//! Every transfer is a request/response on a client-opened stream: the request is the 8-byte big-endian size of
-//! the wanted response ([`UNBOUNDED`] = until the run ends), then FIN; the response is that many bytes of
-//! [`crate::content`] for the stream, then FIN. The client checks every byte it reads.
+//! Every transfer is a request/response on a client-opened stream. The request starts with a kind byte and the
+//! 8-byte big-endian size of the transfer ([`UNBOUNDED`] = until the run ends). A download's request ends there
+//! (FIN), and the response is that many bytes of [`crate::content`] for the stream, then FIN. An upload's request
+//! goes on with that many content bytes, then FIN, and the response is just FIN. Whoever reads checks every byte.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -12,12 +13,14 @@ use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, Stream
 
 use crate::content;
 use crate::ledger::Ledger;
-use crate::scenario::Mode;
+use crate::scenario::{Direction, Mode};
 use crate::transport::recovery_transmissions;
 use crate::workload::{ClientPlan, UNBOUNDED};
 
-const REQUEST_LEN: usize = 8;
-/// Largest piece of response handed to a connection at once.
+const REQUEST_LEN: usize = 9;
+const KIND_DOWNLOAD: u8 = 0;
+const KIND_UPLOAD: u8 = 1;
+/// Largest piece of content handed to a connection at once.
 const WRITE_CHUNK: usize = 16 * 1024;
 /// Size of the buffer client applications read into; one is shared by all (see [`ClientApp::on_event`]).
 pub const READ_CHUNK: usize = 64 * 1024;
@@ -41,10 +44,44 @@ struct Transfer {
     started: Duration,
 }
 
+/// A transfer waiting for the server's response: its content (a download) or just FIN (an upload).
 #[derive(Clone, Copy, Debug)]
 struct Download {
     transfer: Transfer,
     received: u64,
+    /// Response bytes to read: the transfer's size for a download, none for an upload.
+    expected: u64,
+}
+
+/// An upload still being handed to its connection.
+#[derive(Clone, Copy, Debug)]
+struct Upload {
+    written: u64,
+    total: u64,
+}
+
+/// Content bytes written from one buffer, refilled only when the next write is of other bytes (a write the
+/// connection refused is retried with the same ones).
+struct ContentWriter {
+    buffer: Vec<u8>,
+    /// What `buffer` holds: (stream, offset, length).
+    holds: Option<(StreamId, u64, usize)>,
+}
+
+impl ContentWriter {
+    fn new() -> ContentWriter {
+        ContentWriter { buffer: vec![0; WRITE_CHUNK], holds: None }
+    }
+
+    /// The content of `stream` from `offset`, at most `WRITE_CHUNK` bytes and no more than `remaining`.
+    fn content(&mut self, stream: StreamId, offset: u64, remaining: u64) -> &[u8] {
+        let len = usize::try_from(remaining.min(WRITE_CHUNK as u64)).unwrap_or(WRITE_CHUNK);
+        if self.holds != Some((stream, offset, len)) {
+            content::fill(stream.as_u64(), offset, &mut self.buffer[..len]);
+            self.holds = Some((stream, offset, len));
+        }
+        &self.buffer[..len]
+    }
 }
 
 /// The client application of one host.
@@ -62,10 +99,19 @@ pub struct ClientApp {
     /// Connection-per-flow: connections being set up, each for one transfer.
     dialing: BTreeMap<ConnectionHandle, Transfer>,
     downloads: BTreeMap<(ConnectionHandle, StreamId), Download>,
+    uploads: BTreeMap<(ConnectionHandle, StreamId), Upload>,
+    /// Uploading clients only: a download-only client costs no write buffer.
+    writer: Option<ContentWriter>,
 }
 
 impl ClientApp {
-    pub fn new(client: usize, mode: Mode, paths: Vec<(SocketAddr, SocketAddr)>, plan: &ClientPlan) -> ClientApp {
+    pub fn new(
+        client: usize,
+        mode: Mode,
+        direction: Direction,
+        paths: Vec<(SocketAddr, SocketAddr)>,
+        plan: &ClientPlan,
+    ) -> ClientApp {
         ClientApp {
             client,
             mode,
@@ -76,6 +122,8 @@ impl ClientApp {
             waiting: VecDeque::new(),
             dialing: BTreeMap::new(),
             downloads: BTreeMap::new(),
+            uploads: BTreeMap::new(),
+            writer: (direction == Direction::Upload).then(ContentWriter::new),
         }
     }
 
@@ -135,6 +183,7 @@ impl ClientApp {
                 }
             }
             Event::StreamReadable(stream) => self.read(now, (handle, stream), endpoint, ledger, read_buffer),
+            Event::StreamWritable(stream) => self.write_upload(now, (handle, stream), endpoint, ledger),
             Event::StreamsAvailable if self.shared_connection == Some((handle, true)) => {
                 self.send_waiting(now, handle, endpoint, ledger);
             }
@@ -208,14 +257,54 @@ impl ClientApp {
                 return true;
             }
         };
-        let request = transfer.size.to_be_bytes();
+        let upload = self.writer.is_some();
+        let mut request = [0u8; REQUEST_LEN];
+        request[0] = if upload { KIND_UPLOAD } else { KIND_DOWNLOAD };
+        request[1..].copy_from_slice(&transfer.size.to_be_bytes());
         let written = connection.write(to_time(now), stream, &request);
-        if !matches!(written, Ok(REQUEST_LEN)) || connection.finish(stream).is_err() {
+        if !matches!(written, Ok(REQUEST_LEN)) || (!upload && connection.finish(stream).is_err()) {
             ledger.failed_transfers += 1;
             return true;
         }
-        self.downloads.insert((handle, stream), Download { transfer, received: 0 });
+        let expected = if upload { 0 } else { transfer.size };
+        self.downloads.insert((handle, stream), Download { transfer, received: 0, expected });
+        if upload {
+            self.uploads.insert((handle, stream), Upload { written: 0, total: transfer.size });
+            self.write_upload(now, (handle, stream), endpoint, ledger);
+        }
         true
+    }
+
+    /// Hands an upload's content to its connection until the stream's credit or send buffer stops it
+    /// (`StreamWritable` resumes it), then finishes the stream.
+    fn write_upload(
+        &mut self,
+        now: Duration,
+        (handle, stream): (ConnectionHandle, StreamId),
+        endpoint: &mut Endpoint,
+        ledger: &mut Ledger,
+    ) {
+        let (Some(upload), Some(writer)) = (self.uploads.get_mut(&(handle, stream)), self.writer.as_mut()) else {
+            return;
+        };
+        let Some(connection) = endpoint.connection(handle) else {
+            return;
+        };
+        while upload.written < upload.total {
+            let content = writer.content(stream, upload.written, upload.total - upload.written);
+            let Ok(accepted) = connection.write(to_time(now), stream, content) else {
+                return;
+            };
+            upload.written += accepted as u64;
+            ledger.on_written(now, accepted as u64);
+            if accepted < content.len() {
+                return;
+            }
+        }
+        if connection.finish(stream).is_err() {
+            ledger.failed_transfers += 1;
+        }
+        self.uploads.remove(&(handle, stream));
     }
 
     fn read(
@@ -255,7 +344,7 @@ impl ClientApp {
             return;
         };
         let transfer = download.transfer;
-        if download.received != transfer.size {
+        if download.received != download.expected {
             ledger.failed_transfers += 1;
         }
         let elapsed = now.saturating_sub(transfer.started);
@@ -292,24 +381,28 @@ pub struct WrittenResponse {
 /// Where the server is with one stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum ServerStream {
-    /// Reading the request.
+    /// Reading the request's kind and size.
     Request(Vec<u8>),
+    /// A download's request was read: its FIN comes next.
+    Requested { size: u64 },
+    /// Reading an upload's content.
+    Upload { received: u64, total: u64 },
     /// Writing the response.
     Response { written: u64, total: u64 },
     /// Done (answered, or the request was malformed); later events on the stream are ignored.
     Answered,
 }
 
-/// The server application: answers every request with the asked-for number of content bytes.
+/// The server application: answers every download with the asked-for number of content bytes, and reads and checks
+/// every upload.
 pub struct ServerApp {
     /// The client host of each identity, to tell which client a connection belongs to.
     client_identities: BTreeMap<Identity, usize>,
     clients_by_connection: BTreeMap<ConnectionHandle, usize>,
     streams: BTreeMap<(ConnectionHandle, StreamId), ServerStream>,
     written: Vec<WrittenResponse>,
-    write_buffer: Vec<u8>,
-    /// What `write_buffer` holds: (stream, offset, length), so a refused write does not refill it.
-    write_buffer_content: Option<(StreamId, u64, usize)>,
+    writer: ContentWriter,
+    read_buffer: Vec<u8>,
 }
 
 impl ServerApp {
@@ -325,8 +418,8 @@ impl ServerApp {
             clients_by_connection: BTreeMap::new(),
             streams: BTreeMap::new(),
             written: Vec::new(),
-            write_buffer: vec![0; WRITE_CHUNK],
-            write_buffer_content: None,
+            writer: ContentWriter::new(),
+            read_buffer: vec![0; WRITE_CHUNK],
         }
     }
 
@@ -362,6 +455,7 @@ impl ServerApp {
         std::mem::take(&mut self.written)
     }
 
+    /// Reads what the stream holds: the request, then a download's FIN or an upload's content.
     fn read_request(
         &mut self,
         now: Duration,
@@ -370,34 +464,74 @@ impl ServerApp {
         endpoint: &mut Endpoint,
         ledger: &mut Ledger,
     ) {
+        let client = self.clients_by_connection.get(&handle).copied();
         let state = self.streams.entry((handle, stream)).or_insert_with(|| ServerStream::Request(Vec::new()));
-        let ServerStream::Request(request) = state else {
-            return;
-        };
         let Some(connection) = endpoint.connection(handle) else {
             return;
         };
-        let mut buffer = [0u8; REQUEST_LEN];
-        let complete = loop {
-            match connection.read(stream, &mut buffer) {
-                Ok(ReadOutcome::Data(len)) => request.extend_from_slice(&buffer[..len]),
-                Ok(ReadOutcome::Finished) => break true,
-                Ok(ReadOutcome::Blocked) => break false,
+        let buffer = &mut self.read_buffer;
+        loop {
+            // What is left of the request, or any byte after it (which a download's request must not have).
+            let want = match state {
+                ServerStream::Request(request) => REQUEST_LEN - request.len(),
+                ServerStream::Requested { .. } | ServerStream::Upload { .. } => buffer.len(),
+                ServerStream::Response { .. } | ServerStream::Answered => return,
+            };
+            let outcome = match connection.read(stream, &mut buffer[..want]) {
+                Ok(ReadOutcome::Blocked) => return,
+                Ok(outcome @ (ReadOutcome::Data(_) | ReadOutcome::Finished)) => outcome,
                 Ok(ReadOutcome::Reset { .. }) | Err(_) => {
                     ledger.failed_transfers += 1;
-                    break false;
+                    *state = ServerStream::Answered;
+                    return;
+                }
+            };
+            match (&mut *state, outcome) {
+                (ServerStream::Request(request), ReadOutcome::Data(len)) => {
+                    request.extend_from_slice(&buffer[..len]);
+                    if let Ok(header) = <[u8; REQUEST_LEN]>::try_from(request.as_slice()) {
+                        let size = u64::from_be_bytes(header[1..].try_into().unwrap_or_default());
+                        *state = match header[0] {
+                            KIND_DOWNLOAD => ServerStream::Requested { size },
+                            KIND_UPLOAD => ServerStream::Upload { received: 0, total: size },
+                            _ => {
+                                ledger.failed_transfers += 1;
+                                ServerStream::Answered
+                            }
+                        };
+                    }
+                }
+                (ServerStream::Upload { received, .. }, ReadOutcome::Data(len)) => {
+                    let data = &buffer[..len];
+                    let corrupted = content::count_corrupted(stream.as_u64(), *received, data);
+                    *received += len as u64;
+                    if let Some(client) = client {
+                        ledger.on_delivered(now, client, len as u64, corrupted);
+                    }
+                }
+                (ServerStream::Upload { received, total }, ReadOutcome::Finished) => {
+                    if *total != UNBOUNDED && received != total {
+                        ledger.failed_transfers += 1;
+                    }
+                    // The upload's response: FIN alone.
+                    if connection.finish(stream).is_err() {
+                        ledger.failed_transfers += 1;
+                    }
+                    *state = ServerStream::Answered;
+                    return;
+                }
+                (ServerStream::Requested { size }, ReadOutcome::Finished) => {
+                    *state = ServerStream::Response { written: 0, total: *size };
+                    break;
+                }
+                // A request cut short, or bytes after a download's request.
+                _ => {
+                    ledger.failed_transfers += 1;
+                    *state = ServerStream::Answered;
+                    return;
                 }
             }
-        };
-        if !complete {
-            return;
         }
-        let Ok(size_bytes) = <[u8; REQUEST_LEN]>::try_from(request.as_slice()) else {
-            ledger.failed_transfers += 1;
-            *state = ServerStream::Answered;
-            return;
-        };
-        *state = ServerStream::Response { written: 0, total: u64::from_be_bytes(size_bytes) };
         self.write_response(now, handle, stream, endpoint, ledger);
     }
 
@@ -418,20 +552,15 @@ impl ServerApp {
         let Some(connection) = endpoint.connection(handle) else {
             return;
         };
-        let buffer = &mut self.write_buffer;
         while *written < *total {
-            let len = usize::try_from((*total - *written).min(WRITE_CHUNK as u64)).unwrap_or(WRITE_CHUNK);
-            if self.write_buffer_content != Some((stream, *written, len)) {
-                content::fill(stream.as_u64(), *written, &mut buffer[..len]);
-                self.write_buffer_content = Some((stream, *written, len));
-            }
+            let content = self.writer.content(stream, *written, *total - *written);
             // A full send buffer refuses the write; `StreamWritable` resumes it.
-            let Ok(accepted) = connection.write(to_time(now), stream, &buffer[..len]) else {
+            let Ok(accepted) = connection.write(to_time(now), stream, content) else {
                 return;
             };
             *written += accepted as u64;
             ledger.on_written(now, accepted as u64);
-            if accepted < len {
+            if accepted < content.len() {
                 return;
             }
         }

@@ -1,8 +1,8 @@
 //! Cross traffic: bulk downloads that compete with the workload on a bottleneck without being part of it.
 //!
 //! Each `[[cross_traffic]]` entry gets a server host whose endpoint runs the entry's congestion controller; each
-//! of its flows gets a receiving host that opens one connection at the flow's start time and downloads until the
-//! run ends. They use the workload's applications (so their bytes are checked too) with an accounting of their own.
+//! of its flows gets a host of its own that opens one connection at the flow's start time and downloads (or
+//! uploads, with the entry's `direction`) until the run ends. They use the workload's applications (so their bytes are checked too) with an accounting of their own.
 
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ impl CrossTraffic {
             config.transport = flow_transport.clone();
             clients.push(Host::new(Endpoint::new(config, keypair, flow_seed), &flow_transport));
             let paths = vec![(cross_client_address(index), cross_server_address(flow.group))];
-            client_apps.push(ClientApp::new(index, Mode::SinglePath, paths, &bulk));
+            client_apps.push(ClientApp::new(index, Mode::SinglePath, flow.direction, paths, &bulk));
         }
         let mut servers = Vec::new();
         let mut server_apps = Vec::new();
@@ -80,6 +80,7 @@ impl CrossTraffic {
     }
 }
 
+/// The workload's transport with the flow's controller, and not traced: `--qlog` is about the workload.
 fn with_cc(transport: &TransportConfig, flow: &CrossFlowPlan) -> TransportConfig {
-    TransportConfig { cc: flow.cc, ..transport.clone() }
+    TransportConfig { cc: flow.cc, qlog: None, ..transport.clone() }
 }

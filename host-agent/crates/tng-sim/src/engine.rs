@@ -22,7 +22,7 @@ use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
 use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
 use crate::observation;
-use crate::scenario::{Mode, Scenario};
+use crate::scenario::{Direction, Mode, Scenario};
 use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
 use crate::workload::{plan_client, ClientPlan};
@@ -44,7 +44,7 @@ pub struct RunOptions {
     pub channel_log: Option<Duration>,
     /// Trace every connection of the run (qlog; `tng-sim run --qlog DIR`).
     pub qlog: Option<QlogConfig>,
-    /// Sample the server's smoothed RTT at this interval, for the report's timeline (a multiple of
+    /// Sample the data sender's smoothed RTT at this interval, for the report's timeline (a multiple of
     /// [`crate::ledger::TIMELINE_INTERVAL`], whose goodput it reports alongside).
     pub timeline: Option<Duration>,
 }
@@ -66,7 +66,7 @@ pub struct Outcome {
     pub cross_flows: Vec<CrossFlowPlan>,
     pub cross_ledger: Ledger,
     /// With [`RunOptions::timeline`]: its interval, and at the end of each interval the largest smoothed RTT of the
-    /// server's channels toward the workload's clients (none before the first).
+    /// workload's data sender's channels (the server's, or the clients' in an upload; none before the first).
     pub timeline: Option<(Duration, Vec<Option<Duration>>)>,
 }
 
@@ -149,8 +149,9 @@ struct Simulation {
     clients_done: usize,
     /// What client applications read into.
     read_buffer: Vec<u8>,
-    /// The server's SRTT at each timeline tick.
+    /// The data sender's SRTT at each timeline tick.
     srtt_timeline: Vec<Option<Duration>>,
+    direction: Direction,
 }
 
 /// Runs a scenario to completion (or to its duration).
@@ -187,7 +188,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         clients.push(host);
         let paths: Vec<(SocketAddr, SocketAddr)> =
             (0..path_count).map(|path| (network.client_address(client, path), server_address(path))).collect();
-        client_apps.push(ClientApp::new(client, scenario.mode, paths, client_plan));
+        client_apps.push(ClientApp::new(client, scenario.mode, scenario.direction, paths, client_plan));
     }
 
     let mut simulation = Simulation {
@@ -220,6 +221,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         clients_done: 0,
         read_buffer: vec![0; READ_CHUNK],
         srtt_timeline: Vec::new(),
+        direction: scenario.direction,
     };
     simulation.clients_done = simulation.client_apps.iter().filter(|app| app.is_done()).count();
     for (client, client_plan) in plans.iter().enumerate() {
@@ -363,7 +365,12 @@ impl Simulation {
                 self.agenda.schedule(self.now + PROGRESS_INTERVAL, SimEvent::Progress);
             }
             SimEvent::Timeline(interval) => {
-                let srtt = observation::largest_srtt(&mut self.server.endpoint);
+                let srtt = match self.direction {
+                    Direction::Download => observation::largest_srtt(&mut self.server.endpoint),
+                    Direction::Upload => {
+                        self.clients.iter_mut().filter_map(|host| observation::largest_srtt(&mut host.endpoint)).max()
+                    }
+                };
                 self.srtt_timeline.push(srtt);
                 self.agenda.schedule(self.now + interval, SimEvent::Timeline(interval));
             }

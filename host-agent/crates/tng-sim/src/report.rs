@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::engine::Outcome;
 use crate::metrics::{jain_fairness, CompletionSummary};
+use crate::scenario::Direction;
 
 /// Per-path counters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -16,7 +17,7 @@ pub struct PathReport {
     pub sent_packets: u64,
     /// Of those, packets that carried retransmitted data.
     pub retransmitted_packets: u64,
-    /// Share of the server-to-client capacity used over the run (mean over the clients' access links).
+    /// Share of the capacity in the workload's direction used over the run (mean over the clients' access links).
     pub utilization: f64,
     /// The path's relay, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,8 +66,9 @@ pub struct TimelinePoint {
     /// The workload's goodput in the interval, summed over its clients.
     pub goodput_mbps: f64,
     pub cross_goodput_mbps: f64,
-    /// The largest smoothed RTT of the server's channels at the interval's end, once one was measured.
-    pub server_srtt_ms: Option<f64>,
+    /// The largest smoothed RTT of the data sender's channels at the interval's end (the server's, or the clients'
+    /// in an upload), once one was measured.
+    pub sender_srtt_ms: Option<f64>,
 }
 
 /// What the network did to packets, summed over every link.
@@ -236,7 +238,11 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
         .map(|(index, path)| {
             let (sent_packets, retransmitted_packets) = outcome.path_packets.get(index).copied().unwrap_or_default();
             let utilization = (0..clients)
-                .map(|client| outcome.network.access_links(client, index).1.utilization(outcome.ended_at))
+                .map(|client| {
+                    let (uplink, downlink) = outcome.network.access_links(client, index);
+                    let data_link = if outcome.scenario.direction == Direction::Upload { uplink } else { downlink };
+                    data_link.utilization(outcome.ended_at)
+                })
                 .sum::<f64>()
                 / clients as f64;
             let relay = outcome.relay_stats.get(index).copied().flatten().map(|stats| RelayReport {
@@ -343,7 +349,7 @@ fn timeline_points(outcome: &Outcome) -> Vec<TimelinePoint> {
                 t_s: end.as_secs_f64(),
                 goodput_mbps: outcome.ledger.timeline.mbps(start, end),
                 cross_goodput_mbps: outcome.cross_ledger.timeline.mbps(start, end),
-                server_srtt_ms: srtt.map(|srtt| srtt.as_secs_f64() * 1000.0),
+                sender_srtt_ms: srtt.map(|srtt| srtt.as_secs_f64() * 1000.0),
             }
         })
         .collect()

@@ -28,6 +28,9 @@ pub struct Scenario {
     pub clients: usize,
     #[serde(default)]
     pub transport: TransportSpec,
+    /// Which way the workload's bytes flow.
+    #[serde(default)]
+    pub direction: Direction,
     pub workload: WorkloadSpec,
     pub paths: Vec<PathSpec>,
     /// Links shared by every path (and client) that names them in `bottleneck`.
@@ -67,6 +70,17 @@ impl Mode {
             Mode::ConnectionPerFlow => "connection-per-flow",
         }
     }
+}
+
+/// Which way a transfer's bytes flow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// The server sends what the client asked for.
+    #[default]
+    Download,
+    /// The client sends and the server reads (bulk workloads).
+    Upload,
 }
 
 /// Transport knobs handed to both endpoints; names are validated against tng-proto's when the run starts.
@@ -176,6 +190,9 @@ pub struct CrossTrafficSpec {
     /// Their congestion controller (a loss-based one such as cubic or newreno, as in the paper).
     #[serde(default = "default_cross_traffic_cc")]
     pub cc: String,
+    /// Which way the flows send (download: from their server, over the bottleneck's downlink).
+    #[serde(default)]
+    pub direction: Direction,
     /// When each flow starts, in seconds: one flow per entry (a flow due after the run ends never starts).
     pub start_s: Vec<f64>,
 }

@@ -16,7 +16,7 @@ use crate::link::{LinkParams, QueueLimit, Service};
 use crate::loss::{GilbertElliott, LossModel};
 use crate::network::MAX_CLIENTS;
 use crate::scenario::{
-    CrossTrafficSpec, DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec,
+    CrossTrafficSpec, Direction, DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec,
 };
 use crate::trace::DeliveryTrace;
 
@@ -82,6 +82,7 @@ pub struct CrossFlowPlan {
     pub bottleneck: usize,
     pub cc: CcKind,
     pub start: Duration,
+    pub direction: Direction,
     /// Index of its `[[cross_traffic]]` entry: the flows of one entry share a server.
     pub group: usize,
 }
@@ -152,6 +153,9 @@ pub fn validate_scenario(scenario: &Scenario) -> Result<(), ScenarioError> {
                 return Err(invalid("workload.count", "must be at least 1"));
             }
         }
+    }
+    if scenario.direction == Direction::Upload && !matches!(scenario.workload, WorkloadSpec::Bulk { .. }) {
+        return Err(invalid("direction", "upload is for bulk workloads (short flows and bursts are downloads)"));
     }
     if scenario.mode == Mode::ConnectionPerFlow && matches!(scenario.workload, WorkloadSpec::Bulk { bytes: None }) {
         return Err(invalid("mode", "connection-per-flow needs flows of a known size (bulk without workload.bytes)"));
@@ -245,7 +249,8 @@ fn resolve_cross_traffic(
     for (index, &at_s) in spec.start_s.iter().enumerate() {
         let start_key = format!("{key}.start_s.{index}");
         finite_at_least(&start_key, at_s, 0.0)?;
-        flows.push(CrossFlowPlan { bottleneck, cc, start: Duration::from_secs_f64(at_s), group });
+        let start = Duration::from_secs_f64(at_s);
+        flows.push(CrossFlowPlan { bottleneck, cc, start, direction: spec.direction, group });
     }
     Ok(flows)
 }

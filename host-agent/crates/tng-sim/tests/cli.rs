@@ -121,13 +121,31 @@ fn a_timeline_gives_goodput_and_the_servers_rtt_per_interval() {
     let later: f64 = timeline[1..].iter().map(|point| point["goodput_mbps"].as_f64().expect("goodput")).sum();
     let total = report["goodput_mbps"].as_f64().expect("goodput");
     assert!((later / 2.0 - total).abs() < 1e-6, "{later} / 2 against {total}");
-    assert!(timeline.iter().all(|point| point["server_srtt_ms"].as_f64().is_some_and(|srtt| srtt >= 20.0)));
+    assert!(timeline.iter().all(|point| point["sender_srtt_ms"].as_f64().is_some_and(|srtt| srtt >= 20.0)));
     assert!(json_run(&path, &[]).get("timeline").is_none(), "no timeline unless asked for");
 
     let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--timeline", "250"]);
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(message.contains("--timeline 250") && message.contains("multiple of 100ms"), "{message}");
+}
+
+#[test]
+fn an_upload_delivers_every_byte_to_the_server_over_the_uplinks() {
+    let path = write_scenario("upload.toml", SMALL);
+    let upload = ["--set", "direction=\"upload\"", "--set", "workload.bytes=60000", "--set", "paths.0.loss=0.0"];
+    // Fast downlinks carry only the server's acknowledgements: what the report calls utilized is the uplinks.
+    let fast_downlinks = ["--set", "paths.0.downlink.rate_mbps=100", "--set", "paths.1.downlink.rate_mbps=100"];
+    let report = json_run(&path, &[&upload[..], &fast_downlinks[..]].concat());
+    assert_eq!(report["workload_completed"], true, "{report}");
+    assert_eq!(report["app_bytes_sent"], 60_000);
+    assert_eq!(report["app_bytes_delivered"], 60_000);
+    assert_eq!(report["app_bytes_corrupted"], 0);
+    assert_eq!(report["failed_transfers"], 0);
+    for path in 0..2 {
+        let utilization = report["paths"][path]["utilization"].as_f64().expect("utilization");
+        assert!(utilization > 0.2, "path {path}: {utilization}");
+    }
 }
 
 #[test]

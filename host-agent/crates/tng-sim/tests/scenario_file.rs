@@ -160,6 +160,19 @@ fn cross_flows_are_planned_in_start_order_with_their_entry() {
 }
 
 #[test]
+fn an_upload_needs_a_bulk_workload() {
+    let short = "workload={ kind = \"short-flows\", parallel = 1, flows_per_requester = 1, size = \
+                 { distribution = \"fixed\", bytes = 10 } }";
+    let scenario = parse(BASE, &["direction=\"upload\"", short]).expect("parses");
+    let error = tng_sim::topology::validate_scenario(&scenario).expect_err("invalid");
+    assert_eq!(error.key, "direction");
+    let scenario = parse(BASE, &["direction=\"upload\""]).expect("parses");
+    tng_sim::topology::validate_scenario(&scenario).expect("a bulk upload is valid");
+    let error = parse(BASE, &["direction=\"sideways\""]).expect_err("unknown direction");
+    assert!(error.to_string().contains("sideways"), "{error}");
+}
+
+#[test]
 fn every_shipped_scenario_file_is_valid() {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut checked = 0;
@@ -173,5 +186,5 @@ fn every_shipped_scenario_file_is_valid() {
         NetworkPlan::from_scenario(&scenario, &directory).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
         checked += 1;
     }
-    assert_eq!(checked, 11);
+    assert_eq!(checked, 12);
 }
