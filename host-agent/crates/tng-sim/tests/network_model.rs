@@ -336,36 +336,17 @@ start_s = [1.0, 2.0]
 #[test]
 fn cross_traffic_crosses_only_its_bottleneck_and_reaches_its_own_hosts() {
     let mut network = network(CROSS_TRAFFIC, 1);
+    let mut send = |from: HostId, source, destination| {
+        carry(&mut network, Duration::ZERO, from, data_packet(source, destination, 1_000))
+    };
     // 1,000 bytes + 28 of framing at 80 Mbit/s: 102.8 us, then the core's 20 ms.
     let core_only = Duration::from_nanos(102_800) + Duration::from_millis(20);
-    let down = carry(
-        &mut network,
-        Duration::ZERO,
-        HostId::CrossServer(0),
-        data_packet(cross_server_address(0), cross_client_address(1), 1_000),
-    );
+    let down = send(HostId::CrossServer(0), cross_server_address(0), cross_client_address(1));
     assert_eq!(down, Some((HostId::CrossClient(1), core_only)));
-    let up = carry(
-        &mut network,
-        Duration::ZERO,
-        HostId::CrossClient(0),
-        data_packet(cross_client_address(0), cross_server_address(0), 1_000),
-    );
+    let up = send(HostId::CrossClient(0), cross_client_address(0), cross_server_address(0));
     assert_eq!(up, Some((HostId::CrossServer(0), core_only)));
     // The workload's hosts are not reachable from cross-traffic addresses, nor a flow that does not exist.
-    let stray = carry(
-        &mut network,
-        Duration::ZERO,
-        HostId::CrossServer(0),
-        data_packet(cross_server_address(0), client_address(0, 0, 0), 1_000),
-    );
-    assert_eq!(stray, None);
-    let unknown = carry(
-        &mut network,
-        Duration::ZERO,
-        HostId::CrossServer(0),
-        data_packet(cross_server_address(0), cross_client_address(2), 1_000),
-    );
-    assert_eq!(unknown, None);
+    assert_eq!(send(HostId::CrossServer(0), cross_server_address(0), client_address(0, 0, 0)), None);
+    assert_eq!(send(HostId::CrossServer(0), cross_server_address(0), cross_client_address(2)), None);
     assert_eq!(network.routing_stats().unroutable, 2);
 }
