@@ -229,8 +229,8 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
             simulation.agenda.schedule(at, SimEvent::Burst { client, size });
         }
     }
-    for (flow, plan) in plan.cross_flows.iter().enumerate() {
-        simulation.agenda.schedule(plan.start, SimEvent::CrossStart(flow));
+    for (flow, flow_plan) in plan.cross_flows.iter().enumerate() {
+        simulation.agenda.schedule(flow_plan.start, SimEvent::CrossStart(flow));
     }
     for &(at, change) in simulation.network.scheduled_changes().to_vec().iter() {
         simulation.agenda.schedule(at, SimEvent::Change(change));

@@ -56,7 +56,7 @@ fn client_and_path(address: SocketAddr) -> Option<(usize, usize)> {
     (host != 2 && host != 3).then_some((client, usize::from(path)))
 }
 
-/// The address of cross-traffic flow `flow`'s receiving host: fd00:c::`flow`.
+/// The address of cross-traffic flow `flow`'s own host: fd00:c::`flow`.
 pub fn cross_client_address(flow: usize) -> SocketAddr {
     cross_address(0xc, flow)
 }
@@ -72,7 +72,7 @@ fn cross_address(role: u16, index: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V6(ip), TNG_PORT)
 }
 
-/// The cross-traffic flow whose receiving host has `address`.
+/// The cross-traffic flow whose own host has `address`.
 fn cross_flow_of(address: SocketAddr) -> Option<usize> {
     let IpAddr::V6(ip) = address.ip() else {
         return None;
@@ -91,7 +91,7 @@ pub enum HostId {
     Client(usize),
     /// The server of the `usize`-th `[[cross_traffic]]` entry.
     CrossServer(usize),
-    /// The receiving host of a cross-traffic flow.
+    /// The host of a cross-traffic flow (the client end of its connection).
     CrossClient(usize),
 }
 
