@@ -316,26 +316,10 @@ fn a_relay_splits_its_path_at_the_bottleneck() {
     assert_eq!(network.path_of_address(relay), Some(0), "the relay's packets count for its path");
 }
 
-const CROSS_TRAFFIC: &str = r#"
-duration_s = 10
-[workload]
-kind = "bulk"
-[[paths]]
-name = "dsl"
-rate_mbps = 8
-delay_ms = 10
-bottleneck = "core"
-[bottlenecks.core]
-rate_mbps = 80
-delay_ms = 20
-[[cross_traffic]]
-bottleneck = "core"
-start_s = [1.0, 2.0]
-"#;
-
 #[test]
 fn cross_traffic_crosses_only_its_bottleneck_and_reaches_its_own_hosts() {
-    let mut network = network(CROSS_TRAFFIC, 1);
+    let cross_traffic = format!("{RELAYED}[[cross_traffic]]\nbottleneck = \"core\"\nstart_s = [1.0, 2.0]\n");
+    let mut network = network(&cross_traffic, 1);
     let mut send = |from: HostId, source, destination| {
         carry(&mut network, Duration::ZERO, from, data_packet(source, destination, 1_000))
     };

@@ -227,24 +227,15 @@ fn copa_uses_ninety_percent_of_a_cellular_trace() {
     assert!(utilization >= 0.9, "copa used {utilization:.3} of the trace");
 }
 
-/// Runs `file` as written and without its relay (its `relay = ...` line removed), recording the server's SRTT.
+/// Runs `file` as written and without its relay (its `relay = ...` line removed), with the server's SRTT samples
+/// from `measure_after_s` on.
 fn with_and_without_relay(file: &str) -> [(Report, Vec<Duration>); 2] {
-    let [with, without] = with_and_without_relay_logged(file, &[]);
-    let from = Duration::from_secs_f64(with.0.levels.first().map_or(0.0, |level| level.from_s));
-    [with, without].map(|(report, log)| {
-        let measure_after = load_measure_after(file).max(from);
+    let scenario = load_scenario(&scenario_path(file), &[]).unwrap_or_else(|error| panic!("{error}"));
+    let measure_after = Duration::from_secs_f64(scenario.measure_after_s);
+    [true, false].map(|relayed| {
+        let (report, log) = run_logged(file, relayed, &[]);
         (report, srtt_samples(&log, measure_after))
     })
-}
-
-fn load_measure_after(file: &str) -> Duration {
-    let scenario = load_scenario(&scenario_path(file), &[]).unwrap_or_else(|error| panic!("{error}"));
-    Duration::from_secs_f64(scenario.measure_after_s)
-}
-
-/// Runs `file` as written and without its relay line, with `overrides`, keeping the server's SRTT log of each run.
-fn with_and_without_relay_logged(file: &str, overrides: &[&str]) -> [(Report, SrttLog); 2] {
-    [true, false].map(|relayed| run_logged(file, relayed, overrides))
 }
 
 /// Runs `file` (without its `relay = ...` line unless `relayed`) with `overrides`, logging the data sender's SRTT
