@@ -28,6 +28,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
 use tng_qlog::{Clock, QlogDir};
+use tng_relay::SectionControl;
 use tokio::sync::oneshot;
 
 use driver::{with_timeout, Agent, Route};
@@ -95,12 +96,13 @@ struct RelayArgs {
     /// UDP address to receive SECTIONs on.
     #[arg(long, default_value = "0.0.0.0:4477")]
     listen: SocketAddr,
-    /// Congestion controller of the sections sent toward servers (the core: cubic, newreno, ...).
+    /// Congestion controller of the sections sent toward servers (the core: cubic, newreno, ...), or a fixed rate
+    /// for a link of reserved capacity (fixed:20mbit).
     #[arg(long, default_value = "cubic")]
-    toward_server_cc: CcKind,
-    /// Congestion controller of the sections sent toward clients (the last mile: vegas, ...).
+    toward_server_cc: SectionControl,
+    /// Congestion controller of the sections sent toward clients (the last mile: vegas, ...), or fixed:RATE.
     #[arg(long, default_value = "vegas")]
-    toward_client_cc: CcKind,
+    toward_client_cc: SectionControl,
     /// Packets each direction of a connection may queue at the relay; more are dropped unacknowledged.
     #[arg(long, default_value_t = 64)]
     queue_limit: usize,
@@ -329,8 +331,8 @@ async fn run(command: Command) -> Result<()> {
                 bail!("--queue-limit must be at least 1");
             }
             let config = tng_relay::RelayConfig {
-                toward_server_cc: args.toward_server_cc,
-                toward_client_cc: args.toward_client_cc,
+                toward_server: args.toward_server_cc,
+                toward_client: args.toward_client_cc,
                 cc: tng_proto::cc::CcConfig::default(),
                 queue_limit: args.queue_limit,
             };

@@ -101,3 +101,15 @@ fn a_zero_queue_limit_is_refused_with_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--queue-limit must be at least 1"));
 }
+
+#[test]
+fn a_fixed_rate_without_a_unit_is_refused_naming_the_option_and_the_form() {
+    let out = std::process::Command::new(common::TNG)
+        .args(["relay", "--listen", "127.0.0.1:0", "--toward-server-cc", "fixed:20"])
+        .output()
+        .expect("run tng");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--toward-server-cc"), "{stderr}");
+    assert!(stderr.contains("give the unit kbit, mbit or gbit (e.g. fixed:20mbit)"), "{stderr}");
+}

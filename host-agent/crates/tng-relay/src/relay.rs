@@ -10,10 +10,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tng_proto::cc::CcConfig;
-use tng_proto::{CcKind, Time};
+use tng_proto::Time;
 use tng_wire::{parse_frames, pn, Feedback, Flags, Frame, Packet, Payload, Section, MAX_SECTION_INNER};
 
 use crate::queue::{Queued, SectionQueue};
+use crate::section_control::SectionControl;
 use crate::section_receiver::SectionReceiver;
 use crate::section_sender::SectionSender;
 
@@ -27,10 +28,11 @@ pub const MAX_CONNECTIONS: usize = 16_384;
 /// The relay's policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
-    /// Congestion controller of the sections the relay sends toward the server (Tng's DSL example: the core, CUBIC).
-    pub toward_server_cc: CcKind,
-    /// Congestion controller of the sections the relay sends toward the client (the last mile, Vegas).
-    pub toward_client_cc: CcKind,
+    /// What runs the sections the relay sends toward the server (Tng's DSL example: the core, CUBIC; its inter-site
+    /// WAN: a fixed rate).
+    pub toward_server: SectionControl,
+    /// What runs the sections the relay sends toward the client (the last mile, Vegas).
+    pub toward_client: SectionControl,
     /// Tunables of both controllers.
     pub cc: CcConfig,
     /// Packets each direction's queue holds at most.
@@ -59,11 +61,11 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(kind: CcKind, config: &RelayConfig, now: Time) -> Self {
+    fn new(control: SectionControl, config: &RelayConfig, now: Time) -> Self {
         Self {
             receiver: SectionReceiver::default(),
             queue: SectionQueue::new(config.queue_limit),
-            sender: SectionSender::new(kind, &config.cc, now),
+            sender: SectionSender::new(control, &config.cc, now),
             acks_sent: 0,
         }
     }
@@ -133,8 +135,8 @@ impl Relay {
                     self.connections.entry(id).or_insert_with(|| Relayed {
                         client: from,
                         server,
-                        toward_server: Direction::new(config.toward_server_cc, config, now),
-                        toward_client: Direction::new(config.toward_client_cc, config, now),
+                        toward_server: Direction::new(config.toward_server, config, now),
+                        toward_client: Direction::new(config.toward_client, config, now),
                         last_active: now,
                     });
                 }
@@ -270,12 +272,14 @@ pub(crate) fn parse_section_ack(frames: &[u8]) -> Option<(tng_wire::AckFrame, Fe
 
 #[cfg(test)]
 mod tests {
+    use tng_proto::CcKind;
+
     use super::*;
 
     fn config() -> RelayConfig {
         RelayConfig {
-            toward_server_cc: CcKind::Cubic,
-            toward_client_cc: CcKind::Vegas,
+            toward_server: CcKind::Cubic.into(),
+            toward_client: CcKind::Vegas.into(),
             cc: CcConfig::default(),
             queue_limit: 4,
         }

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tng_proto::cc::{new_controller, AckSample, CcConfig, CongestionController, LossEvent, PathFeedback};
-use tng_proto::{CcKind, Time};
+use tng_proto::cc::{AckSample, CcConfig, CongestionController, LossEvent, PathFeedback};
+use tng_proto::Time;
 use tng_wire::{AckFrame, Feedback};
 
+use crate::section_control::SectionControl;
 use crate::section_receiver::MAX_ACK_DELAY;
 
 /// A SECTION this many packet numbers below the largest acknowledged one is lost (RFC 9002's packet threshold).
@@ -38,10 +39,10 @@ pub struct SectionSender {
 }
 
 impl SectionSender {
-    /// A section sender whose congestion controller is `kind` (the relay's policy picks one per section).
-    pub fn new(kind: CcKind, config: &CcConfig, now: Time) -> Self {
+    /// A section sender run by `control` (the relay's policy picks one per direction).
+    pub fn new(control: impl Into<SectionControl>, config: &CcConfig, now: Time) -> Self {
         Self {
-            cc: new_controller(kind, config, now),
+            cc: control.into().controller(config, now),
             next_number: 0,
             in_flight: BTreeMap::new(),
             bytes_in_flight: 0,
@@ -174,6 +175,7 @@ impl SectionSender {
 
 #[cfg(test)]
 mod tests {
+    use tng_proto::CcKind;
     use tng_wire::EcnCounts;
 
     use super::*;

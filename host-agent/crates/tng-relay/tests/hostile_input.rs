@@ -87,8 +87,8 @@ proptest! {
         inputs in proptest::collection::vec((0usize..3, input(), 0u64..300), 1..60),
     ) {
         let config = RelayConfig {
-            toward_server_cc: CcKind::Cubic,
-            toward_client_cc: CcKind::Vegas,
+            toward_server: CcKind::Cubic.into(),
+            toward_client: CcKind::Vegas.into(),
             cc: CcConfig::default(),
             queue_limit: 8,
         };

@@ -133,8 +133,8 @@ impl World {
     fn new(down_rate: u64) -> Self {
         let cc = CcConfig::default();
         let relay_config = RelayConfig {
-            toward_server_cc: CcKind::Cubic,
-            toward_client_cc: CcKind::Vegas,
+            toward_server: CcKind::Cubic.into(),
+            toward_client: CcKind::Vegas.into(),
             cc: cc.clone(),
             queue_limit: QUEUE_LIMIT,
         };

@@ -25,8 +25,8 @@ fn addr(text: &str) -> SocketAddr {
 
 fn relay_config() -> RelayConfig {
     RelayConfig {
-        toward_server_cc: CcKind::Cubic,
-        toward_client_cc: CcKind::Vegas,
+        toward_server: CcKind::Cubic.into(),
+        toward_client: CcKind::Vegas.into(),
         cc: CcConfig::default(),
         queue_limit: 64,
     }

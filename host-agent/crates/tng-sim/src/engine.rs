@@ -20,6 +20,7 @@ use crate::datagram::Datagram;
 use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
+use crate::loss::LossStep;
 use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
 use crate::observation;
 use crate::scenario::{Direction, Mode, Scenario};
@@ -64,6 +65,8 @@ pub struct Outcome {
     pub relay_stats: Vec<Option<RelayStats>>,
     /// The cross traffic's flows and what they delivered (apart from the workload's `ledger`).
     pub cross_flows: Vec<CrossFlowPlan>,
+    /// When the links' random loss rates step ([`NetworkPlan::loss_steps`]).
+    pub loss_steps: Vec<LossStep>,
     pub cross_ledger: Ledger,
     /// With [`RunOptions::timeline`]: its interval, and at the end of each interval the largest smoothed RTT of the
     /// workload's data sender's channels (the server's, or the clients' in an upload; none before the first).
@@ -268,6 +271,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         path_packets,
         relay_stats,
         cross_flows: simulation.cross.flows,
+        loss_steps: plan.loss_steps(),
         cross_ledger: simulation.cross.ledger,
         timeline: timeline.map(|interval| (interval, simulation.srtt_timeline)),
     })

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::datagram::{Datagram, Ecn};
 use crate::feedback::{self, SwitchObservation};
-use crate::loss::{LossModel, LossProcess};
+use crate::loss::{LossModel, LossProcess, LossStep};
 use crate::rng::SimRng;
 use crate::trace::{DeliveryTrace, OPPORTUNITY_BYTES};
 
@@ -53,6 +53,8 @@ pub struct LinkParams {
     /// Whether jitter may reorder packets; without it a packet never arrives before the one queued ahead of it.
     pub reorder: bool,
     pub loss: LossModel,
+    /// Later loss rates, in time order: each replaces `loss` from its time on.
+    pub loss_steps: Vec<LossStep>,
     pub queue_limit: QueueLimit,
     /// ECN-capable packets that waited longer than this in the queue are marked CE.
     pub ecn_threshold: Option<Duration>,
@@ -71,6 +73,7 @@ impl LinkParams {
             jitter: Duration::ZERO,
             reorder: false,
             loss: LossModel::None,
+            loss_steps: Vec::new(),
             queue_limit: QueueLimit::Unlimited,
             ecn_threshold: None,
             switch_feedback: false,
@@ -134,7 +137,7 @@ pub struct Link {
 
 impl Link {
     pub fn new(params: LinkParams, rng: SimRng) -> Link {
-        let loss = LossProcess::new(params.loss);
+        let loss = LossProcess::new(params.loss, params.loss_steps.clone());
         Link {
             params,
             rng,
@@ -214,7 +217,7 @@ impl Link {
         self.stats.transmitted_bytes += wire_bytes;
 
         // Random loss strikes after the queue: the lost packet still used its share of the capacity.
-        if self.loss.next_is_lost(&mut self.rng) {
+        if self.loss.next_is_lost(now, &mut self.rng) {
             self.stats.random_drops += 1;
             return Fate::Dropped(DropCause::RandomLoss);
         }

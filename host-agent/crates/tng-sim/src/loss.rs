@@ -1,4 +1,7 @@
-//! Random packet loss: independent (Bernoulli) or bursty (Gilbert-Elliott two-state Markov chain).
+//! Random packet loss: independent (Bernoulli) or bursty (Gilbert-Elliott two-state Markov chain), optionally
+//! changing at given times.
+
+use std::time::Duration;
 
 use crate::rng::SimRng;
 
@@ -34,20 +37,36 @@ pub enum LossModel {
     GilbertElliott(GilbertElliott),
 }
 
-/// A loss model with its state (the Gilbert-Elliott chain's current state).
+/// From `from` on, the link loses packets independently with `probability`, whatever model it had before (Tng's
+/// lossy WAN raises its loss rate every 10 s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossStep {
+    pub from: Duration,
+    pub probability: f64,
+}
+
+/// A loss model with its state (the Gilbert-Elliott chain's current state) and the steps still to come.
 #[derive(Clone, Debug)]
 pub struct LossProcess {
     model: LossModel,
     in_bad_state: bool,
+    /// In time order; those before `next_step` have taken effect.
+    steps: Vec<LossStep>,
+    next_step: usize,
 }
 
 impl LossProcess {
-    pub fn new(model: LossModel) -> Self {
-        LossProcess { model, in_bad_state: false }
+    /// `model` until the first of `steps` (sorted by time), each step's probability after it.
+    pub fn new(model: LossModel, steps: Vec<LossStep>) -> Self {
+        LossProcess { model, in_bad_state: false, steps, next_step: 0 }
     }
 
-    /// Decides the fate of the next packet: true = lost.
-    pub fn next_is_lost(&mut self, rng: &mut SimRng) -> bool {
+    /// Decides the fate of a packet at `now` (not earlier than the last one's): true = lost.
+    pub fn next_is_lost(&mut self, now: Duration, rng: &mut SimRng) -> bool {
+        while let Some(step) = self.steps.get(self.next_step).filter(|step| step.from <= now) {
+            self.model = LossModel::Bernoulli(step.probability);
+            self.next_step += 1;
+        }
         match self.model {
             LossModel::None => false,
             LossModel::Bernoulli(probability) => rng.bernoulli(probability),

@@ -45,13 +45,18 @@ pub struct CrossFlowReport {
     pub bytes_delivered: u64,
 }
 
-/// The workload between two moments at which the number of cross-traffic flows changes.
+/// The workload between two moments at which the scenario's level changes: a cross-traffic flow starts, or a link's
+/// random loss rate steps.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LevelReport {
     pub from_s: f64,
     pub to_s: f64,
     /// Cross-traffic flows running in this span.
     pub cross_flows: usize,
+    /// The random loss rate the latest loss step set (the highest, where links step at once); absent before the
+    /// first step and without steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub random_loss: Option<f64>,
     /// The workload's goodput in this span, summed over its clients.
     pub goodput_mbps: f64,
     /// The cross traffic's, summed over its flows.
@@ -198,8 +203,13 @@ impl Report {
         for level in &self.levels {
             let _ = writeln!(
                 text,
-                "  {:>5.1}-{:<5.1} s  {} cross flow(s): workload {:.2} Mbit/s, cross traffic {:.2} Mbit/s",
-                level.from_s, level.to_s, level.cross_flows, level.goodput_mbps, level.cross_goodput_mbps
+                "  {:>5.1}-{:<5.1} s  {} cross flow(s){}: workload {:.2} Mbit/s, cross traffic {:.2} Mbit/s",
+                level.from_s,
+                level.to_s,
+                level.cross_flows,
+                level.random_loss.map(|loss| format!(", random loss {:.2} %", loss * 100.0)).unwrap_or_default(),
+                level.goodput_mbps,
+                level.cross_goodput_mbps
             );
         }
         let n = &self.network;
@@ -311,16 +321,19 @@ fn cross_traffic_reports(outcome: &Outcome) -> Vec<CrossFlowReport> {
         .collect()
 }
 
-/// Spans between the start of measurement, every later cross-flow start and the end of the run.
+/// Spans between the start of measurement, every later cross-flow start or loss step and the end of the run.
 fn level_reports(outcome: &Outcome) -> Vec<LevelReport> {
-    if outcome.cross_flows.is_empty() {
+    if outcome.cross_flows.is_empty() && outcome.loss_steps.is_empty() {
         return Vec::new();
     }
     let measure_from = Duration::from_secs_f64(outcome.scenario.measure_after_s);
+    let changes =
+        outcome.cross_flows.iter().map(|flow| flow.start).chain(outcome.loss_steps.iter().map(|step| step.from));
     let mut bounds: Vec<Duration> = std::iter::once(measure_from)
-        .chain(outcome.cross_flows.iter().map(|flow| flow.start).filter(|&start| start > measure_from))
+        .chain(changes.filter(|&at| at > measure_from))
         .filter(|&at| at < outcome.ended_at)
         .collect();
+    bounds.sort();
     bounds.dedup();
     bounds.push(outcome.ended_at);
     bounds
@@ -329,6 +342,7 @@ fn level_reports(outcome: &Outcome) -> Vec<LevelReport> {
             from_s: span[0].as_secs_f64(),
             to_s: span[1].as_secs_f64(),
             cross_flows: outcome.cross_flows.iter().filter(|flow| flow.start <= span[0]).count(),
+            random_loss: outcome.loss_steps.iter().rev().find(|step| step.from <= span[0]).map(|step| step.probability),
             goodput_mbps: outcome.ledger.timeline.mbps(span[0], span[1]),
             cross_goodput_mbps: outcome.cross_ledger.timeline.mbps(span[0], span[1]),
         })

@@ -154,10 +154,10 @@ pub struct PathSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RelaySpec {
-    /// Controller of the section toward the server (the core).
+    /// Controller of the section toward the server (the core), or `fixed:RATE` (a link of reserved capacity).
     #[serde(default = "default_toward_server_cc")]
     pub toward_server_cc: String,
-    /// Controller of the section toward the client (the path's own links: the last mile).
+    /// Controller of the section toward the client (the path's own links: the last mile), or `fixed:RATE`.
     #[serde(default = "default_toward_client_cc")]
     pub toward_client_cc: String,
     /// Packets each direction's queue holds.
@@ -260,6 +260,8 @@ pub struct LinkSpec {
     /// Independent loss probability per packet.
     pub loss: Option<f64>,
     pub gilbert_elliott: Option<GilbertElliottSpec>,
+    /// Loss rates taking over at later times, in time order.
+    pub loss_steps: Option<Vec<LossStepSpec>>,
     pub queue_packets: Option<usize>,
     pub queue_bytes: Option<u64>,
     /// Queue size as a multiple of the path's bandwidth-delay product.
@@ -284,6 +286,14 @@ pub struct GilbertElliottSpec {
 
 fn certain_loss() -> f64 {
     1.0
+}
+
+/// From `from_s` on, the link loses packets independently with probability `loss`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossStepSpec {
+    pub from_s: f64,
+    pub loss: f64,
 }
 
 /// The link is dark from `from_s` until `until_s` (for the rest of the run when absent).

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tng_proto::cc::CcConfig;
 use tng_proto::CcKind;
-use tng_relay::RelayConfig;
+use tng_relay::{RelayConfig, SectionControl};
 
 use crate::link::{LinkParams, QueueLimit, Service};
-use crate::loss::{GilbertElliott, LossModel};
+use crate::loss::{GilbertElliott, LossModel, LossStep};
 use crate::network::MAX_CLIENTS;
 use crate::scenario::{
     CrossTrafficSpec, Direction, DuplexSpec, LinkSpec, Mode, PathSpec, RelaySpec, Scenario, SizeSpec, WorkloadSpec,
@@ -164,6 +164,18 @@ pub fn validate_scenario(scenario: &Scenario) -> Result<(), ScenarioError> {
 }
 
 impl NetworkPlan {
+    /// Every link's loss steps in time order (of steps at one time, the highest rate): when the run's loss level
+    /// changes.
+    pub fn loss_steps(&self) -> Vec<LossStep> {
+        let links = self.paths.iter().flat_map(|path| [&path.uplink, &path.downlink]);
+        let links =
+            links.chain(self.bottlenecks.iter().flat_map(|bottleneck| [&bottleneck.uplink, &bottleneck.downlink]));
+        let mut steps: Vec<LossStep> = links.flat_map(|link| link.params.loss_steps.iter().copied()).collect();
+        steps.sort_by(|a, b| a.from.cmp(&b.from).then(b.probability.total_cmp(&a.probability)));
+        steps.dedup_by_key(|step| step.from);
+        steps
+    }
+
     /// Resolves the network of `scenario`; trace files are read relative to `base_dir`.
     pub fn from_scenario(scenario: &Scenario, base_dir: &Path) -> Result<NetworkPlan, ScenarioError> {
         let bottleneck_names: Vec<&String> = scenario.bottlenecks.keys().collect();
@@ -290,8 +302,8 @@ pub struct RelayPlan {
 }
 
 fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayPlan, ScenarioError> {
-    let controller = |field: &str, name: &str| {
-        name.parse::<CcKind>().map_err(|error| invalid(format!("{key}.{field}"), error.to_string()))
+    let control = |field: &str, text: &str| {
+        text.parse::<SectionControl>().map_err(|error| invalid(format!("{key}.{field}"), error.to_string()))
     };
     if relay.queue_packets == 0 {
         return Err(invalid(format!("{key}.queue_packets"), "must be at least 1"));
@@ -302,8 +314,8 @@ fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayPlan, ScenarioErro
         restarts.push(Duration::from_secs_f64(at_s));
     }
     let config = RelayConfig {
-        toward_server_cc: controller("toward_server_cc", &relay.toward_server_cc)?,
-        toward_client_cc: controller("toward_client_cc", &relay.toward_client_cc)?,
+        toward_server: control("toward_server_cc", &relay.toward_server_cc)?,
+        toward_client: control("toward_client_cc", &relay.toward_client_cc)?,
         cc: CcConfig::default(),
         queue_limit: relay.queue_packets,
     };
@@ -396,6 +408,19 @@ impl LinkResolver<'_> {
             }
             (None, None) => LossModel::None,
         };
+        let mut loss_steps: Vec<LossStep> = Vec::new();
+        if let Some((specs, steps_key)) = pick(key, dir, duplex, "loss_steps", |l| l.loss_steps.clone()) {
+            for (index, step) in specs.iter().enumerate() {
+                let step_key = format!("{steps_key}.{index}");
+                finite_at_least(&format!("{step_key}.from_s"), step.from_s, 0.0)?;
+                probability_at(&format!("{step_key}.loss"), step.loss)?;
+                let from = Duration::from_secs_f64(step.from_s);
+                if loss_steps.last().is_some_and(|previous| previous.from >= from) {
+                    return Err(invalid(format!("{step_key}.from_s"), "must be after the step before"));
+                }
+                loss_steps.push(LossStep { from, probability: step.loss });
+            }
+        }
 
         let queue_limit = self.queue_limit(key, dir, duplex, service.mean_rate_bps(), rtt)?;
         let ecn_threshold = pick(key, dir, duplex, "ecn_threshold_ms", |l| l.ecn_threshold_ms)
@@ -426,6 +451,7 @@ impl LinkResolver<'_> {
                 jitter,
                 reorder,
                 loss,
+                loss_steps,
                 queue_limit,
                 ecn_threshold,
                 switch_feedback,

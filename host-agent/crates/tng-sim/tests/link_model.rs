@@ -7,7 +7,7 @@ use std::time::Duration;
 use tng_sim::datagram::{Datagram, Ecn};
 use tng_sim::feedback::{queue_level_units, QUEUE_LEVEL_OFFSET, RATE_HINT_OFFSET};
 use tng_sim::link::{DropCause, Fate, Link, LinkParams, QueueLimit, Service};
-use tng_sim::loss::{GilbertElliott, LossModel};
+use tng_sim::loss::{GilbertElliott, LossModel, LossStep};
 use tng_sim::rng::SimRng;
 use tng_sim::trace::DeliveryTrace;
 
@@ -135,6 +135,28 @@ fn bernoulli_loss_stays_within_the_binomial_interval() {
         .count() as f64;
     // Mean 1000, standard deviation sqrt(20000 x 0.05 x 0.95) = 30.8; allow 4 sigma.
     assert!((lost - 1000.0).abs() < 4.0 * 30.8, "lost {lost} of {trials}");
+}
+
+#[test]
+fn loss_steps_replace_the_loss_rate_from_their_times_on() {
+    let mut params = LinkParams::constant_rate(1_000_000_000, Duration::ZERO);
+    params.loss = LossModel::Bernoulli(1.0);
+    params.loss_steps = vec![
+        LossStep { from: Duration::from_secs(1), probability: 0.0 },
+        LossStep { from: Duration::from_secs(2), probability: 0.05 },
+    ];
+    let mut link = link(params);
+    let mut lost_in = [0u64; 3];
+    for i in 0..30_000u64 {
+        let now = Duration::from_micros(i * 100);
+        if link.transmit(now, &mut datagram(100)) == Fate::Dropped(DropCause::RandomLoss) {
+            lost_in[now.as_secs() as usize] += 1;
+        }
+    }
+    assert_eq!(lost_in[0], 10_000, "the model before the first step: everything lost");
+    assert_eq!(lost_in[1], 0, "the first step: nothing lost");
+    // The second: mean 500 of 10,000, standard deviation sqrt(10000 x 0.05 x 0.95) = 21.8; allow 4 sigma.
+    assert!((lost_in[2] as f64 - 500.0).abs() < 4.0 * 21.8, "lost {} after the second step", lost_in[2]);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use tng_proto::CcKind;
+use tng_relay::SectionControl;
 use tng_sim::document::{parse_scenario, DocumentError, Override};
 use tng_sim::link::QueueLimit;
 use tng_sim::scenario::{Mode, WorkloadSpec};
@@ -97,6 +98,15 @@ fn bad_values_name_the_key_and_the_problem() {
     assert_eq!(error.key, "paths.1.downlink.loss");
     assert!(error.problem.contains("probability"), "{}", error.problem);
 
+    let scenario = parse(BASE, &["paths.0.loss_steps=[{ from_s = 2.0, loss = 0.1 }, { from_s = 1.0, loss = 0.2 }]"])
+        .expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.loss_steps.1.from_s");
+    assert!(error.problem.contains("after the step before"), "{}", error.problem);
+    let scenario = parse(BASE, &["paths.0.loss_steps=[{ from_s = 2.0, loss = 1.5 }]"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.loss_steps.0.loss");
+
     let scenario = parse(BASE, &["paths.0.rate_mbps=-3"]).expect("parses");
     let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
     assert_eq!(error.key, "paths.0.rate_mbps");
@@ -105,6 +115,10 @@ fn bad_values_name_the_key_and_the_problem() {
     let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
     assert_eq!(error.key, "paths.0.relay.toward_client_cc");
     assert!(error.problem.contains("vgeas"), "{}", error.problem);
+    let scenario = parse(BASE, &["paths.0.relay={ toward_server_cc = \"fixed:20\" }"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.relay.toward_server_cc");
+    assert!(error.problem.contains("unit kbit, mbit or gbit"), "{}", error.problem);
     let scenario = parse(BASE, &["paths.0.relay={ queue_packets = 0 }"]).expect("parses");
     let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
     assert_eq!(error.key, "paths.0.relay.queue_packets");
@@ -118,8 +132,15 @@ fn a_relay_takes_its_defaults_and_rejects_unknown_keys() {
     let scenario = parse(BASE, &["paths.0.relay={}"]).expect("parses");
     let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
     let relay = plan.paths[0].relay.clone().expect("a relay on path 0").config;
-    assert_eq!((relay.toward_client_cc, relay.toward_server_cc, relay.queue_limit), (CcKind::Vegas, CcKind::Cubic, 64));
+    assert_eq!(
+        (relay.toward_client, relay.toward_server, relay.queue_limit),
+        (CcKind::Vegas.into(), CcKind::Cubic.into(), 64)
+    );
     assert!(plan.paths[1].relay.is_none());
+    let scenario = parse(BASE, &["paths.0.relay={ toward_server_cc = \"fixed:20mbit\" }"]).expect("parses");
+    let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
+    let relay = plan.paths[0].relay.clone().expect("a relay on path 0").config;
+    assert_eq!(relay.toward_server, SectionControl::FixedRate(2_500_000));
     let error = parse(BASE, &["paths.0.relay={ queue = 3 }"]).expect_err("unknown key");
     assert!(error.to_string().contains("unknown field `queue`"), "{error}");
 }
@@ -186,5 +207,5 @@ fn every_shipped_scenario_file_is_valid() {
         NetworkPlan::from_scenario(&scenario, &directory).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
         checked += 1;
     }
-    assert_eq!(checked, 12);
+    assert_eq!(checked, 13);
 }

@@ -403,3 +403,46 @@ fn core_cross_traffic_takes_end_to_end_vegas_share_but_the_split_upload_keeps_ra
     }
     assert!(levels[0].split_p95 * 5 <= levels[0].cubic_p95, "split p95 SRTT without cross traffic");
 }
+
+#[test]
+#[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
+fn a_fixed_rate_wan_section_keeps_the_split_flow_at_the_wan_rate_as_random_loss_grows() {
+    const WAN_MBPS: f64 = 20.0;
+    for cc in ["newreno", "vegas"] {
+        // In an upload the client's end of the LAN section runs the transport's controller.
+        let transport_cc = format!("transport.cc=\"{cc}\"");
+        let (split, _) = run_logged("relay-lossy-wan.toml", true, &[&transport_cc]);
+        let (end_to_end, _) = run_logged("relay-lossy-wan.toml", false, &[&transport_cc]);
+        for report in [&split, &end_to_end] {
+            assert_integrity(report);
+            assert!(report.network.random_drops > 0, "the WAN lost packets");
+            assert_eq!(report.levels.len(), 7, "seven loss rates, 10 s each");
+        }
+        assert!(split.paths[0].relay.expect("the relay's counters").forwarded > 100_000);
+        for (index, (split_level, end_level)) in split.levels.iter().zip(&end_to_end.levels).enumerate() {
+            let loss = split_level.random_loss.expect("every level has a loss rate");
+            assert_eq!(Some(loss), end_level.random_loss);
+            eprintln!(
+                "{cc}, random loss {:.2} %: split {:.2} Mbit/s, end to end {:.2} Mbit/s ({:.1} x)",
+                loss * 100.0,
+                split_level.goodput_mbps,
+                end_level.goodput_mbps,
+                split_level.goodput_mbps / end_level.goodput_mbps
+            );
+            // The WAN section neither ramps up nor backs off: the split flow keeps the WAN's rate (less framing and
+            // what the end-to-end layer resends) at every loss rate. End to end, the client's controller reads
+            // each random loss as congestion (Tng's Figure 10).
+            assert!(split_level.goodput_mbps >= 0.85 * WAN_MBPS, "split at {loss}");
+            if index == 0 {
+                assert!(split_level.goodput_mbps >= 0.95 * end_level.goodput_mbps, "split without loss");
+            } else {
+                assert!(end_level.goodput_mbps <= 1.05 * end_to_end.levels[index - 1].goodput_mbps, "{cc} at {loss}");
+            }
+            if loss >= 0.001 {
+                assert!(split_level.goodput_mbps >= 3.0 * end_level.goodput_mbps, "split against {cc} at {loss}");
+            }
+        }
+        let (first, last) = (&end_to_end.levels[0], end_to_end.levels.last().expect("levels"));
+        assert!(last.goodput_mbps <= 0.1 * first.goodput_mbps, "end-to-end {cc} at the highest loss rate");
+    }
+}

@@ -13,6 +13,7 @@ mod copa;
 mod cubic;
 mod delay_profile;
 mod delivery_forecast;
+mod fixed_rate;
 mod newreno;
 mod pacing;
 mod recovery;
@@ -33,6 +34,7 @@ pub use bbr::Bbr;
 pub use copa::Copa;
 pub use cubic::Cubic;
 pub use delivery_forecast::{DeliveryForecast, DeliveryForecaster, FORECAST_TICKS, TICK as FORECAST_TICK};
+pub use fixed_rate::FixedRate;
 pub use newreno::NewReno;
 pub use pacing::FALLBACK_RTT;
 pub use sprout::Sprout;
@@ -108,10 +110,10 @@ pub trait CongestionController: fmt::Debug + Send {
     /// pause). Callers must treat zero as "send nothing now, probe again after a PTO": only a probe can bring back the
     /// feedback that ends the pause, so a sender that waited for the rate to change would wait forever.
     fn pacing_rate(&self, srtt: Duration) -> u64;
-    /// Stable name, as accepted by [`CcKind::from_str`].
+    /// Stable name, as accepted by [`CcKind::from_str`] (`fixed` for [`FixedRate`], which takes a rate).
     fn name(&self) -> &'static str;
     /// The controller's current phase, for traces: `slow_start`, `congestion_avoidance`, `recovery`, or BBR's mode
-    /// (`startup`, `drain`, `probe_bw`, `probe_rtt`).
+    /// (`startup`, `drain`, `probe_bw`, `probe_rtt`), `fixed_rate` for [`FixedRate`].
     fn state(&self) -> &'static str;
 }
 
