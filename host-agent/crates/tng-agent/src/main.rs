@@ -106,6 +106,10 @@ struct RelayArgs {
     /// Packets each direction of a connection may queue at the relay; more are dropped unacknowledged.
     #[arg(long, default_value_t = 64)]
     queue_limit: usize,
+    /// Another relay to send every section toward servers through (HOST:PORT): a chain of relays, e.g. one at each
+    /// end of a WAN, each SECTION naming its server.
+    #[arg(long)]
+    next_relay: Option<SocketAddr>,
 }
 
 /// Transport settings shared by every command that runs an endpoint.
@@ -335,6 +339,7 @@ async fn run(command: Command) -> Result<()> {
                 toward_client: args.toward_client_cc,
                 cc: tng_proto::cc::CcConfig::default(),
                 queue_limit: args.queue_limit,
+                next_relay: args.next_relay,
             };
             relay::run(args.listen, config).await
         }

@@ -41,15 +41,26 @@ fn inner(seq: u32) -> Vec<u8> {
 /// Sends SECTION `number` carrying `inner(seq)` from `client` through `relay` toward `server` until the server gets
 /// it (the relay may still be starting); returns the inner packet the server received.
 fn relay_one(client: &UdpSocket, server: &UdpSocket, relay: SocketAddr, number: u32, seq: u32) -> Vec<u8> {
+    relay_through(client, server, [relay, relay], number, seq)
+}
+
+/// As `relay_one`, through a chain of relays: the client sends to `first`, the server hears from `last`.
+fn relay_through(
+    client: &UdpSocket,
+    server: &UdpSocket,
+    [first, last]: [SocketAddr; 2],
+    number: u32,
+    seq: u32,
+) -> Vec<u8> {
     let server_addr = server.local_addr().expect("address");
     let section = datagram(number, Payload::Section(Section::new(Some(server_addr), &inner(seq))));
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut buffer = [0; 2048];
     loop {
-        assert!(Instant::now() < deadline, "the relay never forwarded SECTION {number}");
-        client.send_to(&section, relay).expect("send");
+        assert!(Instant::now() < deadline, "the relays never forwarded SECTION {number}");
+        client.send_to(&section, first).expect("send");
         if let Ok((len, from)) = server.recv_from(&mut buffer) {
-            assert_eq!(from, relay);
+            assert_eq!(from, last);
             let packet = Packet::parse(&buffer[..len]).expect("the relay sends well-formed packets");
             let Payload::Section(section) = packet.payload else { panic!("server got {packet:?}") };
             assert_eq!(packet.connection_id, CONNECTION_ID);
@@ -112,4 +123,18 @@ fn a_fixed_rate_without_a_unit_is_refused_naming_the_option_and_the_form() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--toward-server-cc"), "{stderr}");
     assert!(stderr.contains("give the unit kbit, mbit or gbit (e.g. fixed:20mbit)"), "{stderr}");
+}
+
+#[test]
+fn a_relay_with_a_next_relay_sends_on_through_it_naming_the_server() {
+    let (near, far): (SocketAddr, SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().expect("address"),
+        format!("127.0.0.1:{}", free_port()).parse().expect("address"),
+    );
+    let _far = Process::spawn(&["relay", "--listen", &far.to_string(), "--toward-client-cc", "fixed:20mbit"]);
+    let near_args = ["relay", "--listen", &near.to_string(), "--toward-server-cc", "fixed:20mbit"];
+    let _near = Process::spawn(&[&near_args[..], &["--next-relay", &far.to_string()]].concat());
+    let (client, server) = (socket(), socket());
+    assert_eq!(relay_through(&client, &server, [near, far], 0, 7), inner(7));
+    expect_section_ack(&client, 0);
 }

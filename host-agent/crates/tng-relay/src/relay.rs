@@ -37,6 +37,9 @@ pub struct RelayConfig {
     pub cc: CcConfig,
     /// Packets each direction's queue holds at most.
     pub queue_limit: usize,
+    /// The relay to send sections toward servers through, each SECTION naming its server as the next hop (a chain
+    /// of relays, each section with its controller: Tng's relays at both ends of a WAN); None: straight to servers.
+    pub next_relay: Option<SocketAddr>,
 }
 
 /// What the relay counted.
@@ -80,7 +83,10 @@ impl Direction {
 #[derive(Debug)]
 struct Relayed {
     client: SocketAddr,
+    /// The downstream peer: the server, or the next relay toward it.
     server: SocketAddr,
+    /// The server, when `server` is the next relay: what the SECTIONs toward it name as their next hop.
+    next_hop: Option<SocketAddr>,
     toward_server: Direction,
     toward_client: Direction,
     /// When a SECTION or SECTION_ACK of the connection last arrived.
@@ -132,9 +138,14 @@ impl Relay {
                         return None;
                     }
                     let config = &self.config;
+                    let (downstream, next_hop) = match config.next_relay {
+                        Some(relay) => (relay, Some(server)),
+                        None => (server, None),
+                    };
                     self.connections.entry(id).or_insert_with(|| Relayed {
                         client: from,
-                        server,
+                        server: downstream,
+                        next_hop,
                         toward_server: Direction::new(config.toward_server, config, now),
                         toward_client: Direction::new(config.toward_client, config, now),
                         last_active: now,
@@ -178,9 +189,9 @@ impl Relay {
     /// packets the downstream window has room for.
     pub fn poll_transmit(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
         for (&id, relayed) in &mut self.connections {
-            let Relayed { client, server, toward_server, toward_client, .. } = relayed;
-            for (direction, previous, next) in
-                [(&mut *toward_server, *client, *server), (toward_client, *server, *client)]
+            let Relayed { client, server, next_hop, toward_server, toward_client, .. } = relayed;
+            for (direction, previous, next, named) in
+                [(&mut *toward_server, *client, *server, *next_hop), (toward_client, *server, *client, None)]
             {
                 if direction.receiver.ack_due(now) {
                     let own = direction.own_feedback(now);
@@ -200,7 +211,7 @@ impl Relay {
                     let number = direction.sender.on_sent(now, bytes);
                     direction.receiver.release(now, head.upstream_pn);
                     self.stats.forwarded += 1;
-                    return Some((next, encode(id, number, Payload::Section(Section::new(None, &head.inner)))?));
+                    return Some((next, encode(id, number, Payload::Section(Section::new(named, &head.inner)))?));
                 }
             }
         }
@@ -282,6 +293,7 @@ mod tests {
             toward_client: CcKind::Vegas.into(),
             cc: CcConfig::default(),
             queue_limit: 4,
+            next_relay: None,
         }
     }
 
@@ -320,5 +332,42 @@ mod tests {
         assert_eq!((relay.connections(), relay.stats().dropped), (MAX_CONNECTIONS, 1));
         relay.handle_datagram(Time::ZERO, client, &opening(3));
         assert_eq!(relay.stats().dropped, 1, "a known connection still passes");
+    }
+
+    /// The SECTION in `datagram` (its next hop and inner packet); panics on anything else.
+    fn section_of(datagram: &[u8]) -> (Option<SocketAddr>, Vec<u8>) {
+        let packet = Packet::parse(datagram).expect("a packet");
+        let Payload::Section(section) = packet.payload else { panic!("not a SECTION: {packet:?}") };
+        (section.next_hop(), section.inner.to_vec())
+    }
+
+    #[test]
+    fn with_a_next_relay_sections_toward_the_server_go_through_it_naming_the_server() {
+        let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
+        let server: SocketAddr = "10.0.2.1:4433".parse().expect("address");
+        let next: SocketAddr = "10.0.3.1:4477".parse().expect("address");
+        let mut relay = Relay::new(RelayConfig { next_relay: Some(next), ..config() });
+        relay.handle_datagram(Time::ZERO, client, &opening(1));
+        let (to, datagram) = relay.poll_transmit(Time::ZERO).expect("the section goes on");
+        assert_eq!(to, next);
+        let (next_hop, inner) = section_of(&datagram);
+        assert_eq!(next_hop, Some(server), "the next relay learns the server from it");
+        assert_eq!(inner, encode(1, 0, Payload::Data(&[7; 40])).expect("inner"));
+
+        // The way back comes from the next relay and goes to the client, naming no next hop.
+        let reply = encode(1, 9, Payload::Data(&[8; 40])).expect("inner");
+        relay.handle_datagram(
+            Time::ZERO,
+            next,
+            &encode(1, 0, Payload::Section(Section::new(None, &reply))).expect("section"),
+        );
+        let sent: Vec<(SocketAddr, Vec<u8>)> =
+            std::iter::from_fn(|| relay.poll_transmit(Time::from_millis(50))).collect();
+        let back = sent.iter().find(|(to, datagram)| {
+            *to == client && matches!(Packet::parse(datagram).map(|p| p.payload), Ok(Payload::Section(_)))
+        });
+        let (_, datagram) = back.expect("the reply reached the client");
+        assert_eq!(section_of(datagram), (None, reply));
+        assert_eq!(relay.stats().dropped, 0);
     }
 }

@@ -91,6 +91,7 @@ proptest! {
             toward_client: CcKind::Vegas.into(),
             cc: CcConfig::default(),
             queue_limit: 8,
+            next_relay: None,
         };
         let mut relay = Relay::new(config);
         let mut sections = EndpointSections::new(CcKind::NewReno, CcConfig::default(), 8);

@@ -137,6 +137,7 @@ impl World {
             toward_client: CcKind::Vegas.into(),
             cc: cc.clone(),
             queue_limit: QUEUE_LIMIT,
+            next_relay: None,
         };
         World {
             now: Time::ZERO,

@@ -29,6 +29,7 @@ fn relay_config() -> RelayConfig {
         toward_client: CcKind::Vegas.into(),
         cc: CcConfig::default(),
         queue_limit: 64,
+        next_relay: None,
     }
 }
 

@@ -21,10 +21,10 @@ use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
 use crate::loss::LossStep;
-use crate::network::{relay_address, server_address, HostId, InFlight, Network, NetworkChange, Progress};
+use crate::network::{server_address, HostId, InFlight, Network, NetworkChange, Progress, RelayEnd, RelaySite};
 use crate::observation;
 use crate::scenario::{Direction, Mode, Scenario};
-use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, ScenarioError};
+use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, RelayPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
 use crate::workload::{plan_client, ClientPlan};
 
@@ -61,7 +61,7 @@ pub struct Outcome {
     pub wall_time: Duration,
     /// Per path: packets the endpoints sent on it, and those that carried retransmitted data.
     pub path_packets: Vec<(u64, u64)>,
-    /// Per path: what its relay counted, if it has one.
+    /// Per relay site ([`RelaySite::index`]): what the relay there counted, if there is one.
     pub relay_stats: Vec<Option<RelayStats>>,
     /// The cross traffic's flows and what they delivered (apart from the workload's `ledger`).
     pub cross_flows: Vec<CrossFlowPlan>,
@@ -77,10 +77,10 @@ enum SimEvent {
     /// Boxed: the agenda moves its entries at every push and pop, and a datagram in flight is large.
     Packet(Box<InFlight>),
     Timer(HostId),
-    /// The timer of the relay of a path.
-    RelayTimer(usize),
-    /// The relay of a path restarts with no state.
-    RelayRestart(usize),
+    /// The timer of a relay.
+    RelayTimer(RelaySite),
+    /// A relay restarts with no state.
+    RelayRestart(RelaySite),
     Change(NetworkChange),
     Burst {
         client: usize,
@@ -108,7 +108,7 @@ impl Host {
     }
 }
 
-/// A path's relay, its policy (to restart it with) and the timeout the agenda holds for it.
+/// A relay, its policy (to restart it with) and the timeout the agenda holds for it.
 struct RelayNode {
     relay: Relay,
     config: RelayConfig,
@@ -129,6 +129,26 @@ impl RelayNode {
     }
 }
 
+/// The plan of the relay at `site`, if its path has one there.
+fn relay_plan(plan: &NetworkPlan, site: RelaySite) -> Option<&RelayPlan> {
+    let path = &plan.paths[site.path];
+    match site.end {
+        RelayEnd::Client => path.relay.as_ref(),
+        RelayEnd::Server => path.server_relay.as_ref(),
+    }
+}
+
+/// The relay at `site`, if its path has one there; a relay where the client's links end sends on through the one
+/// beside the server when the path has both (the bottleneck is then a section of its own).
+fn relay_node(plan: &NetworkPlan, site: RelaySite) -> Option<RelayNode> {
+    let mut config = relay_plan(plan, site)?.config.clone();
+    let beside_server = RelaySite { end: RelayEnd::Server, ..site };
+    if site.end == RelayEnd::Client && relay_plan(plan, beside_server).is_some() {
+        config.next_relay = Some(beside_server.address());
+    }
+    Some(RelayNode { relay: Relay::new(config.clone()), config, counted_before: RelayStats::default(), armed: None })
+}
+
 struct Simulation {
     now: Duration,
     end: Duration,
@@ -136,7 +156,7 @@ struct Simulation {
     network: Network,
     server: Host,
     clients: Vec<Host>,
-    /// `[path]`.
+    /// `[RelaySite::index]`.
     relays: Vec<Option<RelayNode>>,
     server_app: ServerApp,
     client_apps: Vec<ClientApp>,
@@ -184,9 +204,13 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         client_identities.push(keypair.identity());
         let mut host = Host::new(Endpoint::new(config, keypair, client_seed), &transport);
         for (path, path_plan) in plan.paths.iter().enumerate() {
-            if path_plan.relay.is_some() {
-                host.sections.route_through(server_address(path), relay_address(path));
-            }
+            // The first relay toward the server: where the client's links end, else beside the server.
+            let end = match (&path_plan.relay, &path_plan.server_relay) {
+                (Some(_), _) => RelayEnd::Client,
+                (None, Some(_)) => RelayEnd::Server,
+                (None, None) => continue,
+            };
+            host.sections.route_through(server_address(path), RelaySite { path, end }.address());
         }
         clients.push(host);
         let paths: Vec<(SocketAddr, SocketAddr)> =
@@ -201,18 +225,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         network,
         server,
         clients,
-        relays: plan
-            .paths
-            .iter()
-            .map(|path| {
-                path.relay.as_ref().map(|plan| RelayNode {
-                    relay: Relay::new(plan.config.clone()),
-                    config: plan.config.clone(),
-                    counted_before: RelayStats::default(),
-                    armed: None,
-                })
-            })
-            .collect(),
+        relays: RelaySite::all(plan.paths.len()).map(|site| relay_node(&plan, site)).collect(),
         server_app: ServerApp::new(client_identities),
         client_apps,
         ledger: Ledger::new(scenario.clients, Duration::from_secs_f64(scenario.measure_after_s)),
@@ -238,9 +251,9 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     for &(at, change) in simulation.network.scheduled_changes().to_vec().iter() {
         simulation.agenda.schedule(at, SimEvent::Change(change));
     }
-    for (path, path_plan) in plan.paths.iter().enumerate() {
-        for &at in path_plan.relay.iter().flat_map(|relay| &relay.restarts) {
-            simulation.agenda.schedule(at, SimEvent::RelayRestart(path));
+    for site in RelaySite::all(plan.paths.len()) {
+        for &at in relay_plan(&plan, site).iter().flat_map(|relay| &relay.restarts) {
+            simulation.agenda.schedule(at, SimEvent::RelayRestart(site));
         }
     }
     if let Some(interval) = options.channel_log.filter(|interval| !interval.is_zero()) {
@@ -317,19 +330,19 @@ impl Simulation {
                     self.drain(host);
                 }
             }
-            SimEvent::RelayRestart(path) => {
-                if let Some(node) = self.relays[path].as_mut() {
+            SimEvent::RelayRestart(site) => {
+                if let Some(node) = self.relays[site.index()].as_mut() {
                     // What the old relay counted stays in the report; its connections and queues are gone.
                     node.counted_before = node.stats();
                     node.relay = Relay::new(node.config.clone());
                 }
             }
-            SimEvent::RelayTimer(path) => {
+            SimEvent::RelayTimer(site) => {
                 let now = self.now;
-                if let Some(node) = self.relays[path].as_mut().filter(|node| node.armed == Some(now)) {
+                if let Some(node) = self.relays[site.index()].as_mut().filter(|node| node.armed == Some(now)) {
                     node.armed = None;
                     node.relay.handle_timeout(to_time(now));
-                    self.drain_relay(path);
+                    self.drain_relay(site);
                 }
             }
             SimEvent::Change(change) => {
@@ -407,10 +420,10 @@ impl Simulation {
                 sections.deliver(endpoint, now, path, ecn_to_proto(datagram.ecn), &datagram.payload);
                 self.drain(to);
             }
-            Progress::AtRelay { path, datagram } => {
-                if let Some(node) = self.relays[path].as_mut() {
+            Progress::AtRelay { site, datagram } => {
+                if let Some(node) = self.relays[site.index()].as_mut() {
                     node.relay.handle_datagram(to_time(self.now), datagram.source, &datagram.payload);
-                    self.drain_relay(path);
+                    self.drain_relay(site);
                 }
             }
             Progress::Held | Progress::Lost => {}
@@ -492,23 +505,23 @@ impl Simulation {
         self.follow(progress);
     }
 
-    /// Sends what the relay of `path` has ready and re-arms its timer.
-    fn drain_relay(&mut self, path: usize) {
+    /// Sends what the relay at `site` has ready and re-arms its timer.
+    fn drain_relay(&mut self, site: RelaySite) {
         let now = self.now;
-        let Some(node) = self.relays[path].as_mut() else { return };
+        let Some(node) = self.relays[site.index()].as_mut() else { return };
         let mut outgoing = Vec::new();
         while let Some((to, payload)) = node.relay.poll_transmit(to_time(now)) {
-            outgoing.push(Datagram { source: relay_address(path), destination: to, ecn: Ecn::NotEct, payload });
+            outgoing.push(Datagram { source: site.address(), destination: to, ecn: Ecn::NotEct, payload });
         }
         let next = node.relay.poll_timeout().map(|at| (at - to_time(Duration::ZERO)).max(now));
         if next != node.armed {
             node.armed = next;
             if let Some(at) = next {
-                self.agenda.schedule(at, SimEvent::RelayTimer(path));
+                self.agenda.schedule(at, SimEvent::RelayTimer(site));
             }
         }
         for datagram in outgoing {
-            let progress = self.network.send_from_relay(now, path, datagram);
+            let progress = self.network.send_from_relay(now, site, datagram);
             self.follow(progress);
         }
     }

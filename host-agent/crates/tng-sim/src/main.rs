@@ -51,7 +51,7 @@ enum Command {
         /// (a multiple of 100).
         #[arg(long, value_name = "MS")]
         timeline: Option<u64>,
-        /// Run every path end to end, without the relay the file gives it (to compare with the split run).
+        /// Run every path end to end, without the relays the file gives it (to compare with the split run).
         #[arg(long)]
         without_relays: bool,
     },
@@ -103,7 +103,7 @@ fn main() -> ExitCode {
                 Err(error) => return fail(&error),
             };
             if without_relays {
-                loaded.paths.iter_mut().for_each(|path| path.relay = None);
+                loaded.paths.iter_mut().for_each(|path| (path.relay, path.server_relay) = (None, None));
             }
             let base_dir = scenario.parent().map(PathBuf::from).unwrap_or_default();
             let qlog = match qlog.map(|dir| QlogDir::new(&dir, "tng-sim", Clock::Virtual).map_err(|e| (dir, e))) {

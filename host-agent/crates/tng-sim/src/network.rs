@@ -5,9 +5,10 @@
 //! source on the way up, destination on the way down), whatever server address it uses, because the client's
 //! radio is what a path stands for. A datagram for an address no host holds any more is lost.
 //!
-//! A path may have a relay where its own links end and its bottleneck begins: datagrams to or from the relay's
-//! address cross only the links on their side of it (the access links toward the client, the bottleneck toward the
-//! server).
+//! A path may have a relay where its own links end and its bottleneck begins, and one where its bottleneck ends
+//! beside the server: a datagram between two of client, relays and server crosses only the links between them (the
+//! access links, the bottleneck, or none between the server and the relay beside it), and goes to the node its
+//! destination address names.
 //!
 //! Cross traffic crosses only its bottleneck, between hosts of its own (IPv6 addresses, apart from every workload
 //! address), and is routed by the host that sends it.
@@ -29,9 +30,41 @@ pub fn server_address(path: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 2)), TNG_PORT)
 }
 
-/// The relay's address on path `path` (if the path has one): 10.0.`path`.3.
-pub fn relay_address(path: usize) -> SocketAddr {
-    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 3)), TNG_PORT)
+/// Which end of its path's bottleneck a relay sits at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelayEnd {
+    /// Where the path's own links end and its bottleneck begins.
+    Client,
+    /// Where the bottleneck ends, beside the server.
+    Server,
+}
+
+/// A relay's place: its path and the end of the bottleneck it sits at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelaySite {
+    pub path: usize,
+    pub end: RelayEnd,
+}
+
+impl RelaySite {
+    /// The sites of `paths` paths, in a fixed order: [`RelaySite::index`] numbers them.
+    pub fn all(paths: usize) -> impl Iterator<Item = RelaySite> {
+        (0..paths).flat_map(|path| [RelayEnd::Client, RelayEnd::Server].map(|end| RelaySite { path, end }))
+    }
+
+    /// Its position in [`RelaySite::all`].
+    pub fn index(self) -> usize {
+        2 * self.path + usize::from(self.end == RelayEnd::Server)
+    }
+
+    /// Its address: 10.0.`path`.3 at the client end, 10.0.`path`.4 at the server end.
+    pub fn address(self) -> SocketAddr {
+        let host = match self.end {
+            RelayEnd::Client => 3,
+            RelayEnd::Server => 4,
+        };
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(self.path), host)), TNG_PORT)
+    }
 }
 
 /// Most client hosts a simulation can address: the client number takes the first two octets, from 10.0 up.
@@ -53,7 +86,7 @@ fn client_and_path(address: SocketAddr) -> Option<(usize, usize)> {
     };
     let [high, low, path, host] = ip.octets();
     let client = usize::from(high.checked_sub(FIRST_CLIENT_OCTET)?) * 256 + usize::from(low);
-    (host != 2 && host != 3).then_some((client, usize::from(path)))
+    (!(2..=4).contains(&host)).then_some((client, usize::from(path)))
 }
 
 /// The address of cross-traffic flow `flow`'s own host: fd00:c::`flow`.
@@ -104,12 +137,15 @@ enum Direction {
 /// Which links of its path a datagram crosses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Leg {
-    /// Client to server or back: every link.
+    /// Between the client and the server or the relay beside it: every link.
     Whole,
-    /// Between the client and the path's relay: the access links.
+    /// Between the client and the relay where its links end: the access links.
     Access,
-    /// Between the path's relay and the server: the bottleneck, if the path has one.
+    /// Across the bottleneck, if the path has one: between the relay where the client's links end and the server
+    /// or the relay beside it.
     Core,
+    /// Between the server and the relay beside it: no link.
+    Local,
     /// Cross traffic: its bottleneck only (`client` is the flow, `path` unused).
     Cross,
 }
@@ -149,9 +185,9 @@ pub enum Progress {
         to: HostId,
         datagram: Datagram,
     },
-    /// Reached the relay of `path`.
+    /// Reached a relay.
     AtRelay {
-        path: usize,
+        site: RelaySite,
         datagram: Datagram,
     },
     /// Held at the far end of a link by a tail-drop rule; [`Network::take_released`] returns it if it goes on.
@@ -196,7 +232,7 @@ pub struct Network {
     access: Vec<Vec<LinkPair>>,
     /// `[path]`.
     shared: Vec<Option<LinkPair>>,
-    /// `[path]`: whether the path has a relay.
+    /// `[RelaySite::index]`: whether the path has a relay there.
     relays: Vec<bool>,
     /// `[cross flow]`: its bottleneck and its `[[cross_traffic]]` entry.
     cross: Vec<(LinkPair, usize)>,
@@ -220,7 +256,7 @@ impl Network {
             any_tail_rule: false,
             access: Vec::new(),
             shared: Vec::new(),
-            relays: plan.paths.iter().map(|path| path.relay.is_some()).collect(),
+            relays: plan.paths.iter().flat_map(|path| [path.relay.is_some(), path.server_relay.is_some()]).collect(),
             cross: Vec::new(),
             addresses: Vec::new(),
             path_count: plan.paths.len(),
@@ -294,8 +330,8 @@ impl Network {
 
     /// The path a client-side address (current or former) or a relay's address belongs to.
     pub fn path_of_address(&self, address: SocketAddr) -> Option<usize> {
-        if let Some(path) = self.relay_path(address) {
-            return Some(path);
+        if let Some(site) = self.relay_site(address) {
+            return Some(site.path);
         }
         let (client, path) = client_and_path(address)?;
         (client < self.addresses.len() && path < self.path_count).then_some(path)
@@ -324,15 +360,20 @@ impl Network {
 
     /// A host sends a datagram at `now`.
     pub fn send(&mut self, now: Duration, from: HostId, datagram: Datagram) -> Progress {
-        let to_relay = self.relay_path(datagram.destination);
+        let to_relay = self.relay_site(datagram.destination);
         let route = match from {
-            HostId::Client(client) => self.path_of(client, datagram.source).map(|path| {
-                let leg = if to_relay == Some(path) { Leg::Access } else { Leg::Whole };
-                (client, path, Direction::Uplink, leg)
+            HostId::Client(client) => self.path_of(client, datagram.source).and_then(|path| {
+                let leg = match to_relay {
+                    Some(site) if site.path != path => return None,
+                    Some(RelaySite { end: RelayEnd::Client, .. }) => Leg::Access,
+                    Some(RelaySite { end: RelayEnd::Server, .. }) | None => Leg::Whole,
+                };
+                Some((client, path, Direction::Uplink, leg))
             }),
             // The bottleneck is the same for every client of the path: the first client's links stand in.
             HostId::Server => match to_relay {
-                Some(path) => Some((0, path, Direction::Downlink, Leg::Core)),
+                Some(RelaySite { path, end: RelayEnd::Client }) => Some((0, path, Direction::Downlink, Leg::Core)),
+                Some(RelaySite { path, end: RelayEnd::Server }) => Some((0, path, Direction::Downlink, Leg::Local)),
                 None => self
                     .owner_of(datagram.destination)
                     .map(|(client, path)| (client, path, Direction::Downlink, Leg::Whole)),
@@ -345,14 +386,23 @@ impl Network {
         self.route(now, route, datagram)
     }
 
-    /// The relay of `path` sends a datagram at `now`: toward the server, or toward a client of the path.
-    pub fn send_from_relay(&mut self, now: Duration, path: usize, datagram: Datagram) -> Progress {
+    /// A relay sends a datagram at `now`: toward the server, the path's other relay, or a client of the path.
+    pub fn send_from_relay(&mut self, now: Duration, site: RelaySite, datagram: Datagram) -> Progress {
+        let path = site.path;
         let route = if self.is_server_address(datagram.destination) {
-            Some((0, path, Direction::Uplink, Leg::Core))
+            let leg = if site.end == RelayEnd::Client { Leg::Core } else { Leg::Local };
+            Some((0, path, Direction::Uplink, leg))
+        } else if let Some(other) = self.relay_site(datagram.destination).filter(|other| other.path == path) {
+            match (site.end, other.end) {
+                (RelayEnd::Client, RelayEnd::Server) => Some((0, path, Direction::Uplink, Leg::Core)),
+                (RelayEnd::Server, RelayEnd::Client) => Some((0, path, Direction::Downlink, Leg::Core)),
+                _ => None,
+            }
         } else {
+            let leg = if site.end == RelayEnd::Client { Leg::Access } else { Leg::Whole };
             self.owner_of(datagram.destination)
                 .filter(|&(_, owner_path)| owner_path == path)
-                .map(|(client, _)| (client, path, Direction::Downlink, Leg::Access))
+                .map(|(client, _)| (client, path, Direction::Downlink, leg))
         };
         self.route(now, route, datagram)
     }
@@ -368,9 +418,9 @@ impl Network {
         self.enter_hop(now, packet)
     }
 
-    /// The path whose relay has `address`, if one does.
-    fn relay_path(&self, address: SocketAddr) -> Option<usize> {
-        (0..self.path_count).find(|&path| self.relays[path] && relay_address(path) == address)
+    /// The relay that has `address`, if one does.
+    fn relay_site(&self, address: SocketAddr) -> Option<RelaySite> {
+        RelaySite::all(self.path_count).find(|site| self.relays[site.index()] && site.address() == address)
     }
 
     /// A datagram reaches the end of the link it was crossing.
@@ -497,7 +547,7 @@ impl Network {
             (Leg::Whole | Leg::Access, Direction::Downlink, _) => ([access().downlink, 0], 1),
             (Leg::Core | Leg::Cross, Direction::Uplink, Some(shared)) => ([shared.uplink, 0], 1),
             (Leg::Core | Leg::Cross, Direction::Downlink, Some(shared)) => ([shared.downlink, 0], 1),
-            (Leg::Core | Leg::Cross, _, None) => ([0, 0], 0),
+            (Leg::Core | Leg::Cross, _, None) | (Leg::Local, _, _) => ([0, 0], 0),
         }
     }
 
@@ -530,12 +580,8 @@ impl Network {
             };
             return Progress::Delivered { to, datagram: packet.datagram };
         }
-        let at_relay = match (packet.leg, packet.direction) {
-            (Leg::Access, Direction::Uplink) | (Leg::Core, Direction::Downlink) => true,
-            (Leg::Whole | Leg::Cross, _) | (Leg::Access, Direction::Downlink) | (Leg::Core, Direction::Uplink) => false,
-        };
-        if at_relay {
-            return Progress::AtRelay { path: packet.path, datagram: packet.datagram };
+        if let Some(site) = self.relay_site(packet.datagram.destination).filter(|site| site.path == packet.path) {
+            return Progress::AtRelay { site, datagram: packet.datagram };
         }
         let delivered = match packet.direction {
             // The host must still hold the address it is sent to.

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::engine::Outcome;
 use crate::metrics::{jain_fairness, CompletionSummary};
+use crate::network::{RelayEnd, RelaySite};
 use crate::scenario::Direction;
 
 /// Per-path counters.
@@ -19,9 +20,12 @@ pub struct PathReport {
     pub retransmitted_packets: u64,
     /// Share of the capacity in the workload's direction used over the run (mean over the clients' access links).
     pub utilization: f64,
-    /// The path's relay, if it has one.
+    /// The path's relay where its own links end, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relay: Option<RelayReport>,
+    /// The path's relay beside the server, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_relay: Option<RelayReport>,
 }
 
 /// What a path's relay counted.
@@ -185,12 +189,14 @@ impl Report {
                 path.retransmitted_packets,
                 path.utilization * 100.0
             );
-            if let Some(relay) = &path.relay {
-                let _ = writeln!(
-                    text,
-                    "    relay        {} SECTIONs forwarded, {} dropped at a full queue, {} dropped otherwise",
-                    relay.forwarded, relay.queue_full, relay.dropped
-                );
+            for (name, relay) in [("relay       ", &path.relay), ("server relay", &path.server_relay)] {
+                if let Some(relay) = relay {
+                    let _ = writeln!(
+                        text,
+                        "    {name} {} SECTIONs forwarded, {} dropped at a full queue, {} dropped otherwise",
+                        relay.forwarded, relay.queue_full, relay.dropped
+                    );
+                }
             }
         }
         for flow in &self.cross_traffic {
@@ -255,12 +261,22 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
                 })
                 .sum::<f64>()
                 / clients as f64;
-            let relay = outcome.relay_stats.get(index).copied().flatten().map(|stats| RelayReport {
-                forwarded: stats.forwarded,
-                queue_full: stats.queue_full,
-                dropped: stats.dropped,
-            });
-            PathReport { name: path.name.clone(), sent_packets, retransmitted_packets, utilization, relay }
+            let relay_at = |end| {
+                let site = RelaySite { path: index, end };
+                outcome.relay_stats.get(site.index()).copied().flatten().map(|stats| RelayReport {
+                    forwarded: stats.forwarded,
+                    queue_full: stats.queue_full,
+                    dropped: stats.dropped,
+                })
+            };
+            PathReport {
+                name: path.name.clone(),
+                sent_packets,
+                retransmitted_packets,
+                utilization,
+                relay: relay_at(RelayEnd::Client),
+                server_relay: relay_at(RelayEnd::Server),
+            }
         })
         .collect();
     let links = outcome.network.total_link_stats();

@@ -136,7 +136,7 @@ pub enum SizeSpec {
 /// One path between the client and the server: a link in each direction, optionally followed by a shared one.
 ///
 /// In the file, the link fields sit directly in the path's table (for both directions) next to `name`,
-/// `bottleneck`, `address_changes_s` and the tables `relay`, `uplink` and `downlink`.
+/// `bottleneck`, `address_changes_s` and the tables `relay`, `server_relay`, `uplink` and `downlink`.
 #[derive(Clone, Debug)]
 pub struct PathSpec {
     pub name: String,
@@ -147,6 +147,9 @@ pub struct PathSpec {
     /// A relay (`tng relay`) where the path's own links end and its bottleneck begins: clients reach the server
     /// through it.
     pub relay: Option<RelaySpec>,
+    /// A relay where the path's bottleneck ends, beside the server (Tng's relay at the far end of a WAN): the
+    /// bottleneck is a section of its own between the two relays.
+    pub server_relay: Option<RelaySpec>,
     pub links: DuplexSpec,
 }
 
@@ -220,8 +223,9 @@ impl<'de> Deserialize<'de> for PathSpec {
         let bottleneck = take_field(&mut table, "bottleneck")?;
         let address_changes_s = take_field(&mut table, "address_changes_s")?.unwrap_or_default();
         let relay = take_field(&mut table, "relay")?;
+        let server_relay = take_field(&mut table, "server_relay")?;
         let links = duplex_from_table(table)?;
-        Ok(PathSpec { name, bottleneck, address_changes_s, relay, links })
+        Ok(PathSpec { name, bottleneck, address_changes_s, relay, server_relay, links })
     }
 }
 

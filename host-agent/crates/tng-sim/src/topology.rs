@@ -64,6 +64,8 @@ pub struct PathPlan {
     pub address_changes: Vec<Duration>,
     /// The relay between the path's own links and its bottleneck, if any.
     pub relay: Option<RelayPlan>,
+    /// The relay between the path's bottleneck and the server, if any.
+    pub server_relay: Option<RelayPlan>,
     /// Propagation round-trip time, shared links included.
     pub base_rtt: Duration,
 }
@@ -290,6 +292,11 @@ fn resolve_path(
         bottleneck,
         address_changes,
         relay: path.relay.as_ref().map(|relay| resolve_relay(&format!("{key}.relay"), relay)).transpose()?,
+        server_relay: path
+            .server_relay
+            .as_ref()
+            .map(|relay| resolve_relay(&format!("{key}.server_relay"), relay))
+            .transpose()?,
         base_rtt,
     })
 }
@@ -318,6 +325,7 @@ fn resolve_relay(key: &str, relay: &RelaySpec) -> Result<RelayPlan, ScenarioErro
         toward_client: control("toward_client_cc", &relay.toward_client_cc)?,
         cc: CcConfig::default(),
         queue_limit: relay.queue_packets,
+        next_relay: None,
     };
     Ok(RelayPlan { config, restarts })
 }

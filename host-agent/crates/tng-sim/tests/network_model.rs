@@ -6,8 +6,8 @@ use std::time::Duration;
 use tng_sim::datagram::{Datagram, Ecn};
 use tng_sim::document::parse_scenario;
 use tng_sim::network::{
-    client_address, cross_client_address, cross_server_address, relay_address, server_address, HostId, Network,
-    NetworkChange, Progress,
+    client_address, cross_client_address, cross_server_address, server_address, HostId, Network, NetworkChange,
+    Progress, RelayEnd, RelaySite,
 };
 use tng_sim::topology::NetworkPlan;
 
@@ -29,7 +29,7 @@ fn data_packet(source: std::net::SocketAddr, destination: std::net::SocketAddr, 
 #[derive(Debug, PartialEq, Eq)]
 enum Stop {
     Host(HostId),
-    Relay(usize),
+    Relay(RelaySite),
 }
 
 /// Follows a datagram hop by hop from `progress` (sent at `now`); returns where it stopped and when, or `None` if
@@ -43,7 +43,7 @@ fn travel(network: &mut Network, now: Duration, mut progress: Progress) -> Optio
                 progress = network.arrive(arrives, packet);
             }
             Progress::Delivered { to, .. } => return Some((Stop::Host(to), at)),
-            Progress::AtRelay { path, .. } => return Some((Stop::Relay(path), at)),
+            Progress::AtRelay { site, .. } => return Some((Stop::Relay(site), at)),
             Progress::Held | Progress::Lost => return None,
         }
     }
@@ -54,7 +54,7 @@ fn carry(network: &mut Network, now: Duration, from: HostId, datagram: Datagram)
     let progress = network.send(now, from, datagram);
     match travel(network, now, progress)? {
         (Stop::Host(host), at) => Some((host, at)),
-        (Stop::Relay(path), _) => panic!("stopped at the relay of path {path} on a network without relays"),
+        (Stop::Relay(site), _) => panic!("stopped at the relay {site:?} on a network without relays"),
     }
 }
 
@@ -289,31 +289,69 @@ delay_ms = 20
 #[test]
 fn a_relay_splits_its_path_at_the_bottleneck() {
     let mut network = network(RELAYED, 2);
-    let relay = relay_address(0);
+    let site = RelaySite { path: 0, end: RelayEnd::Client };
+    let relay = site.address();
     let (client, server) = (client_address(1, 0, 0), server_address(0));
     // 1000 bytes: 1 ms at 8 Mbit/s on the access link plus 10 ms; 0.1 ms at 80 Mbit/s on the core plus 20 ms.
     let up = network.send(Duration::ZERO, HostId::Client(1), data_packet(client, relay, 972));
-    assert_eq!(travel(&mut network, Duration::ZERO, up), Some((Stop::Relay(0), Duration::from_millis(11))));
-    let onward = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, server, 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, up), Some((Stop::Relay(site), Duration::from_millis(11))));
+    let onward = network.send_from_relay(Duration::ZERO, site, data_packet(relay, server, 972));
     assert_eq!(
         travel(&mut network, Duration::ZERO, onward),
         Some((Stop::Host(HostId::Server), Duration::from_micros(20_100)))
     );
     let back = network.send(Duration::ZERO, HostId::Server, data_packet(server, relay, 972));
-    assert_eq!(travel(&mut network, Duration::ZERO, back), Some((Stop::Relay(0), Duration::from_micros(20_100))));
-    let down = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, client, 972));
+    assert_eq!(travel(&mut network, Duration::ZERO, back), Some((Stop::Relay(site), Duration::from_micros(20_100))));
+    let down = network.send_from_relay(Duration::ZERO, site, data_packet(relay, client, 972));
     assert_eq!(
         travel(&mut network, Duration::ZERO, down),
         Some((Stop::Host(HostId::Client(1)), Duration::from_millis(11)))
     );
     // The relay reaches only the clients of its own path; the path without a relay has no relay address.
-    let elsewhere = network.send_from_relay(Duration::ZERO, 0, data_packet(relay, client_address(1, 1, 0), 972));
+    let elsewhere = network.send_from_relay(Duration::ZERO, site, data_packet(relay, client_address(1, 1, 0), 972));
     assert_eq!(travel(&mut network, Duration::ZERO, elsewhere), None);
+    let other_path_relay = RelaySite { path: 1, end: RelayEnd::Client }.address();
     let no_relay =
-        network.send(Duration::ZERO, HostId::Client(0), data_packet(client_address(0, 1, 0), relay_address(1), 972));
+        network.send(Duration::ZERO, HostId::Client(0), data_packet(client_address(0, 1, 0), other_path_relay, 972));
     assert_eq!(travel(&mut network, Duration::ZERO, no_relay), None, "delivered nowhere: path 1 has no relay");
     assert_eq!(network.routing_stats().unroutable, 2);
     assert_eq!(network.path_of_address(relay), Some(0), "the relay's packets count for its path");
+}
+
+#[test]
+fn relays_at_both_ends_make_the_bottleneck_a_hop_of_its_own() {
+    let both = RELAYED.replace("relay = {}", "relay = {}\nserver_relay = {}");
+    let mut both = network(&both, 2);
+    let near = RelaySite { path: 0, end: RelayEnd::Client };
+    let far = RelaySite { path: 0, end: RelayEnd::Server };
+    let (client, server) = (client_address(1, 0, 0), server_address(0));
+    let core = Duration::from_micros(20_100); // 1000 bytes at 80 Mbit/s plus 20 ms
+    let mut hop = |from: Option<RelaySite>, host: HostId, source, destination| {
+        let packet = data_packet(source, destination, 972);
+        let progress = match from {
+            Some(site) => both.send_from_relay(Duration::ZERO, site, packet),
+            None => both.send(Duration::ZERO, host, packet),
+        };
+        travel(&mut both, Duration::ZERO, progress)
+    };
+    assert_eq!(hop(Some(near), HostId::Server, near.address(), far.address()), Some((Stop::Relay(far), core)));
+    assert_eq!(
+        hop(Some(far), HostId::Server, far.address(), server),
+        Some((Stop::Host(HostId::Server), Duration::ZERO)),
+        "beside the server: no link"
+    );
+    assert_eq!(hop(None, HostId::Server, server, far.address()), Some((Stop::Relay(far), Duration::ZERO)));
+    assert_eq!(hop(Some(far), HostId::Server, far.address(), near.address()), Some((Stop::Relay(near), core)));
+    // Without the relay where the client's links end, the client reaches the far one across every link.
+    let far_only = RELAYED.replace("relay = {}", "server_relay = {}");
+    let mut far_only = network(&far_only, 2);
+    let up = far_only.send(Duration::ZERO, HostId::Client(1), data_packet(client, far.address(), 972));
+    assert_eq!(travel(&mut far_only, Duration::ZERO, up), Some((Stop::Relay(far), Duration::from_millis(11) + core)));
+    let down = far_only.send_from_relay(Duration::ZERO, far, data_packet(far.address(), client, 972));
+    assert_eq!(
+        travel(&mut far_only, Duration::ZERO, down),
+        Some((Stop::Host(HostId::Client(1)), Duration::from_millis(11) + core))
+    );
 }
 
 #[test]

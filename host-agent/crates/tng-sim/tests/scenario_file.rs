@@ -141,6 +141,14 @@ fn a_relay_takes_its_defaults_and_rejects_unknown_keys() {
     let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
     let relay = plan.paths[0].relay.clone().expect("a relay on path 0").config;
     assert_eq!(relay.toward_server, SectionControl::FixedRate(2_500_000));
+    assert!(plan.paths[0].server_relay.is_none());
+    let scenario = parse(BASE, &["paths.0.server_relay={ toward_client_cc = \"fixed:20mbit\" }"]).expect("parses");
+    let plan = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect("valid");
+    let beside_server = plan.paths[0].server_relay.clone().expect("a relay beside the server").config;
+    assert_eq!(beside_server.toward_client, SectionControl::FixedRate(2_500_000));
+    let scenario = parse(BASE, &["paths.0.server_relay={ queue_packets = 0 }"]).expect("parses");
+    let error = NetworkPlan::from_scenario(&scenario, Path::new(".")).expect_err("invalid");
+    assert_eq!(error.key, "paths.0.server_relay.queue_packets");
     let error = parse(BASE, &["paths.0.relay={ queue = 3 }"]).expect_err("unknown key");
     assert!(error.to_string().contains("unknown field `queue`"), "{error}");
 }

@@ -238,12 +238,13 @@ fn with_and_without_relay(file: &str) -> [(Report, Vec<Duration>); 2] {
     })
 }
 
-/// Runs `file` (without its `relay = ...` line unless `relayed`) with `overrides`, logging the data sender's SRTT
-/// (the server's, or the client's in an upload).
+/// Runs `file` (without its `relay = ...` and `server_relay = ...` lines unless `relayed`) with `overrides`, logging
+/// the data sender's SRTT (the server's, or the client's in an upload).
 fn run_logged(file: &str, relayed: bool, overrides: &[&str]) -> (Report, SrttLog) {
     let path = scenario_path(file);
     let text = std::fs::read_to_string(&path).expect("scenario file");
-    let without: String = text.lines().filter(|line| !line.starts_with("relay = ")).collect::<Vec<_>>().join("\n");
+    let is_relay = |line: &str| line.starts_with("relay = ") || line.starts_with("server_relay = ");
+    let without: String = text.lines().filter(|line| !is_relay(line)).collect::<Vec<_>>().join("\n");
     assert_ne!(without.lines().count(), text.lines().count(), "{file} has a relay line");
     let document = if relayed { text } else { without };
     let overrides: Vec<Override> =
@@ -408,22 +409,25 @@ fn core_cross_traffic_takes_end_to_end_vegas_share_but_the_split_upload_keeps_ra
 #[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
 fn a_fixed_rate_wan_section_keeps_the_split_flow_at_the_wan_rate_as_random_loss_grows() {
     const WAN_MBPS: f64 = 20.0;
-    for cc in ["newreno", "vegas"] {
-        // In an upload the client's end of the LAN section runs the transport's controller.
-        let transport_cc = format!("transport.cc=\"{cc}\"");
-        let (split, _) = run_logged("relay-lossy-wan.toml", true, &[&transport_cc]);
-        let (end_to_end, _) = run_logged("relay-lossy-wan.toml", false, &[&transport_cc]);
+    for (cc, direction) in [("newreno", "upload"), ("vegas", "upload"), ("newreno", "download")] {
+        // The sending end of the first section runs the transport's controller (the client's in an upload).
+        let overrides = [format!("transport.cc=\"{cc}\""), format!("direction=\"{direction}\"")];
+        let overrides: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        let (split, _) = run_logged("relay-lossy-wan.toml", true, &overrides);
+        let (end_to_end, _) = run_logged("relay-lossy-wan.toml", false, &overrides);
         for report in [&split, &end_to_end] {
             assert_integrity(report);
             assert!(report.network.random_drops > 0, "the WAN lost packets");
             assert_eq!(report.levels.len(), 7, "seven loss rates, 10 s each");
         }
-        assert!(split.paths[0].relay.expect("the relay's counters").forwarded > 100_000);
+        for relay in [split.paths[0].relay, split.paths[0].server_relay] {
+            assert!(relay.expect("both relays' counters").forwarded > 100_000, "{relay:?}");
+        }
         for (index, (split_level, end_level)) in split.levels.iter().zip(&end_to_end.levels).enumerate() {
             let loss = split_level.random_loss.expect("every level has a loss rate");
             assert_eq!(Some(loss), end_level.random_loss);
             eprintln!(
-                "{cc}, random loss {:.2} %: split {:.2} Mbit/s, end to end {:.2} Mbit/s ({:.1} x)",
+                "{cc} {direction}, random loss {:.2} %: split {:.2} Mbit/s, end to end {:.2} Mbit/s ({:.1} x)",
                 loss * 100.0,
                 split_level.goodput_mbps,
                 end_level.goodput_mbps,
