@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tng_p4 import bmv2
-from tng_p4.bmv2 import Bmv2, Bmv2Config, Bmv2Error, nanomsg_config
+from tng_p4.bmv2 import JEMALLOC_CONF, Bmv2, Bmv2Config, Bmv2Error, nanomsg_config
 
 # Records its command line and pid, then listens on the --grpc-server-addr port until it is killed.
 FAKE_SWITCH = """#!{python}
@@ -120,6 +120,16 @@ def test_a_switch_gets_its_malloc_arena_cap_in_its_environment(fake_switch: Path
         assert (tmp_path / "pid.arenas").read_text() == "2"
     with pytest.raises(ValueError, match="malloc_arenas must be at least 1, not 0"):
         dataclasses.replace(uncapped, malloc_arenas=0)
+
+
+def test_a_switch_gets_its_allocator_preloaded_with_jemalloc_s_settings(tmp_path: Path) -> None:
+    config = nanomsg_config(Path("simple_switch_grpc"), tmp_path)
+    env = dataclasses.replace(config, allocator="libjemalloc.so.2").environment()
+    assert env["LD_PRELOAD"].split()[0] == "libjemalloc.so.2"
+    assert env["MALLOC_CONF"] == JEMALLOC_CONF
+    assert config.environment().get("LD_PRELOAD") == os.environ.get("LD_PRELOAD")
+    with pytest.raises(ValueError, match="give it or an allocator, not both"):
+        dataclasses.replace(config, allocator="libjemalloc.so.2", malloc_arenas=2)
 
 
 def test_switch_is_stopped_when_the_body_is_interrupted(fake_switch: Path, tmp_path: Path) -> None:

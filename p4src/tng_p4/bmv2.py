@@ -23,6 +23,8 @@ CPU_PORT = 255  # p4src/README.md: the CPU port of every tng pipeline
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 LOG_TAIL_LINES = 20
+# jemalloc's settings for a preloaded allocator: a background thread returns pages unused for about a second.
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000"
 
 
 class Bmv2Error(RuntimeError):
@@ -49,18 +51,27 @@ class Bmv2Config:
     # arena keeps the high-water mark of what its threads once held, so a switch that ran a while looks as if it
     # grew; a small cap bounds that and lets a long run tell a leak from an allocator's reserve.
     malloc_arenas: int | None = None
+    # A malloc loaded in place of glibc's (LD_PRELOAD, a library name or path), e.g. jemalloc, which with its
+    # background thread hands pages freed for a few seconds back to the system: memory the switch held for a burst
+    # (packet-ins piling up while its controller reconnects) does not stay in its RSS. None: glibc's.
+    allocator: str | None = None
 
     def __post_init__(self) -> None:
         if self.packet_socket is None and not self.interfaces:
             raise ValueError("a switch needs a packet socket (nanomsg) or interfaces for its ports")
         if self.malloc_arenas is not None and self.malloc_arenas < 1:
             raise ValueError(f"malloc_arenas must be at least 1, not {self.malloc_arenas}")
+        if self.malloc_arenas is not None and self.allocator is not None:
+            raise ValueError("malloc_arenas tunes glibc's malloc: give it or an allocator, not both")
 
     def environment(self) -> dict[str, str]:
-        """The switch's environment: ours, with the malloc arena cap when there is one."""
+        """The switch's environment: ours, with the malloc arena cap or the allocator when there is one."""
         env = dict(os.environ)
         if self.malloc_arenas is not None:
             env["MALLOC_ARENA_MAX"] = str(self.malloc_arenas)
+        if self.allocator is not None:
+            env["LD_PRELOAD"] = " ".join(filter(None, (self.allocator, env.get("LD_PRELOAD"))))
+            env["MALLOC_CONF"] = JEMALLOC_CONF
         return env
 
     @property

@@ -292,6 +292,21 @@ def test_the_switch_runs_as_a_real_time_process_like_linkem(lwip, tmp_path: Path
     assert argv[chrt : chrt + 4] == ["chrt", "--fifo", linkem.REALTIME_PRIORITY, "/usr/local/bin/simple_switch_grpc"]
 
 
+def test_the_switch_runs_on_jemalloc_where_installed_else_on_glibc_with_two_arenas(
+    lwip, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(lwip, "tlabtest", tmp_path, bmv2=True)
+    binary = Path("/usr/local/bin/simple_switch_grpc")
+    monkeypatch.setattr(
+        bmv2.ctypes.util, "find_library", lambda name: "libjemalloc.so.2" if name == "jemalloc" else None
+    )
+    config = bmv2.config(binary, plan, tmp_path / "log")
+    assert (config.allocator, config.malloc_arenas) == ("libjemalloc.so.2", None)
+    monkeypatch.setattr(bmv2.ctypes.util, "find_library", lambda name: None)
+    config = bmv2.config(binary, plan, tmp_path / "log")
+    assert (config.allocator, config.malloc_arenas) == (None, bmv2.MALLOC_ARENAS)
+
+
 def _counters(queue_packets: int = 0) -> Counters:
     zero = {name: 0 for name in Counters.__dataclass_fields__}
     return Counters(**{**zero, "queue_packets": queue_packets, "queue_bytes": queue_packets * 1500})

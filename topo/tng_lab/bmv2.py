@@ -8,6 +8,7 @@ inside the switch namespace, where the controller runs too, so their fixed ports
 
 from __future__ import annotations
 
+import ctypes.util
 import queue
 import re
 import shutil
@@ -34,7 +35,7 @@ DEVICE_ID = 1
 PACKET_BITS = 1500 * 8  # BMv2's queue rates are packets/s; the controller converts capacities with 1500-byte packets
 QUEUE_REGISTER = "port_queue_depth"  # packets left in a port's egress queue at its last dequeue (p4src/README.md)
 ANSWER_TIMEOUT_S = 2.0
-MALLOC_ARENAS = 2
+MALLOC_ARENAS = 2  # glibc's malloc, where jemalloc is not installed: bounds what it keeps back (docs/soak.md)
 _REGISTER_VALUE = re.compile(rf"{QUEUE_REGISTER}\[(?P<port>\d+)\]\s*=\s*(?P<value>\d+)")
 
 
@@ -57,7 +58,10 @@ def queue_rate_pps(rate_bps: float) -> int:
 
 
 def config(binary: Path, plan: Plan, log: Path) -> Bmv2Config:
-    """simple_switch_grpc on the switch namespace's interfaces, program pushed later by the controller."""
+    """simple_switch_grpc on the switch namespace's interfaces, program pushed later by the controller; with jemalloc
+    as its malloc where it is installed (make deps installs libjemalloc2), which returns what a burst made the switch
+    hold instead of keeping it in its RSS (docs/soak.md, "Results")."""
+    allocator = ctypes.util.find_library("jemalloc")
     return Bmv2Config(
         binary=binary,
         log_path=log,
@@ -67,7 +71,8 @@ def config(binary: Path, plan: Plan, log: Path) -> Bmv2Config:
         interfaces=tuple(plan.switch_ports()),
         netns=plan.switch_ns,
         realtime_priority=int(linkem.REALTIME_PRIORITY),
-        malloc_arenas=MALLOC_ARENAS,
+        malloc_arenas=None if allocator else MALLOC_ARENAS,
+        allocator=allocator,
     )
 
 
