@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tng_proto::qlog::QlogConfig;
 use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, StaticKeypair, TransportConfig};
-use tng_relay::{EndpointSections, Relay, RelayConfig, RelayStats};
+use tng_relay::{EndpointSections, Relay, RelayStats};
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
 use crate::cross_traffic::CrossTraffic;
@@ -21,10 +21,11 @@ use crate::datagram::Ecn;
 use crate::event_queue::EventQueue;
 use crate::ledger::Ledger;
 use crate::loss::LossStep;
-use crate::network::{server_address, HostId, InFlight, Network, NetworkChange, Progress, RelayEnd, RelaySite};
+use crate::network::{server_address, HostId, InFlight, Network, NetworkChange, Progress};
 use crate::observation;
+use crate::relays::{relay_node, relay_plan, RelayEnd, RelayNode, RelaySite};
 use crate::scenario::{Direction, Mode, Scenario};
-use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, RelayPlan, ScenarioError};
+use crate::topology::{validate_scenario, CrossFlowPlan, NetworkPlan, ScenarioError};
 use crate::transport::{ecn_from_proto, ecn_to_proto, recovery_transmissions, sent_once, transport_config};
 use crate::workload::{plan_client, ClientPlan};
 
@@ -106,47 +107,6 @@ impl Host {
         let sections = EndpointSections::new(transport.cc, transport.cc_config.clone(), SECTION_QUEUE_LIMIT);
         Host { endpoint, sections, armed: None }
     }
-}
-
-/// A relay, its policy (to restart it with) and the timeout the agenda holds for it.
-struct RelayNode {
-    relay: Relay,
-    config: RelayConfig,
-    /// What the relay counted before its restarts.
-    counted_before: RelayStats,
-    armed: Option<Duration>,
-}
-
-impl RelayNode {
-    /// What the relay counted over the whole run.
-    fn stats(&self) -> RelayStats {
-        let (before, now) = (self.counted_before, self.relay.stats());
-        RelayStats {
-            forwarded: before.forwarded + now.forwarded,
-            queue_full: before.queue_full + now.queue_full,
-            dropped: before.dropped + now.dropped,
-        }
-    }
-}
-
-/// The plan of the relay at `site`, if its path has one there.
-fn relay_plan(plan: &NetworkPlan, site: RelaySite) -> Option<&RelayPlan> {
-    let path = &plan.paths[site.path];
-    match site.end {
-        RelayEnd::Client => path.relay.as_ref(),
-        RelayEnd::Server => path.server_relay.as_ref(),
-    }
-}
-
-/// The relay at `site`, if its path has one there; a relay where the client's links end sends on through the one
-/// beside the server when the path has both (the bottleneck is then a section of its own).
-fn relay_node(plan: &NetworkPlan, site: RelaySite) -> Option<RelayNode> {
-    let mut config = relay_plan(plan, site)?.config.clone();
-    let beside_server = RelaySite { end: RelayEnd::Server, ..site };
-    if site.end == RelayEnd::Client && relay_plan(plan, beside_server).is_some() {
-        config.next_relay = Some(beside_server.address());
-    }
-    Some(RelayNode { relay: Relay::new(config.clone()), config, counted_before: RelayStats::default(), armed: None })
 }
 
 struct Simulation {

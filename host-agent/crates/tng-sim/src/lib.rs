@@ -19,6 +19,7 @@ pub mod loss;
 pub mod metrics;
 pub mod network;
 pub mod observation;
+pub mod relays;
 pub mod report;
 pub mod rng;
 pub mod scenario;

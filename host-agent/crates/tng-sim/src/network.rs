@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::datagram::Datagram;
 use crate::link::{Fate, Link, LinkStats};
+use crate::relays::{RelayEnd, RelaySite};
 use crate::rng::SimRng;
 use crate::tail_drop::{ArrivalVerdict, TailDropRule, TailDropStats};
 use crate::topology::{LinkPlan, NetworkPlan};
@@ -28,43 +29,6 @@ pub const TNG_PORT: u16 = 4477;
 /// The server's address on path `path`: 10.0.`path`.2.
 pub fn server_address(path: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(path), 2)), TNG_PORT)
-}
-
-/// Which end of its path's bottleneck a relay sits at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RelayEnd {
-    /// Where the path's own links end and its bottleneck begins.
-    Client,
-    /// Where the bottleneck ends, beside the server.
-    Server,
-}
-
-/// A relay's place: its path and the end of the bottleneck it sits at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RelaySite {
-    pub path: usize,
-    pub end: RelayEnd,
-}
-
-impl RelaySite {
-    /// The sites of `paths` paths, in a fixed order: [`RelaySite::index`] numbers them.
-    pub fn all(paths: usize) -> impl Iterator<Item = RelaySite> {
-        (0..paths).flat_map(|path| [RelayEnd::Client, RelayEnd::Server].map(|end| RelaySite { path, end }))
-    }
-
-    /// Its position in [`RelaySite::all`].
-    pub fn index(self) -> usize {
-        2 * self.path + usize::from(self.end == RelayEnd::Server)
-    }
-
-    /// Its address: 10.0.`path`.3 at the client end, 10.0.`path`.4 at the server end.
-    pub fn address(self) -> SocketAddr {
-        let host = match self.end {
-            RelayEnd::Client => 3,
-            RelayEnd::Server => 4,
-        };
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, octet(self.path), host)), TNG_PORT)
-    }
 }
 
 /// Most client hosts a simulation can address: the client number takes the first two octets, from 10.0 up.
@@ -114,7 +78,7 @@ fn cross_flow_of(address: SocketAddr) -> Option<usize> {
     (segments[..6] == [0xfd00, 0xc, 0, 0, 0, 0]).then(|| (usize::from(segments[6]) << 16) | usize::from(segments[7]))
 }
 
-fn octet(value: usize) -> u8 {
+pub(crate) fn octet(value: usize) -> u8 {
     u8::try_from(value).unwrap_or(u8::MAX)
 }
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::engine::Outcome;
 use crate::metrics::{jain_fairness, CompletionSummary};
-use crate::network::{RelayEnd, RelaySite};
+use crate::relays::{RelayEnd, RelaySite};
 use crate::scenario::Direction;
 
 /// Per-path counters.

@@ -7,8 +7,9 @@ use tng_sim::datagram::{Datagram, Ecn};
 use tng_sim::document::parse_scenario;
 use tng_sim::network::{
     client_address, cross_client_address, cross_server_address, server_address, HostId, Network, NetworkChange,
-    Progress, RelayEnd, RelaySite,
+    Progress,
 };
+use tng_sim::relays::{RelayEnd, RelaySite};
 use tng_sim::topology::NetworkPlan;
 
 fn network(text: &str, clients: usize) -> Network {
