@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tng_lab import runner, scenario
-from tng_lab.outputs import write_run
+from tng_lab.bench_lwip import run_written
 from tng_lab.results import LabResults, WorkloadResult
 
 SCENARIOS = runner.REPO / "topo" / "scenarios"
@@ -105,16 +105,7 @@ def with_trace_file(loaded: scenario.Scenario, trace: Path) -> scenario.Scenario
 def run_trace(loaded: scenario.Scenario, args: argparse.Namespace) -> dict[str, Any]:
     print(f"bench_alcc: {loaded.name} ...", file=sys.stderr)
     load_before = os.getloadavg()
-    options = runner.RunOptions(
-        scenario=loaded,
-        out_dir=(args.out / loaded.name).resolve(),
-        duration_s=args.duration,
-        repeat=args.repeat,
-        seed=loaded.seed,
-        binaries=runner.Binaries.locate(None),
-    )
-    results = runner.run(options)
-    results_file, _, _ = write_run(results, options.out_dir)
+    results, results_file, _ = run_written(loaded, args.out / loaded.name, args.duration, args.repeat)
     return {
         "trace": loaded.links[0].down.describe(),
         "switch": results.switch,

@@ -55,6 +55,22 @@ def ratios(results: LabResults) -> dict[str, Any]:
     }
 
 
+def run_written(loaded: scenario.Scenario, out: Path, duration_s: float, repeat: int) -> tuple[LabResults, Path, Path]:
+    """Runs every workload of `loaded` as `tng-lab run` does and writes its results.json, summary.md and plots into
+    `out`; returns the results and the paths of results.json and summary.md."""
+    options = runner.RunOptions(
+        scenario=loaded,
+        out_dir=out.resolve(),
+        duration_s=duration_s,
+        repeat=repeat,
+        seed=loaded.seed,
+        binaries=runner.Binaries.locate(None),
+    )
+    results = runner.run(options)
+    results_file, summary, _ = write_run(results, options.out_dir)
+    return results, results_file, summary
+
+
 def _means(result: WorkloadResult) -> dict[str, float]:
     summary = result.summary()
     p95 = summary["delay_p95_ms"]
@@ -74,16 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lwip bench skipped: {choice.notice}", file=sys.stderr)
         return 0
     load_before = os.getloadavg()
-    options = runner.RunOptions(
-        scenario=loaded,
-        out_dir=args.out.resolve(),
-        duration_s=args.duration,
-        repeat=args.repeat,
-        seed=loaded.seed,
-        binaries=runner.Binaries.locate(None),
-    )
-    results = runner.run(options)
-    results_file, summary, _ = write_run(results, options.out_dir)
+    results, results_file, summary = run_written(loaded, args.out, args.duration, args.repeat)
     report = {
         "benchmark": "lwip",
         "scenario": str(SCENARIO.relative_to(runner.REPO)),

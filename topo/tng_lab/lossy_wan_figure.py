@@ -19,7 +19,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from tng_lab.relay_figure import DEFAULT_SIM, DPI, REPO, Scheme, run_scheme
+from tng_lab.relay_figure import DEFAULT_SIM, REPO, Scheme, run_scheme, save
 
 COLORS = {"newreno": "#d62728", "vegas": "#1f77b4", "cubic": "#9467bd", "copa": "#8c564b", "bbr": "#e377c2"}
 
@@ -86,15 +86,7 @@ def plot(pairs: list[tuple[str, Scheme, Scheme]], reports: dict[str, dict[str, A
         axes.text(level["from_s"] + 0.3, 0.97 * top, f"{loss * 100:g} %", fontsize="x-small", va="top", color="#555555")
     axes.set_xlabel("time (s); the WAN's random loss rate from each dotted line on")
     axes.set_ylabel("delivered (MB)")
-    axes.set_ylim(bottom=0)
-    axes.set_xlim(left=0)
-    axes.set_title(title)
-    axes.grid(alpha=0.3)
-    axes.legend(loc="center right", fontsize="small")
-    figure.tight_layout()
-    path = out / "cumulative.png"
-    figure.savefig(path, dpi=DPI)
-    return path
+    return save(figure, axes, title, out / "cumulative.png", legend_at="center right")
 
 
 def main(argv: list[str] | None = None) -> int:

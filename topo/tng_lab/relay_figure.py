@@ -67,15 +67,20 @@ def plot(reports: dict[str, dict[str, Any]], title: str, out_dir: Path) -> list[
             axes.axvline(start, color="#7f7f7f", linestyle=":", label="a cross flow starts" if index == 0 else None)
         axes.set_xlabel("time (s)")
         axes.set_ylabel(ylabel)
-        axes.set_ylim(bottom=0)
-        axes.set_title(title)
-        axes.grid(alpha=0.3)
-        axes.legend(loc="best", fontsize="small")
-        figure.tight_layout()
-        path = out_dir / name
-        figure.savefig(path, dpi=DPI)
-        written.append(path)
+        written.append(save(figure, axes, title, out_dir / name, legend_at="best"))
     return written
+
+
+def save(figure: Figure, axes: Any, title: str, path: Path, legend_at: str) -> Path:
+    """Finishes a figure over time as every simulator figure looks (zero-based axes, grid, legend) and writes it."""
+    axes.set_ylim(bottom=0)
+    axes.set_xlim(left=0)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(loc=legend_at, fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
