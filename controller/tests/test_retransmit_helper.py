@@ -23,6 +23,8 @@ from tng_controller.retransmit_helper import (
     IDLE_SWEEP_S,
     PACKET_IN_QUEUE,
     RELEASE_AFTER_BYTES,
+    SILENT_RECEIVER_BYTES,
+    SILENT_RECEIVER_S,
     Flow,
     Health,
     HelperStatus,
@@ -488,3 +490,29 @@ def test_once_megabytes_of_copies_are_freed_the_next_sweep_gives_the_memory_back
     now += IDLE_SWEEP_S
     copy(helper, 1000 + count * length + MSS)
     assert releases == [now - IDLE_SWEEP_S], "nothing more was freed"
+
+
+def test_a_flow_piling_up_copies_that_no_ack_frees_gets_one_warning_until_an_ack_frees_some(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The 60-minute soak saw the helper hold a whole 20 s transfer (25 MiB) of one flow: the warning names the flow
+    # and says whether the switch reported its receiver's ACKs at all.
+    now = 1000.0
+    helper = RetransmitHelper(clock=lambda: now)
+    length = 1400
+    count = SILENT_RECEIVER_BYTES // length + 1
+    end = 1000 + count * length
+    for seq in range(1000, end, length):
+        copy(helper, seq, length)
+    now += SILENT_RECEIVER_S
+    copy(helper, end, length)
+    assert helper.stats.silent_receivers == 1
+    assert "no ACK freed any for 5 s (last ACK reported: none, acknowledged up to: none)" in caplog.text
+    now += IDLE_SWEEP_S
+    copy(helper, end + length, length)
+    assert helper.stats.silent_receivers == 1, "one warning per silence"
+    report(helper, 1000 + length)
+    now += SILENT_RECEIVER_S
+    copy(helper, end + 2 * length, length)
+    assert helper.stats.silent_receivers == 2, "after an ACK freed copies, a new silence is warned of again"
+    assert f"acknowledged up to: {1000 + length}" in caplog.text

@@ -64,6 +64,10 @@ DEFAULT_CONFIRM_BYTES = 8 << 10
 FLOW_IDLE_S = 60.0
 # How often handle() looks for idle flows (a look costs one pass over the flows held).
 IDLE_SWEEP_S = 5.0
+# A flow holding this much with none of its copies freed for SILENT_RECEIVER_S gets one warning: the switch copies its
+# segments but none of the receiver's ACKs it reports frees any, so nothing does until the flow goes idle.
+SILENT_RECEIVER_BYTES = 4 << 20
+SILENT_RECEIVER_S = 5.0
 # Copies are a few hundred to a thousand bytes each, which glibc's malloc keeps in its heap once freed: without help
 # the helper's memory would stay at the most it ever held (a delay burst, a receiver gone with a full window). When
 # this much was freed since the last time, the next sweep hands free pages back to the system.
@@ -284,6 +288,7 @@ class Stats:
     misses: int = 0
     freed_segments: int = 0
     expired_flows: int = 0
+    silent_receivers: int = 0  # flows warned of: copies piling up that no reported ACK frees
     memory_releases: int = 0
     confirmations: int = 0
     malformed: int = 0
@@ -326,6 +331,10 @@ class RetransmitHelper:
         self._held: dict[Flow, _Held] = {}
         self._acked: dict[Flow, int] = {}
         self._last_active: dict[Flow, float] = {}  # of each flow with copies: its last copy or ACK
+        self._flow_bytes: dict[Flow, int] = {}  # stored bytes per flow
+        self._last_freed: dict[Flow, float] = {}  # of each flow with copies: when an ACK last freed some (or 1st copy)
+        self._last_report: dict[Flow, int] = {}  # the receiver's ACK number the switch last sent, stale or not
+        self._warned_silent: set[Flow] = set()
         self._stored_bytes = 0
         self._stored_peak = 0  # the most stored since memory was last released
         self._reason = "started"
@@ -412,7 +421,9 @@ class RetransmitHelper:
         if acked is not None and not seq_before(acked, segment.end):
             return  # the receiver already has every byte of it
         copies = self._copies.setdefault(segment.flow, {})
-        self._last_active[segment.flow] = self._clock()
+        now = self._clock()
+        self._last_active[segment.flow] = now
+        self._last_freed.setdefault(segment.flow, now)
         known = copies.get(segment.seq)
         if known is not None and not seq_before(known.end, segment.end):
             return
@@ -421,9 +432,9 @@ class RetransmitHelper:
             self._new_generation("store full: a copy was rejected")
             return
         if known is not None:
-            self._stored_bytes -= len(known.frame)
+            self._count(segment.flow, -len(known.frame))
         copies[segment.seq] = _Copy(segment.seq, segment.end, frame)
-        self._stored_bytes += len(frame)
+        self._count(segment.flow, len(frame))
         self._stored_peak = max(self._stored_peak, self._stored_bytes)
         self.stats.copies += 1
         held = self._held.setdefault(segment.flow, _Held(segment.seq, segment.seq, segment.seq))
@@ -452,16 +463,24 @@ class RetransmitHelper:
     def _acknowledge(self, flow: Flow, ack: int) -> None:
         copies = self._copies.get(flow)
         known = self._acked.get(flow)
-        if not copies or (known is not None and seq_before(ack, known)):
+        if not copies:
             return
-        for seq in [seq for seq, copy in copies.items() if not seq_before(ack, copy.end)]:
-            self._stored_bytes -= len(copies.pop(seq).frame)
+        self._last_report[flow] = ack
+        if known is not None and seq_before(ack, known):
+            return
+        now = self._clock()
+        freed = [seq for seq, copy in copies.items() if not seq_before(ack, copy.end)]
+        for seq in freed:
+            self._count(flow, -len(copies.pop(seq).frame))
             self.stats.freed_segments += 1
+        if freed:
+            self._last_freed[flow] = now
+            self._warned_silent.discard(flow)
         if not copies:
             self._forget(flow)
             return
         self._acked[flow] = ack
-        self._last_active[flow] = self._clock()
+        self._last_active[flow] = now
         held = self._held[flow]
         if seq_before(held.end, ack):
             # The receiver has the bytes up to ack, missing copies included: hold from there on, starting with the
@@ -471,12 +490,19 @@ class RetransmitHelper:
             held.end = ack if straddling is None else straddling.end
             self._extend(copies, held)
 
+    def _count(self, flow: Flow, change: int) -> None:
+        self._stored_bytes += change
+        self._flow_bytes[flow] = self._flow_bytes.get(flow, 0) + change
+
     def _forget(self, flow: Flow) -> None:
-        for copy in self._copies.pop(flow, {}).values():
-            self._stored_bytes -= len(copy.frame)
+        self._copies.pop(flow, None)
+        self._stored_bytes -= self._flow_bytes.pop(flow, 0)
         self._acked.pop(flow, None)
         self._held.pop(flow, None)
         self._last_active.pop(flow, None)
+        self._last_freed.pop(flow, None)
+        self._last_report.pop(flow, None)
+        self._warned_silent.discard(flow)
 
     def _forget_idle_flows(self) -> None:
         now = self._clock()
@@ -487,10 +513,31 @@ class RetransmitHelper:
             LOGGER.info("forgetting %s: no copy or ACK for %.0f s", flow, now - self._last_active[flow])
             self._forget(flow)
             self.stats.expired_flows += 1
+        self._warn_of_silent_receivers(now)
         if self._stored_peak - self._stored_bytes >= RELEASE_AFTER_BYTES:
             self._release_memory()
             self.stats.memory_releases += 1
             self._stored_peak = self._stored_bytes
+
+    def _warn_of_silent_receivers(self, now: float) -> None:
+        for flow, freed in self._last_freed.items():
+            held = self._flow_bytes.get(flow, 0)
+            if now - freed < SILENT_RECEIVER_S or held < SILENT_RECEIVER_BYTES or flow in self._warned_silent:
+                continue
+            self._warned_silent.add(flow)
+            self.stats.silent_receivers += 1
+            copies = self._copies[flow].values()
+            lowest = min(copies, key=lambda copy: _offset(self._held[flow].start, copy.seq)).seq
+            LOGGER.warning(
+                "%s holds %.1f MiB of copies from %d on and no ACK freed any for %.0f s (last ACK reported: %s, "
+                "acknowledged up to: %s)",
+                flow,
+                held / (1 << 20),
+                lowest,
+                now - freed,
+                self._last_report.get(flow, "none"),
+                self._acked.get(flow, "none"),
+            )
 
     def _new_generation(self, reason: str) -> None:
         self._generation = (self._generation + 1) & 0xFFFFFFFF
