@@ -78,6 +78,7 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs
 	$(PY) -m tng_lab.bench_scale | tee build/bench/scale.json
 	$(CARGO) run --release -q -p tng-proto --example codec_bench -- --json | tee build/bench/protocol.json
 	$(PY) -m tng_lab.bench_agent | tee build/bench/agent.json
+	$(PY) -m tng_lab.bench_server_load | tee build/bench/server-load.json
 	target/release/linkem bench --json | tee build/bench/linkem.json
 	target/release/examples/handshake_flood | tee build/bench/handshake-flood.json
 	$(PY) -m tng_controller.bench | tee build/bench/controller.json

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, StaticKeypair, TailLossMode};
+use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, ServerConfig, StaticKeypair, TailLossMode};
 use tng_qlog::{Clock, QlogDir};
 use tng_relay::SectionControl;
 use tokio::sync::oneshot;
@@ -171,6 +171,24 @@ fn parse_unsent_windows(text: &str) -> Result<UnsentWindows, String> {
     }
 }
 
+/// What a server accepts.
+#[derive(Args, Clone, Copy)]
+struct AcceptArgs {
+    /// Connections (established or handshaking) the server holds at most; further handshakes are dropped
+    /// (`refused`). Retry and anti-amplification apply below the limit as always.
+    #[arg(long, default_value_t = ServerConfig::default().max_connections)]
+    max_connections: usize,
+}
+
+impl AcceptArgs {
+    fn server_config(self) -> Result<ServerConfig> {
+        if self.max_connections == 0 {
+            bail!("--max-connections must be at least 1");
+        }
+        Ok(ServerConfig { max_connections: self.max_connections, ..ServerConfig::default() })
+    }
+}
+
 #[derive(Args)]
 struct ServeArgs {
     /// UDP address to listen on (repeat for several).
@@ -188,6 +206,8 @@ struct ServeArgs {
     /// Serve the counters `tng status` shows in the Prometheus text format at http://ADDR/metrics.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    #[command(flatten)]
+    accept: AcceptArgs,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -253,6 +273,8 @@ enum PerfRole {
         #[arg(long)]
         identity: Option<PathBuf>,
         #[command(flatten)]
+        accept: AcceptArgs,
+        #[command(flatten)]
         transport: TransportArgs,
     },
     /// Run a workload against a perf server.
@@ -284,10 +306,16 @@ struct PerfClientArgs {
     /// Mean flow size in bytes in shortflows mode (sizes are exponentially distributed).
     #[arg(long, default_value_t = 100_000)]
     flow_size: u64,
-    /// Response size in bytes in rr mode.
+    /// Response size in bytes in rr and connections modes.
     #[arg(long, default_value_t = 1000)]
     response_size: u64,
-    /// Seed of the flow-size distribution.
+    /// Connections to open in connections mode (tng only; the run's statistics take one more).
+    #[arg(long, default_value_t = 100)]
+    connections: usize,
+    /// Seconds between one connection's requests in connections mode.
+    #[arg(long, default_value_t = 1.0)]
+    interval: f64,
+    /// Seed of the flow-size distribution and of the connections' request phases.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print one JSON object instead of a progress line per second and a summary.
@@ -343,8 +371,8 @@ async fn run(command: Command) -> Result<()> {
             };
             relay::run(args.listen, config).await
         }
-        Command::Perf { role: PerfRole::Server { listen, identity, transport } } => {
-            perf_server(listen, identity, transport).await
+        Command::Perf { role: PerfRole::Server { listen, identity, accept, transport } } => {
+            perf_server(listen, identity, accept, transport).await
         }
         Command::Perf { role: PerfRole::Client(args) } => perf_client(args).await,
         Command::Status { control, json } => status(&control, json).await,
@@ -352,9 +380,9 @@ async fn run(command: Command) -> Result<()> {
 }
 
 impl TransportArgs {
-    /// The endpoint configuration these flags describe (`server` adds the accepting side).
-    fn endpoint_config(&self, server: bool) -> Result<EndpointConfig> {
-        let mut config = if server { EndpointConfig::server() } else { EndpointConfig::client() };
+    /// The endpoint configuration these flags describe (`server`, if any, adds the accepting side).
+    fn endpoint_config(&self, server: Option<ServerConfig>) -> Result<EndpointConfig> {
+        let mut config = EndpointConfig { server, ..EndpointConfig::client() };
         if let Some(cc) = &self.cc {
             config.transport.cc = cc.parse::<CcKind>()?;
         }
@@ -413,7 +441,7 @@ fn load_or_fresh_identity(path: Option<&std::path::Path>) -> Result<StaticKeypai
 /// the receiver fires once its policies are in force.
 fn start_agent(
     transport: &TransportArgs,
-    server: bool,
+    server: Option<ServerConfig>,
     keypair: StaticKeypair,
     locals: &[SocketAddr],
 ) -> Result<(Agent, Option<oneshot::Receiver<()>>)> {
@@ -434,7 +462,7 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
-    let (agent, controller_policies) = start_agent(&args.transport, false, keypair, &[])?;
+    let (agent, controller_policies) = start_agent(&args.transport, None, keypair, &[])?;
     if let Some(policies) = controller_policies {
         // A controller policy may name the relay of this connection, which must be known before its first packet.
         if tokio::time::timeout(CONTROLLER_POLICIES_WAIT, policies).await.is_err() {
@@ -460,7 +488,7 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
 async fn serve(args: ServeArgs) -> Result<()> {
     let keypair = keys::load(&args.identity)?;
     println!("tng serve: identity {}", keypair.identity());
-    let (agent, _) = start_agent(&args.transport, true, keypair, &args.listen)?;
+    let (agent, _) = start_agent(&args.transport, Some(args.accept.server_config()?), keypair, &args.listen)?;
     let proxy = ProxyPolicy { allowed: args.allow_proxy };
     let control = args.control.clone();
     let control_agent = agent.clone();
@@ -540,10 +568,16 @@ async fn proxy(args: ProxyArgs) -> Result<()> {
     proxy::run(listener, proxy::Proxy::new(agent, route, conn, args.to, alcc)).await
 }
 
-async fn perf_server(listen: SocketAddr, identity: Option<PathBuf>, transport: TransportArgs) -> Result<()> {
+async fn perf_server(
+    listen: SocketAddr,
+    identity: Option<PathBuf>,
+    accept: AcceptArgs,
+    transport: TransportArgs,
+) -> Result<()> {
+    let server = accept.server_config()?;
     let keypair = load_or_fresh_identity(identity.as_deref())?;
     eprintln!("tng perf server on {listen} (tng over UDP, tcp and mptcp over TCP), identity {}", keypair.identity());
-    let (agent, _) = start_agent(&transport, true, keypair, &[listen])?;
+    let (agent, _) = start_agent(&transport, Some(server), keypair, &[listen])?;
     let stats = StatsByToken::default();
     tokio::select! {
         result = perf::server::serve_kernel(listen, stats.clone()) => result,
@@ -562,12 +596,23 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         }
         alcc::supported(kind)?;
     }
+    if args.mode == Mode::Connections {
+        if args.transport != Transport::Tng {
+            bail!("--mode connections needs --transport tng: it opens many tng connections from one endpoint");
+        }
+        if args.connections == 0 {
+            bail!("--connections must be at least 1");
+        }
+        if !(args.interval.is_finite() && args.interval > 0.0) {
+            bail!("--interval must be a positive number of seconds, not {}", args.interval);
+        }
+    }
     let dialer = match args.transport {
         Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),
         Transport::Mptcp => Dialer::Kernel(KernelTransport::Mptcp),
         Transport::Tng => {
-            let (agent, _, conn) = dial(args.connect, &args.client).await?;
-            Dialer::Tng { agent, conn }
+            let (agent, route, conn) = dial(args.connect, &args.client).await?;
+            Dialer::Tng { agent, route, conn }
         }
     };
     let options = ClientOptions {
@@ -581,12 +626,16 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         parallel: args.parallel,
         mean_flow_bytes: args.flow_size,
         response_bytes: args.response_size,
+        connections: args.connections,
+        interval: Duration::from_secs_f64(args.interval),
         seed: args.seed,
         progress: !args.json,
     };
     let report = perf::client::run(options, dialer).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if let Some(connections) = &report.connections {
+        print_connections(connections, report.cpu_percent);
     } else {
         println!(
             "{:?} over {:?}: goodput {:.2} Mbit/s, {} flows (FCT mean {:.1} ms, p99 {:.1} ms), {} retransmitted \
@@ -617,6 +666,28 @@ async fn perf_client(args: PerfClientArgs) -> Result<()> {
         bail!("{} received bytes did not match what the server sent", report.bytes_corrupted);
     }
     Ok(())
+}
+
+/// Connections mode's summary for a person.
+fn print_connections(report: &perf::client::ConnectionsReport, cpu_percent: f64) {
+    println!(
+        "connections over tng: {} of {} established in {:.1} s ({:.0} handshakes/s, p99 {:.1} ms), {} failed; {} \
+         requests (p50 {:.1} ms, p99 {:.1} ms), {} connections lost, cpu {:.0}%",
+        report.established,
+        report.requested,
+        report.establish_s,
+        report.handshakes_per_s,
+        report.handshake_ms.p99,
+        report.failed_handshakes,
+        report.requests,
+        report.request_ms.p50,
+        report.request_ms.p99,
+        report.lost,
+        cpu_percent
+    );
+    if let Some(error) = &report.first_error {
+        println!("  first error: {error}");
+    }
 }
 
 async fn status(control: &std::path::Path, json: bool) -> Result<()> {

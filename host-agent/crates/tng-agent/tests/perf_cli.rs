@@ -16,9 +16,14 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Server {
         let addr = format!("127.0.0.1:{}", free_port());
         let child = Command::new(TNG)
             .args(["perf", "server", "--listen", &addr])
+            .args(extra)
             .stderr(Stdio::null())
             .spawn()
             .expect("start tng perf server");
@@ -63,6 +68,7 @@ fn assert_schema(report: &Value) {
         assert!(report["fct_ms"][key].is_number(), "fct_ms.{key} missing in {report}");
     }
     assert!(report["rtt_ms"].is_object(), "rtt_ms per path missing in {report}");
+    assert!(report.get("connections").is_some_and(Value::is_null), "connections is null outside its mode: {report}");
     let paths = report["paths"].as_array().expect("paths array");
     assert!(!paths.is_empty());
     for path in paths {
@@ -175,4 +181,69 @@ fn unreachable_server_is_one_clear_error() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with("tng: error: cannot connect to 127.0.0.1:"), "{stderr}");
+}
+
+#[test]
+fn connections_mode_holds_every_connection_and_checks_every_response() {
+    let server = Server::start();
+    let (ok, report, stderr) = server.client(&[
+        "--mode",
+        "connections",
+        "--connections",
+        "50",
+        "--interval",
+        "0.2",
+        "--duration",
+        "2",
+        "--response-size",
+        "1500",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(report["mode"], "connections");
+    let connections = &report["connections"];
+    assert_eq!(connections["requested"], 50, "{report}");
+    assert_eq!(connections["established"], 50, "{report}");
+    assert_eq!(connections["failed_handshakes"], 0, "{report}");
+    assert_eq!(connections["lost"], 0, "{report}");
+    assert!(connections["first_error"].is_null(), "{report}");
+    assert_eq!(connections["handshake_ms"]["count"], 50, "{report}");
+    assert!(connections["handshakes_per_s"].as_f64().unwrap() > 0.0, "{report}");
+    // Each connection asks every 0.2 s for 2 s: at most 10 requests each, fewer only if the machine falls behind.
+    let requests = connections["requests"].as_u64().unwrap();
+    assert!((1..=500).contains(&requests), "{report}");
+    assert_eq!(connections["request_ms"]["count"], requests, "{report}");
+    assert_eq!(report["bytes_corrupted"], 0, "{report}");
+    assert_eq!(report["bytes_received"].as_u64().unwrap(), requests * 1500, "every response whole: {report}");
+    assert_eq!(report["duration_s"].as_f64().unwrap(), 2.0, "the measured phase is --duration: {report}");
+    assert!(report["sent_packets"].as_u64().unwrap() >= requests, "the server counts every connection: {report}");
+}
+
+#[test]
+fn a_server_refuses_handshakes_beyond_its_max_connections() {
+    // Three connections at most: the client's statistics connection and two of the five it asks for.
+    let server = Server::start_with(&["--max-connections", "3"]);
+    let (ok, report, stderr) =
+        server.client(&["--mode", "connections", "--connections", "5", "--interval", "0.2", "--duration", "0.5"]);
+    assert!(ok, "{stderr}");
+    let connections = &report["connections"];
+    assert_eq!((connections["established"].as_u64(), connections["failed_handshakes"].as_u64()), (Some(2), Some(3)));
+    let error = connections["first_error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("handshake: "), "{report}");
+    assert_eq!(connections["lost"], 0, "{report}");
+}
+
+#[test]
+fn connections_mode_over_a_kernel_transport_is_one_clear_error() {
+    let port = free_port();
+    for transport in ["tcp", "mptcp"] {
+        let out = Command::new(TNG)
+            .args(["perf", "client", "--connect", &format!("127.0.0.1:{port}"), "--mode", "connections"])
+            .args(["--transport", transport])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "expected one line, got {stderr}");
+        assert!(stderr.contains("--mode connections needs --transport tng"), "{transport}: {stderr}");
+    }
 }

@@ -58,6 +58,12 @@ pub(super) enum Command {
     Status {
         reply: Reply<Status>,
     },
+    /// One connection's counters (`None` once it is gone): what `Status` has for it, without the cost of all the
+    /// others.
+    ConnectionStats {
+        conn: ConnectionHandle,
+        reply: Reply<Option<ConnectionStats>>,
+    },
     BindLocal {
         local: SocketAddr,
         reply: Reply<SocketAddr>,

@@ -362,6 +362,9 @@ impl Driver {
                     sections_held: self.sections.len(),
                 }));
             }
+            Command::ConnectionStats { conn, reply } => {
+                let _ = reply.send(Ok(self.endpoint.connection_stats(conn)));
+            }
             Command::BindLocal { local, reply } => {
                 let _ = reply.send(self.bind(local));
             }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use anyhow::{anyhow, Result};
-use tng_proto::{ConnectionHandle, Endpoint, Identity, StreamId};
+use tng_proto::{ConnectionHandle, ConnectionStats, Endpoint, Identity, StreamId};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::command::{Command, Reply, Status};
@@ -86,6 +86,11 @@ impl Agent {
 
     pub async fn status(&self) -> Result<Status> {
         self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// The counters of `conn`, or `None` once it is gone.
+    pub async fn connection_stats(&self, conn: ConnectionHandle) -> Result<Option<ConnectionStats>> {
+        self.ask(|reply| Command::ConnectionStats { conn, reply }).await
     }
 
     /// The bound local addresses, marked changed on every bind, migration and kernel address event (an address

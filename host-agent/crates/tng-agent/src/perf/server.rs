@@ -38,6 +38,29 @@ struct Runs {
 struct Run {
     stats: SenderStats,
     serving: usize,
+    /// The latest packet counters of each tng connection of the run. A connection's counters cover all its streams,
+    /// so a newer reading replaces the older; the run's are the sum over its connections (connections mode runs
+    /// thousands).
+    tng_packets: HashMap<ConnectionHandle, Packets>,
+}
+
+/// Packets a tng connection sent and retransmitted so far.
+#[derive(Clone, Copy, Default)]
+struct Packets {
+    sent: u64,
+    retransmitted: u64,
+}
+
+impl Run {
+    /// Replaces `conn`'s counters with `latest` and moves the run's totals by the difference: adding all the
+    /// connections up again at every stream's end would cost the server time in the number of connections.
+    fn count_tng_packets(&mut self, conn: ConnectionHandle, latest: Packets) {
+        let earlier = self.tng_packets.insert(conn, latest).unwrap_or_default();
+        let stats = &mut self.stats;
+        stats.sent_packets = (stats.sent_packets + latest.sent).saturating_sub(earlier.sent);
+        stats.retransmitted_packets =
+            (stats.retransmitted_packets + latest.retransmitted).saturating_sub(earlier.retransmitted);
+    }
 }
 
 impl StatsByToken {
@@ -91,7 +114,7 @@ impl StatsByToken {
 pub enum Counters {
     /// A kernel socket: TCP_INFO (or MPTCP subflow info) of this descriptor, added per connection.
     Kernel(OwnedFd),
-    /// A tng stream: the connection's totals, which already cover every stream of the run.
+    /// A tng stream: the connection's totals, which cover every stream the run had on it.
     Tng { agent: Agent, conn: ConnectionHandle },
 }
 
@@ -230,14 +253,16 @@ async fn record(stats: &StatsByToken, token: u64, counters: Counters) {
             });
         }
         Counters::Tng { agent, conn } => {
-            let Ok(status) = agent.status().await else { return };
-            let Some((_, connection)) = status.connections.iter().find(|(h, _)| *h == conn) else { return };
+            let Ok(Some(connection)) = agent.connection_stats(conn).await else { return };
             let streams = &connection.streams;
-            stats.record(token, |s| {
-                s.cc = connection.channels.first().map(|c| c.cc.to_owned());
-                s.retransmitted_packets = connection.channels.iter().map(|c| c.retransmitted_packets).sum();
-                s.sent_packets = connection.channels.iter().map(|c| c.sent_packets).sum();
-                s.queueing =
+            let packets = Packets {
+                sent: connection.channels.iter().map(|c| c.sent_packets).sum(),
+                retransmitted: connection.channels.iter().map(|c| c.retransmitted_packets).sum(),
+            };
+            stats.update(token, |run| {
+                run.count_tng_packets(conn, packets);
+                run.stats.cc = connection.channels.first().map(|c| c.cc.to_owned());
+                run.stats.queueing =
                     streams.queueing_delay_p50.zip(streams.queueing_delay_p95).map(|(p50, p95)| Queueing { p50, p95 });
             });
         }
@@ -254,8 +279,9 @@ enum Sent {
 /// peer closes its side; with `alcc`, only as many at a time as its controller allows, reading the kernel's state
 /// at least every [`crate::alcc::POLL_INTERVAL`].
 async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut AlccSocket>) -> Result<Sent> {
-    // The status byte rides in the first write with the data, so it costs no packet of its own.
-    let mut chunk = vec![0u8; 1 + CHUNK];
+    // The status byte rides in the first write with the data, so it costs no packet of its own. A small response
+    // gets a buffer of its size: a server answering thousands of them a second would spend its time zeroing chunks.
+    let mut chunk = vec![0u8; 1 + size.min(CHUNK as u64) as usize];
     chunk[0] = DATA_FOLLOWS;
     let mut status = 1;
     let mut offset = 0u64;
@@ -354,6 +380,17 @@ mod tests {
         let again = ask(addr, Request::Stats { token: 44 }).await;
         assert_eq!(SenderStats::decode(again.as_slice().try_into().expect("stats length")), SenderStats::default());
         assert_eq!(runs.pending_runs(), 0);
+    }
+
+    #[test]
+    fn a_runs_tng_packets_add_up_over_its_connections_and_not_over_its_streams() {
+        let mut run = Run::default();
+        let (first, second) = (ConnectionHandle(1), ConnectionHandle(2));
+        run.count_tng_packets(first, Packets { sent: 10, retransmitted: 1 });
+        run.count_tng_packets(second, Packets { sent: 5, retransmitted: 0 });
+        // A later stream of the first connection reads its totals again: they replace the earlier reading.
+        run.count_tng_packets(first, Packets { sent: 30, retransmitted: 2 });
+        assert_eq!((run.stats.sent_packets, run.stats.retransmitted_packets), (35, 2));
     }
 
     #[tokio::test]
