@@ -18,10 +18,10 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tng_lab.bench_agent import TNG, background, cpu_seconds, load_average
+from tng_lab.procs import rss_kib
 
 PORT = 5394
 # Connections the server accepts beyond the benchmark's own: the client's statistics connection, and some slack.
@@ -41,16 +41,11 @@ class ServerSample:
     cpu_s: float
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process (VmRSS of /proc/PID/status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/{pid}/status has no VmRSS line")
-
-
 def sample(pid: int, started: float) -> ServerSample:
-    return ServerSample(time.monotonic() - started, rss_bytes(pid), cpu_seconds(pid))
+    rss = rss_kib(pid)
+    if rss is None:
+        raise RuntimeError(f"the server (pid {pid}) is gone")
+    return ServerSample(time.monotonic() - started, rss * 1024, cpu_seconds(pid))
 
 
 def summarize(report: dict[str, Any], samples: list[ServerSample], load: dict[str, float]) -> dict[str, Any]:

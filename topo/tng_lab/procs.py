@@ -90,6 +90,17 @@ def log_tail(log: Path, lines: int = 3) -> str:
     return " | ".join(text[-lines:]) if text else "(empty log)"
 
 
+def rss_kib(pid: int) -> int | None:
+    """Resident set size of `pid` in KiB (VmRSS of /proc/PID/status), or None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of `pid` so far, or None when it is gone."""
     try:

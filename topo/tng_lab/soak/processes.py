@@ -77,16 +77,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def rss_kib(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def open_fds(pid: int) -> int | None:
     try:
         return len(list(Path(f"/proc/{pid}/fd").iterdir()))

@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tng_lab.soak.processes import Registry, open_fds, rss_kib
+from tng_lab.procs import rss_kib
+from tng_lab.soak.processes import Registry, open_fds
 
 SAMPLE_S = 10.0
 
