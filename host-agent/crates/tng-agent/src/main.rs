@@ -1,6 +1,7 @@
 //! `tng`: the tng host agent's command line.
 
 mod alcc;
+mod args;
 mod config;
 mod control;
 mod driver;
@@ -26,20 +27,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use tng_proto::{CcKind, Endpoint, EndpointConfig, Identity, SchedulerKind, ServerConfig, StaticKeypair, TailLossMode};
-use tng_qlog::{Clock, QlogDir};
+use tng_proto::{CcKind, Endpoint, ServerConfig, StaticKeypair};
 use tng_relay::SectionControl;
 use tokio::sync::oneshot;
 
+use args::{AcceptArgs, ClientArgs, TransportArgs};
 use driver::{with_timeout, Agent, Route};
-use perf::client::{ClientOptions, Dialer, Mode};
-use perf::kernel::KernelTransport;
+use perf::command::PerfRole;
 use perf::server::StatsByToken;
-use perf::Transport;
-use policy::PolicyFile;
-use resolver::LocalPolicies;
 use service::ProxyPolicy;
-use subscription::{Controller, TlsFiles};
 
 /// How long a client waits for the controller's policies before its first connection.
 const CONTROLLER_POLICIES_WAIT: Duration = Duration::from_secs(3);
@@ -112,83 +108,6 @@ struct RelayArgs {
     next_relay: Option<SocketAddr>,
 }
 
-/// Transport settings shared by every command that runs an endpoint.
-#[derive(Args, Clone)]
-struct TransportArgs {
-    /// Congestion controller of every channel: newreno, cubic, vegas, copa, bbr, verus, sprout (kernel names for
-    /// tcp/mptcp; sprout needs it at both ends: the receiver forecasts the link).
-    #[arg(long)]
-    cc: Option<String>,
-    /// Multipath scheduler: ack-clocked, lowest-rtt, weighted.
-    #[arg(long)]
-    scheduler: Option<SchedulerKind>,
-    /// Where tail-loss probes go: same-path, alternate-path.
-    #[arg(long)]
-    tail_loss: Option<TailLossMode>,
-    /// Host policies (TOML, the controller API's schema) applied to matching connections.
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// Traffic class of this agent's connections, for policy matching.
-    #[arg(long, default_value = "")]
-    traffic_class: String,
-    /// The controller's policy API (HOST:PORT): its policies apply to matching connections live, ahead of --policy.
-    #[arg(long)]
-    controller: Option<String>,
-    /// CA certificate (PEM) that signed the controller's certificate; turns TLS on.
-    #[arg(long)]
-    controller_ca: Option<PathBuf>,
-    /// Client certificate (PEM) this agent shows the controller, with --controller-key.
-    #[arg(long)]
-    controller_cert: Option<PathBuf>,
-    /// Private key (PEM) of --controller-cert.
-    #[arg(long)]
-    controller_key: Option<PathBuf>,
-    /// Seconds without hearing from the peer after which a connection is closed.
-    #[arg(long)]
-    idle_timeout: Option<f64>,
-    /// Unsent bytes a connection's streams accept from applications, in congestion windows of each channel (as
-    /// TCP_NOTSENT_LOWAT bounds a socket): a writer waits rather than queue more. `off` leaves only the send
-    /// buffers. Default 1.
-    #[arg(long, value_parser = parse_unsent_windows)]
-    unsent_windows: Option<UnsentWindows>,
-    /// Write a qlog trace of every connection into DIR (JSON-SEQ, `<connection id>-<client|server>.sqlog`; qvis
-    /// opens them).
-    #[arg(long, value_name = "DIR")]
-    qlog: Option<PathBuf>,
-}
-
-/// The value of `--unsent-windows`: a number of windows, or `off` (`None`).
-#[derive(Clone, Copy, Debug)]
-struct UnsentWindows(Option<u32>);
-
-fn parse_unsent_windows(text: &str) -> Result<UnsentWindows, String> {
-    if text == "off" {
-        return Ok(UnsentWindows(None));
-    }
-    match text.parse::<u32>() {
-        Ok(windows) if windows > 0 => Ok(UnsentWindows(Some(windows))),
-        _ => Err(format!("expected a number of congestion windows (1 or more) or off, not {text:?}")),
-    }
-}
-
-/// What a server accepts.
-#[derive(Args, Clone, Copy)]
-struct AcceptArgs {
-    /// Connections (established or handshaking) the server holds at most; further handshakes are dropped
-    /// (`refused`). Retry and anti-amplification apply below the limit as always.
-    #[arg(long, default_value_t = ServerConfig::default().max_connections)]
-    max_connections: usize,
-}
-
-impl AcceptArgs {
-    fn server_config(self) -> Result<ServerConfig> {
-        if self.max_connections == 0 {
-            bail!("--max-connections must be at least 1");
-        }
-        Ok(ServerConfig { max_connections: self.max_connections, ..ServerConfig::default() })
-    }
-}
-
 #[derive(Args)]
 struct ServeArgs {
     /// UDP address to listen on (repeat for several).
@@ -208,26 +127,6 @@ struct ServeArgs {
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     accept: AcceptArgs,
-    #[command(flatten)]
-    transport: TransportArgs,
-}
-
-#[derive(Args)]
-struct ClientArgs {
-    /// Local address to open a channel from (repeat for several paths; default: any address).
-    #[arg(long)]
-    local: Vec<SocketAddr>,
-    /// Fail unless the server proves this identity (64 hex digits, printed by its `tng keygen`).
-    #[arg(long)]
-    server_identity: Option<Identity>,
-    /// Identity key file; a fresh identity for this run if absent.
-    #[arg(long)]
-    identity: Option<PathBuf>,
-    /// Reach the server through the `tng relay` at this address (Tng's flow middlebox): every packet travels to it
-    /// in a SECTION naming the server, and the relay's sections carry it on. Without it, a matching policy's
-    /// `host_policy.relay` decides.
-    #[arg(long, value_name = "ADDR")]
-    relay: Option<SocketAddr>,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -259,68 +158,6 @@ struct ProxyArgs {
     /// clients send is copied as is.
     #[arg(long, value_name = "CC")]
     alcc: Option<CcKind>,
-    #[command(flatten)]
-    client: ClientArgs,
-}
-
-#[derive(Subcommand)]
-enum PerfRole {
-    /// Answer perf clients over tng (UDP) and kernel TCP/MPTCP on the same port number.
-    Server {
-        #[arg(long, default_value = "0.0.0.0:5201")]
-        listen: SocketAddr,
-        /// Identity key file; a fresh identity for this run if absent.
-        #[arg(long)]
-        identity: Option<PathBuf>,
-        #[command(flatten)]
-        accept: AcceptArgs,
-        #[command(flatten)]
-        transport: TransportArgs,
-    },
-    /// Run a workload against a perf server.
-    Client(PerfClientArgs),
-}
-
-#[derive(Args)]
-struct PerfClientArgs {
-    /// Server address.
-    #[arg(long)]
-    connect: SocketAddr,
-    /// Workload.
-    #[arg(long, value_enum, default_value_t = Mode::Bulk)]
-    mode: Mode,
-    /// Seconds to run.
-    #[arg(long, default_value_t = 10.0)]
-    duration: f64,
-    /// Transport carrying the workload.
-    #[arg(long, value_enum, default_value_t = Transport::Tng)]
-    transport: Transport,
-    /// With `--transport tcp`: the server writes to its TCP socket only what this tng controller allows (ALCC:
-    /// copa or verus, fed from the kernel's TCP_INFO); the kernel's controller (`--cc`, default the system's) still
-    /// runs underneath.
-    #[arg(long, value_name = "CC")]
-    alcc: Option<CcKind>,
-    /// Parallel clients in shortflows mode.
-    #[arg(long, default_value_t = 10)]
-    parallel: usize,
-    /// Mean flow size in bytes in shortflows mode (sizes are exponentially distributed).
-    #[arg(long, default_value_t = 100_000)]
-    flow_size: u64,
-    /// Response size in bytes in rr and connections modes.
-    #[arg(long, default_value_t = 1000)]
-    response_size: u64,
-    /// Connections to open in connections mode (tng only; the run's statistics take one more).
-    #[arg(long, default_value_t = 100)]
-    connections: usize,
-    /// Seconds between one connection's requests in connections mode.
-    #[arg(long, default_value_t = 1.0)]
-    interval: f64,
-    /// Seed of the flow-size distribution and of the connections' request phases.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print one JSON object instead of a progress line per second and a summary.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -372,61 +209,10 @@ async fn run(command: Command) -> Result<()> {
             relay::run(args.listen, config).await
         }
         Command::Perf { role: PerfRole::Server { listen, identity, accept, transport } } => {
-            perf_server(listen, identity, accept, transport).await
+            perf::command::server(listen, identity, accept, transport).await
         }
-        Command::Perf { role: PerfRole::Client(args) } => perf_client(args).await,
+        Command::Perf { role: PerfRole::Client(args) } => perf::command::client(args).await,
         Command::Status { control, json } => status(&control, json).await,
-    }
-}
-
-impl TransportArgs {
-    /// The endpoint configuration these flags describe (`server`, if any, adds the accepting side).
-    fn endpoint_config(&self, server: Option<ServerConfig>) -> Result<EndpointConfig> {
-        let mut config = EndpointConfig { server, ..EndpointConfig::client() };
-        if let Some(cc) = &self.cc {
-            config.transport.cc = cc.parse::<CcKind>()?;
-        }
-        if let Some(scheduler) = self.scheduler {
-            config.transport.scheduler = scheduler;
-        }
-        if let Some(tail_loss) = self.tail_loss {
-            config.transport.tail_loss = tail_loss;
-        }
-        if let Some(seconds) = self.idle_timeout {
-            if !(seconds.is_finite() && seconds > 0.0) {
-                bail!("--idle-timeout must be a positive number of seconds, not {seconds}");
-            }
-            config.transport.idle_timeout = Duration::from_secs_f64(seconds);
-        }
-        if let Some(UnsentWindows(windows)) = self.unsent_windows {
-            config.transport.streams.unsent_windows = windows;
-        }
-        if let Some(dir) = &self.qlog {
-            let traces = QlogDir::new(dir, "tng-agent", Clock::Wall)
-                .with_context(|| format!("--qlog: cannot create {}", dir.display()))?;
-            config.transport.qlog = Some(traces.into_config());
-        }
-        Ok(config)
-    }
-
-    fn local_policies(&self) -> Result<LocalPolicies> {
-        let file = self.policy.as_deref().map(PolicyFile::load).transpose()?.unwrap_or_default();
-        Ok(LocalPolicies { traffic_class: self.traffic_class.clone(), file })
-    }
-
-    fn controller(&self) -> Result<Option<Controller>> {
-        let tls = TlsFiles {
-            ca: self.controller_ca.as_deref(),
-            cert: self.controller_cert.as_deref(),
-            key: self.controller_key.as_deref(),
-        };
-        match &self.controller {
-            Some(address) => Controller::new(address, &tls).map(Some),
-            None if tls.ca.is_some() || tls.cert.is_some() || tls.key.is_some() => {
-                bail!("--controller-ca, --controller-cert and --controller-key need --controller")
-            }
-            None => Ok(None),
-        }
     }
 }
 
@@ -566,128 +352,6 @@ async fn proxy(args: ProxyArgs) -> Result<()> {
     let governed = alcc.map_or(String::new(), |kind| format!(", downloads under ALCC {kind}"));
     eprintln!("tng proxy: {} -> {} via {}{governed}", args.listen, args.to, args.via);
     proxy::run(listener, proxy::Proxy::new(agent, route, conn, args.to, alcc)).await
-}
-
-async fn perf_server(
-    listen: SocketAddr,
-    identity: Option<PathBuf>,
-    accept: AcceptArgs,
-    transport: TransportArgs,
-) -> Result<()> {
-    let server = accept.server_config()?;
-    let keypair = load_or_fresh_identity(identity.as_deref())?;
-    eprintln!("tng perf server on {listen} (tng over UDP, tcp and mptcp over TCP), identity {}", keypair.identity());
-    let (agent, _) = start_agent(&transport, Some(server), keypair, &[listen])?;
-    let stats = StatsByToken::default();
-    tokio::select! {
-        result = perf::server::serve_kernel(listen, stats.clone()) => result,
-        result = service::serve_streams(agent, stats, ProxyPolicy::default()) => result,
-        _ = tokio::signal::ctrl_c() => Ok(()),
-    }
-}
-
-async fn perf_client(args: PerfClientArgs) -> Result<()> {
-    if !(args.duration.is_finite() && args.duration > 0.0) {
-        bail!("--duration must be a positive number of seconds, not {}", args.duration);
-    }
-    if let Some(kind) = args.alcc {
-        if args.transport != Transport::Tcp {
-            bail!("--alcc {kind} needs --transport tcp: ALCC limits what a server writes to a kernel TCP socket");
-        }
-        alcc::supported(kind)?;
-    }
-    if args.mode == Mode::Connections {
-        if args.transport != Transport::Tng {
-            bail!("--mode connections needs --transport tng: it opens many tng connections from one endpoint");
-        }
-        if args.connections == 0 {
-            bail!("--connections must be at least 1");
-        }
-        if !(args.interval.is_finite() && args.interval > 0.0) {
-            bail!("--interval must be a positive number of seconds, not {}", args.interval);
-        }
-    }
-    let dialer = match args.transport {
-        Transport::Tcp => Dialer::Kernel(KernelTransport::Tcp),
-        Transport::Mptcp => Dialer::Kernel(KernelTransport::Mptcp),
-        Transport::Tng => {
-            let (agent, route, conn) = dial(args.connect, &args.client).await?;
-            Dialer::Tng { agent, route, conn }
-        }
-    };
-    let options = ClientOptions {
-        connect: args.connect,
-        local: args.client.local.clone(),
-        mode: args.mode,
-        duration: Duration::from_secs_f64(args.duration),
-        transport: args.transport,
-        cc: args.client.transport.cc.clone(),
-        alcc: args.alcc,
-        parallel: args.parallel,
-        mean_flow_bytes: args.flow_size,
-        response_bytes: args.response_size,
-        connections: args.connections,
-        interval: Duration::from_secs_f64(args.interval),
-        seed: args.seed,
-        progress: !args.json,
-    };
-    let report = perf::client::run(options, dialer).await?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if let Some(connections) = &report.connections {
-        print_connections(connections, report.cpu_percent);
-    } else {
-        println!(
-            "{:?} over {:?}: goodput {:.2} Mbit/s, {} flows (FCT mean {:.1} ms, p99 {:.1} ms), {} retransmitted \
-             packets, cpu {:.0}%",
-            report.mode,
-            report.transport,
-            report.goodput_mbps,
-            report.fct_ms.count,
-            report.fct_ms.mean,
-            report.fct_ms.p99,
-            report.retransmitted_packets,
-            report.cpu_percent
-        );
-        if let Some(alcc) = &report.alcc {
-            println!(
-                "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads)",
-                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples
-            );
-        }
-        if let Some(queueing) = &report.sender_queueing_ms {
-            println!("  sender queueing: p50 {:.1} ms, p95 {:.1} ms", queueing.p50, queueing.p95);
-        }
-        for path in &report.paths {
-            println!("  path {}: {} bytes, rtt {:.2} ms", path.name, path.bytes, path.rtt_ms);
-        }
-    }
-    if report.bytes_corrupted > 0 {
-        bail!("{} received bytes did not match what the server sent", report.bytes_corrupted);
-    }
-    Ok(())
-}
-
-/// Connections mode's summary for a person.
-fn print_connections(report: &perf::client::ConnectionsReport, cpu_percent: f64) {
-    println!(
-        "connections over tng: {} of {} established in {:.1} s ({:.0} handshakes/s, p99 {:.1} ms), {} failed; {} \
-         requests (p50 {:.1} ms, p99 {:.1} ms), {} connections lost, cpu {:.0}%",
-        report.established,
-        report.requested,
-        report.establish_s,
-        report.handshakes_per_s,
-        report.handshake_ms.p99,
-        report.failed_handshakes,
-        report.requests,
-        report.request_ms.p50,
-        report.request_ms.p99,
-        report.lost,
-        cpu_percent
-    );
-    if let Some(error) = &report.first_error {
-        println!("  first error: {error}");
-    }
 }
 
 async fn status(control: &std::path::Path, json: bool) -> Result<()> {

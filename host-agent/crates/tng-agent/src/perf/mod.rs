@@ -2,6 +2,7 @@
 //! workload.
 
 pub mod client;
+pub mod command;
 mod cpu;
 pub mod kernel;
 pub mod protocol;
