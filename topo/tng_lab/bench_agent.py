@@ -18,15 +18,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tng_lab import procs
+
 REPO = Path(__file__).resolve().parents[2]
 TNG = REPO / "target" / "release" / "tng"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (fields 14 and 15 of /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """CPU time of a process the benchmark measures: one that ended meanwhile makes the measurement void."""
+    seconds = procs.cpu_seconds(pid)
+    if seconds is None:
+        raise RuntimeError(f"process {pid} ended while the benchmark measured its CPU time")
+    return seconds
 
 
 @contextmanager
