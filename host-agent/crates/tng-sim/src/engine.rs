@@ -15,6 +15,7 @@ use tng_proto::{Connection, ConnectionHandle, Endpoint, EndpointConfig, Event, S
 use tng_relay::{EndpointSections, Relay, RelayStats};
 
 use crate::apps::{to_time, ClientApp, ServerApp, WrittenResponse, READ_CHUNK};
+use crate::cpu_clock::{SteadyCost, SteadyMeter};
 use crate::cross_traffic::CrossTraffic;
 use crate::datagram::Datagram;
 use crate::datagram::Ecn;
@@ -60,6 +61,8 @@ pub struct Outcome {
     pub workload_completed: bool,
     pub events: u64,
     pub wall_time: Duration,
+    /// Events and CPU time from `measure_after_s` on (machine-dependent).
+    pub steady_cost: Option<SteadyCost>,
     /// Per path: packets the endpoints sent on it, and those that carried retransmitted data.
     pub path_packets: Vec<(u64, u64)>,
     /// Per relay site ([`RelaySite::index`]): what the relay there counted, if there is one.
@@ -128,6 +131,8 @@ struct Simulation {
     retired: BTreeSet<(HostId, ConnectionHandle)>,
     retired_path_packets: Vec<(u64, u64)>,
     events: u64,
+    /// The cost of the events from `measure_after_s` on.
+    steady: SteadyMeter,
     /// Client applications whose workload is complete (only an event can complete one).
     clients_done: usize,
     /// What client applications read into.
@@ -194,6 +199,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         retired: BTreeSet::new(),
         retired_path_packets: vec![(0, 0); plan.paths.len()],
         events: 0,
+        steady: SteadyMeter::new(Duration::from_secs_f64(scenario.measure_after_s)),
         clients_done: 0,
         read_buffer: vec![0; READ_CHUNK],
         srtt_timeline: Vec::new(),
@@ -231,6 +237,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
     simulation.start_clients();
     let workload_completed = simulation.run_loop();
     let wall_time = started.elapsed();
+    let steady_cost = simulation.steady.finish(simulation.events);
     let path_packets = simulation.path_packets();
     let relay_stats = simulation.relays.iter().map(|node| node.as_ref().map(RelayNode::stats)).collect();
     Ok(Outcome {
@@ -241,6 +248,7 @@ pub fn run(scenario: &Scenario, base_dir: &Path, options: RunOptions) -> Result<
         workload_completed,
         events: simulation.events,
         wall_time,
+        steady_cost,
         path_packets,
         relay_stats,
         cross_flows: simulation.cross.flows,
@@ -266,6 +274,7 @@ impl Simulation {
                 return false;
             }
             self.now = at;
+            self.steady.on_event(at, self.events);
             self.events += 1;
             self.dispatch(event);
             if self.clients_done == self.client_apps.len() {

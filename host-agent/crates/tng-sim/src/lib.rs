@@ -7,6 +7,7 @@
 pub mod apps;
 pub mod bench;
 pub mod content;
+pub mod cpu_clock;
 pub mod cross_traffic;
 pub mod datagram;
 pub mod document;

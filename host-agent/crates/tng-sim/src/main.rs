@@ -34,7 +34,8 @@ enum Command {
         /// Print one JSON object instead of a summary.
         #[arg(long)]
         json: bool,
-        /// Leave out the only machine-dependent field (`events_per_sec`): same seed, byte-identical output.
+        /// Leave out the machine-dependent fields (`events_per_sec`, `steady_events_per_cpu_sec`): same seed,
+        /// byte-identical output.
         #[arg(long)]
         deterministic: bool,
         /// No progress lines on stderr.

@@ -130,9 +130,13 @@ pub struct Report {
     pub timeline: Vec<TimelinePoint>,
     pub network: NetworkReport,
     pub events: u64,
-    /// Simulator speed: the only field that depends on the machine; absent in deterministic output.
+    /// Simulator speed in events per wall second (machine-dependent; absent in deterministic output).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_per_sec: Option<f64>,
+    /// Events per CPU second of the simulating thread from `measure_after_s` on: the cost of an event once the
+    /// handshakes and slow starts are over (machine-dependent; absent in deterministic output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady_events_per_cpu_sec: Option<f64>,
 }
 
 impl Report {
@@ -236,7 +240,7 @@ impl Report {
     }
 }
 
-/// Turns a run's outcome into its report; `include_speed` adds the machine-dependent `events_per_sec`.
+/// Turns a run's outcome into its report; `include_speed` adds the machine-dependent speeds.
 pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Report {
     let ledger = &outcome.ledger;
     let client_goodput_mbps: Vec<f64> = ledger
@@ -317,6 +321,10 @@ pub fn build_report(name: &str, outcome: &Outcome, include_speed: bool) -> Repor
         },
         events: outcome.events,
         events_per_sec: (include_speed && seconds > 0.0).then(|| outcome.events as f64 / seconds),
+        steady_events_per_cpu_sec: outcome
+            .steady_cost
+            .filter(|cost| include_speed && !cost.cpu.is_zero())
+            .map(|cost| cost.events as f64 / cost.cpu.as_secs_f64()),
     }
 }
 

@@ -64,7 +64,9 @@ fn json_output_has_the_promised_fields_and_is_reproducible() {
     ] {
         assert!(report.get(field).is_some(), "missing {field}");
     }
-    assert!(report.get("events_per_sec").is_none(), "--deterministic leaves out the machine-dependent field");
+    for machine_dependent in ["events_per_sec", "steady_events_per_cpu_sec"] {
+        assert!(report.get(machine_dependent).is_none(), "--deterministic leaves out {machine_dependent}");
+    }
     assert_eq!(report["app_bytes_corrupted"], 0);
     assert!(report["goodput_mbps"].as_f64().expect("number") > 0.5);
     assert_eq!(report["paths"][0]["name"], "a");
@@ -74,6 +76,10 @@ fn json_output_has_the_promised_fields_and_is_reproducible() {
     let timed = tng_sim(&["run", path.to_str().expect("utf-8"), "--json"]);
     let timed: serde_json::Value = serde_json::from_slice(&timed.stdout).expect("JSON");
     assert!(timed["events_per_sec"].as_f64().is_some_and(|rate| rate > 0.0));
+    assert!(
+        timed["steady_events_per_cpu_sec"].as_f64().is_some_and(|rate| rate > 0.0),
+        "the events after measure_after_s have a CPU cost: {timed}"
+    );
 }
 
 #[test]
