@@ -130,9 +130,14 @@ def test_shipped_scenarios_load(path: Path) -> None:
         ),
         (('cc = "cubic"', 'alcc = "copa"'), "workloads[0].alcc", "needs transport = 'tcp', not 'mptcp'"),
         (
-            ('transport = "mptcp"\ncc = "cubic"', 'transport = "tcp"\nalcc = "sprout"'),
+            ('transport = "mptcp"\ncc = "cubic"', 'transport = "tcp"\nalcc = "cubic"'),
             "workloads[0].alcc",
-            "'sprout' is not one of copa",
+            "'cubic' is not one of copa, verus, sprout",
+        ),
+        (
+            ('transport = "mptcp"\ncc = "cubic"', 'transport = "tcp"\nmode = "rr"\nalcc = "sprout"'),
+            "workloads[0].alcc",
+            "needs mode = 'bulk', not 'rr'",
         ),
         (
             ('rate = "5mbit"', 'rate = "5mbit", trace = "x.trace"'),

@@ -49,8 +49,9 @@ STEERING_MODES = (
 LINK_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # becomes part of interface names (15 bytes at most)
 WORKLOAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}$")  # becomes part of file names
 CC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
-# The tng controllers `tng perf --alcc` runs over kernel TCP (docs/congestion-control.md, ALCC).
-ALCC_CONTROLLERS = ("copa", "verus")
+# The tng controllers `tng perf --alcc` runs over kernel TCP (docs/congestion-control.md, ALCC); sprout also needs
+# the perf client's forecasts, which it sends during a bulk download only.
+ALCC_CONTROLLERS = ("copa", "verus", "sprout")
 # The further `linkem gen-trace` flags each trace model takes.
 TRACE_OPTIONS = {
     "sprout": ("sigma", "mean_reversion", "outages_per_minute", "outage_mean_seconds"),
@@ -402,6 +403,10 @@ def _workload(table: _Table, links: set[str], switch: SwitchSpec) -> Workload:
     table.seen.add("alcc")
     if alcc is not None and transport != "tcp":
         raise table.error("alcc", f"limits a kernel TCP sender: needs transport = 'tcp', not {transport!r}")
+    if alcc == "sprout" and mode != "bulk":
+        raise table.error(
+            "alcc", f"sprout runs on the client's forecasts during a bulk download: needs mode = 'bulk', not {mode!r}"
+        )
     table.finish()
     return Workload(
         name, transport, mode, tuple(paths), cc, parallel, flow_size, response_size, steering, visible, sack, alcc

@@ -1,12 +1,14 @@
 //! The ALCC writer of one kernel TCP socket: reads TCP_INFO into `tng_proto::alcc::AlccSender` and applies its
 //! decisions (how much to write, the pacing cap) to the socket. The logic lives in tng-proto; this is the IO, shared
-//! by the perf server's TCP sender and `tng proxy`'s writes to its TCP clients.
+//! by the perf server's TCP sender and `tng proxy`'s writes to its TCP clients; and the receiving side's clock for
+//! Sprout's forecasts (`AlccClient`, the perf client's).
 
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use tng_proto::alcc::{AlccSender, AlccStats, UnsupportedAlcc, ALCC_KINDS};
+use tng_proto::alcc::{needs_receiver, AlccReceiver, AlccSender, AlccStats, ALCC_KINDS};
+use tng_proto::cc::DeliveryForecast;
 use tng_proto::{CcKind, Time};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -29,6 +31,7 @@ const PACING_CHANGE: u64 = 8;
 /// ALCC on one kernel TCP socket.
 pub struct AlccSocket {
     socket: OwnedFd,
+    kind: CcKind,
     sender: AlccSender,
     mss: u64,
     started: Instant,
@@ -41,8 +44,14 @@ impl AlccSocket {
         let info = sockopt::alcc_tcp_info(&socket).context("cannot read TCP_INFO")?;
         let sender = AlccSender::new(kind, info.snd_mss, Time::ZERO)?;
         sockopt::set_notsent_lowat(&socket, NOTSENT_LOWAT).context("cannot set TCP_NOTSENT_LOWAT")?;
-        let mut alcc =
-            AlccSocket { socket, sender, mss: u64::from(info.snd_mss.max(1)), started: Instant::now(), pacing_cap: 0 };
+        let mut alcc = AlccSocket {
+            socket,
+            kind,
+            sender,
+            mss: u64::from(info.snd_mss.max(1)),
+            started: Instant::now(),
+            pacing_cap: 0,
+        };
         alcc.sender.on_tcp_info(Time::ZERO, &info);
         Ok(alcc)
     }
@@ -71,6 +80,52 @@ impl AlccSocket {
     pub fn stats(&self) -> AlccStats {
         self.sender.stats()
     }
+
+    /// Whether the controller runs on the receiver's forecasts (Sprout), which the caller must read from the
+    /// connection and pass to [`AlccSocket::on_forecast`].
+    pub fn wants_forecasts(&self) -> bool {
+        needs_receiver(self.kind)
+    }
+
+    pub fn on_forecast(&mut self, forecast: &DeliveryForecast) {
+        let now = Time::ZERO + self.started.elapsed();
+        self.sender.on_delivery_forecast(now, forecast);
+    }
+}
+
+/// The receiving application's half of ALCC for Sprout: counts what it reads and says when to send a forecast.
+pub struct AlccClient {
+    receiver: AlccReceiver,
+    started: Instant,
+}
+
+impl AlccClient {
+    /// For the connection `socket`: segments are counted in its MSS (the link's, in both directions here).
+    pub fn new(socket: &OwnedFd) -> Result<AlccClient> {
+        let info = sockopt::alcc_tcp_info(socket).context("cannot read TCP_INFO")?;
+        Ok(AlccClient { receiver: AlccReceiver::new(info.snd_mss, Time::ZERO), started: Instant::now() })
+    }
+
+    /// `bytes` were read just now (0: none, the forecast's time came).
+    pub fn on_read(&mut self, bytes: usize) {
+        let now = self.now();
+        self.receiver.on_read(now, bytes as u64);
+    }
+
+    /// The forecast message to send now, if one is due.
+    pub fn poll_message(&mut self) -> Option<Vec<u8>> {
+        let now = self.now();
+        self.receiver.poll_message(now)
+    }
+
+    /// When the next forecast is due.
+    pub fn next_forecast_at(&self) -> Instant {
+        self.started + self.receiver.next_forecast_at().saturating_since(Time::ZERO)
+    }
+
+    fn now(&self) -> Time {
+        Time::ZERO + self.started.elapsed()
+    }
 }
 
 /// `kind`, if ALCC runs it over kernel TCP; else why not, for an `--alcc` flag.
@@ -78,13 +133,22 @@ pub fn supported(kind: CcKind) -> Result<CcKind> {
     if ALCC_KINDS.contains(&kind) {
         return Ok(kind);
     }
-    if kind == CcKind::Sprout {
-        bail!("--alcc: {}", UnsupportedAlcc(kind));
-    }
     bail!(
         "--alcc: {kind} is not one of the delay-based controllers ALCC runs over kernel TCP ({})",
         ALCC_KINDS.map(CcKind::name).join(", ")
     )
+}
+
+/// `kind`, if ALCC runs it for TCP clients that run nothing of tng (`tng proxy`'s); else why not.
+pub fn supported_for_unmodified_clients(kind: CcKind) -> Result<CcKind> {
+    let kind = supported(kind)?;
+    if needs_receiver(kind) {
+        bail!(
+            "--alcc: {kind} needs forecasts from the receiving application (ALCC's client+server mode, as `tng perf \
+             client --transport tcp --alcc {kind}` runs it), and the proxy's TCP clients send none"
+        );
+    }
+    Ok(kind)
 }
 
 /// Writes part of `buf` to `writer`: as much as `alcc` allows after reading the kernel's state, or whatever the

@@ -344,7 +344,7 @@ async fn connect(args: ConnectArgs) -> Result<()> {
 }
 
 async fn proxy(args: ProxyArgs) -> Result<()> {
-    let alcc = args.alcc.map(alcc::supported).transpose()?;
+    let alcc = args.alcc.map(alcc::supported_for_unmodified_clients).transpose()?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -28,7 +28,7 @@ fn tc(ns: &str, args: &str) {
 fn perf(net: &NamespacePair, args: &[&str]) -> std::process::Output {
     Command::new("ip")
         .args(["netns", "exec", &net.client, TNG, "--log-level", "error", "perf", "client"])
-        .args(["--connect", "10.78.0.2:5201", "--transport", "tcp", "--mode", "bulk", "--json"])
+        .args(["--connect", "10.78.0.2:5201", "--json"])
         .args(args)
         .output()
         .unwrap()
@@ -51,8 +51,9 @@ fn alcc_controllers_bound_the_kernels_bytes_by_their_window_over_cubic() {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(500));
-    for alcc in ["copa", "verus"] {
-        let out = perf(&net, &["--duration", "4", "--cc", "cubic", "--alcc", alcc]);
+    for alcc in ["copa", "verus", "sprout"] {
+        let out =
+            perf(&net, &["--transport", "tcp", "--mode", "bulk", "--duration", "4", "--cc", "cubic", "--alcc", alcc]);
         assert!(out.status.success(), "{alcc}: {}", String::from_utf8_lossy(&out.stderr));
         let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
         eprintln!("{alcc}: goodput {} Mbit/s, alcc {}", report["goodput_mbps"], report["alcc"]);
@@ -68,9 +69,21 @@ fn alcc_controllers_bound_the_kernels_bytes_by_their_window_over_cubic() {
             kernel > 0 && kernel <= window,
             "the kernel held {kernel} bytes, the window peaked at {window}: {report}"
         );
+        let forecasts = stats["forecasts"].as_u64().unwrap();
+        if alcc == "sprout" {
+            // One per 20 ms tick from the client over 4 s.
+            assert!(forecasts > 100, "the server's Sprout ran on the client's forecasts: {report}");
+        } else {
+            assert_eq!(forecasts, 0, "{report}");
+        }
     }
-    // Bad input: ALCC only over kernel TCP, and only for controllers that need nothing but ACKs.
-    let sprout = perf(&net, &["--duration", "1", "--alcc", "sprout"]);
-    assert!(!sprout.status.success());
-    assert!(String::from_utf8_lossy(&sprout.stderr).contains("sprout cannot run over kernel TCP"), "{sprout:?}");
+    // Bad input: ALCC only over kernel TCP, only for delay-based controllers, Sprout only where this client sends
+    // its forecasts alongside a bulk download.
+    let tng = perf(&net, &["--duration", "1", "--transport", "tng", "--alcc", "copa"]);
+    assert!(String::from_utf8_lossy(&tng.stderr).contains("needs --transport tcp"), "{tng:?}");
+    let cubic = perf(&net, &["--transport", "tcp", "--duration", "1", "--alcc", "cubic"]);
+    assert!(String::from_utf8_lossy(&cubic.stderr).contains("cubic is not one of the delay-based"), "{cubic:?}");
+    let sprout_rr = perf(&net, &["--transport", "tcp", "--duration", "1", "--alcc", "sprout", "--mode", "rr"]);
+    assert!(!sprout_rr.status.success());
+    assert!(String::from_utf8_lossy(&sprout_rr.stderr).contains("--alcc sprout needs --mode bulk"), "{sprout_rr:?}");
 }

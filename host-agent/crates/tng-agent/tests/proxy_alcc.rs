@@ -133,8 +133,8 @@ fn the_proxy_refuses_controllers_alcc_cannot_run_before_connecting() {
     let via = format!("127.0.0.1:{}", free_port());
     let listen = format!("127.0.0.1:{}", free_port());
     for (alcc, reason) in [
-        ("sprout", "sprout cannot run over kernel TCP: it needs the receiver's delivery forecast"),
-        ("cubic", "cubic is not one of the delay-based controllers ALCC runs over kernel TCP (copa, verus)"),
+        ("sprout", "sprout needs forecasts from the receiving application"),
+        ("cubic", "cubic is not one of the delay-based controllers ALCC runs over kernel TCP (copa, verus, sprout)"),
     ] {
         let out = Command::new(TNG)
             .args(["proxy", "--listen", &listen, "--via", &via, "--to", "127.0.0.1:9", "--alcc", alcc])

@@ -14,6 +14,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 use socket2::SockRef;
+use tng_proto::alcc::needs_receiver;
 use tng_proto::{CcKind, ConnectionHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -22,6 +23,7 @@ use super::kernel::{self, KernelTransport};
 use super::protocol::{count_corrupted, Request, SenderStats, DATA_FOLLOWS, REFUSED, STATS_LEN, UNBOUNDED};
 use super::stats::Summary;
 use super::{BoxStream, Transport};
+use crate::alcc::AlccClient;
 use crate::driver::{Agent, Route, Stream};
 use crate::service;
 
@@ -121,6 +123,8 @@ pub struct AlccReport {
     /// The most bytes the server's kernel held at once (in flight and unsent): at most the peak window when ALCC
     /// bounded the kernel.
     pub peak_kernel_bytes: u64,
+    /// Forecasts of the link this client sent and the server's controller took (Sprout's; 0 for the others).
+    pub forecasts: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -205,6 +209,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
             samples: stats.samples,
             peak_window_bytes: stats.peak_window,
             peak_kernel_bytes: stats.peak_kernel_bytes,
+            forecasts: stats.forecasts,
         }),
         started_unix_s,
         duration_s: elapsed,
@@ -303,13 +308,15 @@ async fn tng_paths(agent: &Agent, conn: ConnectionHandle) -> Result<Vec<PathRepo
 }
 
 /// Reads `size` bytes of the pattern, or as many as arrive before `deadline`, the end of the run; returns whether
-/// all of them came. Only bytes read by the deadline count as measured.
+/// all of them came. Only bytes read by the deadline count as measured. With `forecasts` (ALCC Sprout), it also
+/// sends the server a forecast of the link every tick, from what it reads.
 async fn receive(
     stream: &mut BoxStream,
     size: u64,
     deadline: Instant,
     progress: &Progress,
     outcome: &mut Outcome,
+    mut forecasts: Option<&mut AlccClient>,
 ) -> Result<Received> {
     // Sized for the response: connections mode reads thousands of small ones a second.
     let mut buf = vec![0u8; size.min(64 * 1024) as usize];
@@ -320,12 +327,19 @@ async fn receive(
         if Instant::now() >= deadline {
             return Ok(Received::Cut);
         }
-        let read = match tokio::time::timeout_at(deadline.into(), stream.read(&mut buf[..want])).await {
+        let wake = forecasts.as_ref().map_or(deadline, |f| deadline.min(f.next_forecast_at()));
+        let read = match tokio::time::timeout_at(wake.into(), stream.read(&mut buf[..want])).await {
+            Ok(Ok(0)) => bail!("server closed the connection after {offset} of {size} bytes"),
             Ok(read) => read?,
-            Err(_) => return Ok(Received::Cut),
+            Err(_) if wake == deadline => return Ok(Received::Cut),
+            // A forecast is due: a silent link is news too.
+            Err(_) => 0,
         };
-        if read == 0 {
-            bail!("server closed the connection after {offset} of {size} bytes");
+        if let Some(forecasts) = forecasts.as_deref_mut() {
+            forecasts.on_read(read);
+            if let Some(message) = forecasts.poll_message() {
+                stream.write_all(&message).await?;
+            }
         }
         outcome.corrupted_bytes += count_corrupted(offset, &buf[..read]);
         offset += read as u64;
@@ -417,7 +431,12 @@ async fn bulk(options: &ClientOptions, dialer: &Dialer, token: u64, progress: &P
     let mut opened = open(options, dialer, 0).await?;
     let deadline = Instant::now() + options.duration;
     request_data(options, dialer, &mut opened, UNBOUNDED, token).await?;
-    receive(&mut opened.io, UNBOUNDED, deadline, progress, &mut outcome).await?;
+    // ALCC Sprout's receiver half: the server's controller runs on this side's forecasts.
+    let mut forecasts = match (&opened.probe, options.alcc) {
+        (Some(socket), Some(kind)) if needs_receiver(kind) => Some(AlccClient::new(socket)?),
+        _ => None,
+    };
+    receive(&mut opened.io, UNBOUNDED, deadline, progress, &mut outcome, forecasts.as_mut()).await?;
     abandon(opened, &mut outcome);
     Ok(outcome)
 }
@@ -446,7 +465,7 @@ async fn shortflows(options: &ClientOptions, dialer: &Dialer, token: u64, progre
                     break;
                 }
                 // A flow the deadline cuts counts its bytes so far, but no completion time.
-                if receive(&mut opened.io, size, deadline, &progress, &mut outcome).await? == Received::Cut {
+                if receive(&mut opened.io, size, deadline, &progress, &mut outcome, None).await? == Received::Cut {
                     abandon(opened, &mut outcome);
                     break;
                 }
@@ -478,7 +497,7 @@ async fn request_response(
         let cut = match tokio::time::timeout_at(deadline.into(), requested).await {
             Ok(requested) => {
                 requested?;
-                receive(&mut opened.io, options.response_bytes, deadline, progress, &mut outcome).await?
+                receive(&mut opened.io, options.response_bytes, deadline, progress, &mut outcome, None).await?
                     == Received::Cut
             }
             Err(_) => true,

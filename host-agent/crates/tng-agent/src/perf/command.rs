@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use tng_proto::alcc::needs_receiver;
 use tng_proto::CcKind;
 
 use super::client::{ClientOptions, Dialer, Mode};
@@ -49,8 +50,8 @@ pub struct PerfClientArgs {
     #[arg(long, value_enum, default_value_t = Transport::Tng)]
     pub transport: Transport,
     /// With `--transport tcp`: the server writes to its TCP socket only what this tng controller allows (ALCC:
-    /// copa or verus, fed from the kernel's TCP_INFO); the kernel's controller (`--cc`, default the system's) still
-    /// runs underneath.
+    /// copa or verus, fed from the kernel's TCP_INFO; or sprout in bulk mode, fed also from the forecasts this client
+    /// sends); the kernel's controller (`--cc`, default the system's) still runs underneath.
     #[arg(long, value_name = "CC")]
     pub alcc: Option<CcKind>,
     /// Parallel clients in shortflows mode.
@@ -105,6 +106,9 @@ pub async fn client(args: PerfClientArgs) -> Result<()> {
             bail!("--alcc {kind} needs --transport tcp: ALCC limits what a server writes to a kernel TCP socket");
         }
         alcc::supported(kind)?;
+        if needs_receiver(kind) && args.mode != Mode::Bulk {
+            bail!("--alcc {kind} needs --mode bulk: this client sends its forecasts while the server's data flows");
+        }
     }
     if args.mode == Mode::Connections {
         if args.transport != Transport::Tng {
@@ -161,8 +165,9 @@ pub async fn client(args: PerfClientArgs) -> Result<()> {
         );
         if let Some(alcc) = &report.alcc {
             println!(
-                "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads)",
-                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples
+                "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads, {} \
+                 forecasts)",
+                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples, alcc.forecasts
             );
         }
         if let Some(queueing) = &report.sender_queueing_ms {

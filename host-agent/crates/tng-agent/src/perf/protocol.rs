@@ -16,7 +16,7 @@ use tng_proto::alcc::{AlccStats, ALCC_KINDS};
 use tng_proto::CcKind;
 
 pub const REQUEST_LEN: usize = 40;
-pub const STATS_LEN: usize = 72;
+pub const STATS_LEN: usize = 80;
 const MAGIC: &[u8; 4] = b"TNGP";
 /// A bulk response: the server sends until the client closes its side.
 pub const UNBOUNDED: u64 = u64::MAX;
@@ -148,6 +148,7 @@ impl SenderStats {
         out[48..56].copy_from_slice(&alcc.samples.to_be_bytes());
         out[56..64].copy_from_slice(&alcc.peak_window.to_be_bytes());
         out[64..72].copy_from_slice(&alcc.peak_kernel_bytes.to_be_bytes());
+        out[72..80].copy_from_slice(&alcc.forecasts.to_be_bytes());
         out
     }
 
@@ -164,6 +165,7 @@ impl SenderStats {
                 samples: word(48),
                 peak_window: word(56),
                 peak_kernel_bytes: word(64),
+                forecasts: word(72),
             }),
         }
     }
@@ -238,8 +240,12 @@ mod tests {
 
     #[test]
     fn only_alcc_controllers_travel_in_a_request() {
-        let sprout = Request::Data { size: 1, token: 1, cc: None, alcc: Some(CcKind::Sprout) }.encode();
-        assert!(sprout.unwrap_err().to_string().contains("sprout cannot run over kernel TCP"));
+        let cubic = Request::Data { size: 1, token: 1, cc: None, alcc: Some(CcKind::Cubic) }.encode();
+        assert!(cubic.unwrap_err().to_string().contains("cubic cannot run over kernel TCP"));
+        for kind in ALCC_KINDS {
+            let raw = Request::Data { size: 1, token: 1, cc: None, alcc: Some(kind) }.encode().unwrap();
+            assert_eq!(Request::decode(&raw).unwrap(), Request::Data { size: 1, token: 1, cc: None, alcc: Some(kind) });
+        }
         let mut raw = Request::Data { size: 1, token: 1, cc: None, alcc: None }.encode().unwrap();
         raw[5] = 9;
         assert!(Request::decode(&raw).unwrap_err().to_string().contains("unknown ALCC controller code 9"));
@@ -257,7 +263,7 @@ mod tests {
     #[test]
     fn stats_round_trip() {
         let queueing = Queueing { p50: Duration::from_micros(1_500), p95: Duration::from_millis(180) };
-        let alcc = AlccStats { samples: 5, peak_window: 64_000, peak_kernel_bytes: 60_000 };
+        let alcc = AlccStats { samples: 5, peak_window: 64_000, peak_kernel_bytes: 60_000, forecasts: 7 };
         for (cc, queueing, alcc) in [(None, None, None), (Some("bbr".to_string()), Some(queueing), Some(alcc))] {
             let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc, queueing, alcc };
             assert_eq!(SenderStats::decode(&s.encode()), s);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tng_proto::alcc::AlccStats;
+use tng_proto::alcc::{needs_receiver, AlccStats, ForecastMessages};
 use tng_proto::{CcKind, ConnectionHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
@@ -151,13 +151,14 @@ pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counter
     Ok(())
 }
 
-/// ALCC counters of a run's connections: samples add up, peaks are the largest of any connection.
+/// ALCC counters of a run's connections: samples and forecasts add up, peaks are the largest of any connection.
 fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
     let run = run.unwrap_or_default();
     AlccStats {
         samples: run.samples + connection.samples,
         peak_window: run.peak_window.max(connection.peak_window),
         peak_kernel_bytes: run.peak_kernel_bytes.max(connection.peak_kernel_bytes),
+        forecasts: run.forecasts + connection.forecasts,
     }
 }
 
@@ -190,6 +191,14 @@ async fn answer_requests(
                         return Err(err);
                     }
                     applied_cc = Some(cc);
+                }
+                if let Some(kind) = alcc_kind.filter(|&kind| needs_receiver(kind) && size != UNBOUNDED) {
+                    let err = anyhow::anyhow!(
+                        "ALCC {kind} runs on bulk requests only (the client's forecasts share the direction its \
+                         requests take)"
+                    );
+                    refuse(io, &format!("{err:#}")).await?;
+                    return Err(err);
                 }
                 if let Some(kind) = alcc_kind.filter(|_| alcc.is_none()) {
                     match start_alcc(counters, kind) {
@@ -277,7 +286,7 @@ enum Sent {
 
 /// Sends the [`DATA_FOLLOWS`] status and `size` pattern bytes, or for an unbounded request pattern bytes until the
 /// peer closes its side; with `alcc`, only as many at a time as its controller allows, reading the kernel's state
-/// at least every [`crate::alcc::POLL_INTERVAL`].
+/// at least every [`crate::alcc::POLL_INTERVAL`], and the client's forecasts if the controller runs on them.
 async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut AlccSocket>) -> Result<Sent> {
     // The status byte rides in the first write with the data, so it costs no packet of its own. A small response
     // gets a buffer of its size: a server answering thousands of them a second would spend its time zeroing chunks.
@@ -286,19 +295,29 @@ async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut
     let mut status = 1;
     let mut offset = 0u64;
     let (mut reader, mut writer) = tokio::io::split(io);
-    let mut probe = [0u8; 1];
+    // What the client sends during an unbounded response: nothing, or Sprout's forecasts under ALCC.
+    let mut upstream = [0u8; 512];
+    let mut forecasts = alcc.as_ref().filter(|alcc| alcc.wants_forecasts()).map(|_| ForecastMessages::default());
     while status > 0 || offset < size {
         let len = (size - offset).min(CHUNK as u64) as usize;
         let end = status + len;
         fill_pattern(offset, &mut chunk[status..end]);
         let mut pos = 0;
         while pos < end {
-            tokio::select! {
-                written = write_governed(&mut writer, &chunk[pos..end], alcc.as_deref_mut()) => pos += written?,
-                read = reader.read(&mut probe), if size == UNBOUNDED => {
-                    if matches!(read, Ok(0) | Err(_)) {
-                        return Ok(Sent::PeerClosed);
-                    }
+            let read = tokio::select! {
+                written = write_governed(&mut writer, &chunk[pos..end], alcc.as_deref_mut()) => {
+                    pos += written?;
+                    continue;
+                }
+                read = reader.read(&mut upstream), if size == UNBOUNDED => read,
+            };
+            let read = match read {
+                Ok(0) | Err(_) => return Ok(Sent::PeerClosed),
+                Ok(read) => read,
+            };
+            if let (Some(messages), Some(alcc)) = (forecasts.as_mut(), alcc.as_deref_mut()) {
+                for forecast in messages.push(&upstream[..read])? {
+                    alcc.on_forecast(&forecast);
                 }
             }
         }
@@ -402,5 +421,26 @@ mod tests {
         let reason = std::str::from_utf8(&answer[3..]).expect("UTF-8 reason");
         assert_eq!(reason.len(), len);
         assert_eq!(reason, "congestion control \"no-such-cc\" is not available in this kernel");
+    }
+
+    #[tokio::test]
+    async fn alcc_sprout_is_refused_for_a_sized_request_and_ends_a_bulk_one_on_a_bad_forecast() {
+        let addr = kernel_server().await;
+        let answer = ask(addr, Request::Data { size: 5000, token: 8, cc: None, alcc: Some(CcKind::Sprout) }).await;
+        assert_eq!(answer[0], REFUSED);
+        let reason = String::from_utf8_lossy(&answer[3..]);
+        assert!(reason.contains("ALCC sprout runs on bulk requests only"), "{reason}");
+
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let bulk = Request::Data { size: UNBOUNDED, token: 9, cc: None, alcc: Some(CcKind::Sprout) };
+        stream.write_all(&bulk.encode().expect("encodes")).await.expect("send request");
+        let mut first = [0u8; 1000];
+        stream.read_exact(&mut first).await.expect("data flows");
+        assert_eq!(first[0], DATA_FOLLOWS);
+        // Not a forecast message: a zero length.
+        stream.write_all(&[0, 0]).await.expect("send");
+        let mut rest = Vec::new();
+        let ended = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+        assert!(ended.is_ok(), "the server ends the connection instead of sending on");
     }
 }

@@ -215,7 +215,7 @@ async fn request_once(
     let started = Instant::now();
     let mut opened = open(options, dialer, 0).await?;
     request_data(options, dialer, &mut opened, options.response_bytes, token).await?;
-    if receive(&mut opened.io, options.response_bytes, answer_by, progress, outcome).await? == Received::Cut {
+    if receive(&mut opened.io, options.response_bytes, answer_by, progress, outcome, None).await? == Received::Cut {
         abandon(opened, outcome);
         bail!("the response was not complete within {} s", REQUEST_TIMEOUT.as_secs());
     }

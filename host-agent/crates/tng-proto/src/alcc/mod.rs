@@ -13,10 +13,17 @@
 //!   smoothed RTT is each sample's RTT, so a controller sees queueing a few ACKs late.
 //! - Send times of acknowledged and lost bytes: acknowledged bytes left one RTT ago, lost bytes one RTT before the
 //!   retransmission was counted.
+//!
+//! Sprout needs its receiver's forecasts, which a TCP receiver does not send: it runs only where the receiving
+//! application runs [`AlccReceiver`] and sends them back (ALCC's client+server mode, [`receiver`]).
+
+pub mod receiver;
 
 use std::time::Duration;
 
-use crate::cc::{new_controller, AckSample, CcConfig, CcKind, CongestionController, LossEvent};
+pub use receiver::{AlccReceiver, BadForecastMessage, ForecastMessages};
+
+use crate::cc::{new_controller, AckSample, CcConfig, CcKind, CongestionController, DeliveryForecast, LossEvent};
 use crate::time::Time;
 
 /// The `struct tcp_info` fields the adapter reads, as the kernel reports them at one moment (counters are
@@ -74,8 +81,8 @@ impl std::fmt::Display for UnsupportedAlcc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} cannot run over kernel TCP: it needs the receiver's delivery forecast, which a TCP receiver does not \
-             send (ALCC runs {})",
+            "{} cannot run over kernel TCP: ALCC runs the delay-based controllers {} (sprout only with a receiver \
+             that sends its forecasts)",
             self.0,
             ALCC_KINDS.map(CcKind::name).join(", ")
         )
@@ -84,8 +91,15 @@ impl std::fmt::Display for UnsupportedAlcc {
 
 impl std::error::Error for UnsupportedAlcc {}
 
-/// The controllers ALCC runs over kernel TCP: the delay-based ones that need nothing but ACKs.
-pub const ALCC_KINDS: [CcKind; 2] = [CcKind::Copa, CcKind::Verus];
+/// The controllers ALCC runs over kernel TCP: the delay-based ones. Copa and Verus need nothing but the kernel's
+/// ACK state; Sprout also needs the receiver's forecasts ([`needs_receiver`]).
+pub const ALCC_KINDS: [CcKind; 3] = [CcKind::Copa, CcKind::Verus, CcKind::Sprout];
+
+/// Whether `kind` works only with a receiving application that runs [`AlccReceiver`]: an unmodified TCP client
+/// sends nothing it could use.
+pub fn needs_receiver(kind: CcKind) -> bool {
+    kind.uses_delivery_forecast()
+}
 
 /// Peaks over a connection, so a run can show that the controller's window bounded the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +110,8 @@ pub struct AlccStats {
     pub peak_window: u64,
     /// Largest number of bytes the kernel had in flight or queued unsent.
     pub peak_kernel_bytes: u64,
+    /// Forecasts from the receiver the controller took (Sprout's).
+    pub forecasts: u64,
 }
 
 /// One TCP connection's application-level controller.
@@ -173,6 +189,13 @@ impl AlccSender {
         self.stats.peak_kernel_bytes = self.stats.peak_kernel_bytes.max(self.kernel_bytes);
     }
 
+    /// A forecast from the receiver's [`AlccReceiver`] arrived at `now`.
+    pub fn on_delivery_forecast(&mut self, now: Time, forecast: &DeliveryForecast) {
+        self.controller.on_delivery_forecast(now, forecast);
+        self.stats.forecasts += 1;
+        self.stats.peak_window = self.stats.peak_window.max(self.controller.window());
+    }
+
     /// The rate to cap the kernel's pacing at (`SO_MAX_PACING_RATE`), bytes per second.
     pub fn pacing_rate(&self) -> u64 {
         let srtt = self.last.map_or(Duration::ZERO, |info| info.srtt());
@@ -235,12 +258,47 @@ mod tests {
     }
 
     #[test]
-    fn sprout_and_loss_based_controllers_are_refused_with_the_reason() {
-        let err = AlccSender::new(CcKind::Sprout, MSS, at(0)).unwrap_err();
-        assert_eq!(err, UnsupportedAlcc(CcKind::Sprout));
-        assert!(err.to_string().contains("delivery forecast") && err.to_string().contains("copa, verus"), "{err}");
-        assert!(AlccSender::new(CcKind::Cubic, MSS, at(0)).is_err());
+    fn loss_based_controllers_are_refused_with_the_reason() {
+        let err = AlccSender::new(CcKind::Cubic, MSS, at(0)).unwrap_err();
+        assert_eq!(err, UnsupportedAlcc(CcKind::Cubic));
+        assert!(err.to_string().contains("copa, verus, sprout"), "{err}");
+        assert!(AlccSender::new(CcKind::NewReno, MSS, at(0)).is_err());
         assert!(AlccSender::new(CcKind::Verus, MSS, at(0)).is_ok());
+        assert!(needs_receiver(CcKind::Sprout) && !needs_receiver(CcKind::Copa) && !needs_receiver(CcKind::Verus));
+    }
+
+    #[test]
+    fn sprouts_window_follows_the_receivers_forecasts() {
+        let mut alcc = AlccSender::new(CcKind::Sprout, MSS, at(0)).unwrap();
+        alcc.on_tcp_info(at(0), &info(0, 0, 40));
+        // The receiver reads 1000 segments/s for a second (20 per tick), then nothing for a second.
+        let mut receiver = AlccReceiver::new(MSS, at(0));
+        let mut messages = ForecastMessages::default();
+        let mut deliver = |alcc: &mut AlccSender, receiver: &mut AlccReceiver, now: Time| {
+            for forecast in receiver.poll_message(now).map(|m| messages.push(&m).unwrap()).unwrap_or_default() {
+                alcc.on_delivery_forecast(now, &forecast);
+            }
+        };
+        for ms in 0..1000 {
+            receiver.on_read(at(ms), u64::from(MSS));
+            deliver(&mut alcc, &mut receiver, at(ms));
+        }
+        // Queueing ends the slow-start probe, so the window is the forecast's alone.
+        let (mut sent, mut now) = (0u64, 1000u64);
+        for _ in 0..3 {
+            sent += 10_000;
+            now += 80;
+            alcc.on_tcp_info(at(now), &info(sent, sent, 80));
+        }
+        let busy = alcc.window();
+        // The forecast over 100 ms + 40 ms of min RTT at 20 segments per 20 ms tick: at most 140 segments.
+        assert!(busy > 40 * u64::from(MSS) && busy <= 140 * u64::from(MSS), "{busy}");
+        for ms in 1240..2200 {
+            deliver(&mut alcc, &mut receiver, at(ms));
+        }
+        alcc.on_tcp_info(at(2200), &info(sent, sent, 80));
+        assert!(alcc.window() < busy / 4, "a silent link forecasts little: {} from {busy}", alcc.window());
+        assert_eq!(alcc.name(), "sprout");
     }
 
     #[test]
