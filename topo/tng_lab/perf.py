@@ -157,6 +157,7 @@ class PerfServer:
     child: Child | None = None
     cc: str | None = None
     starts: int = 0
+    extra_args: tuple[str, ...] = ()  # more `tng perf server` flags (e.g. --qlog DIR)
 
     def ensure(self, cc: str | None) -> Child:
         """The running server with tng congestion control `cc` (None: the agent's default)."""
@@ -165,7 +166,8 @@ class PerfServer:
         self.stop()
         self.starts += 1
         log = self.logs / f"server-{self.starts}-{cc or 'default'}.log"
-        self.child = spawn("tng perf server", server_command(self.binary, self.ns, self.address, self.port, cc), log)
+        argv = [*server_command(self.binary, self.ns, self.address, self.port, cc), *self.extra_args]
+        self.child = spawn("tng perf server", argv, log)
         self.cc = cc
         self._wait_listening(self.child)
         return self.child

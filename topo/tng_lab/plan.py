@@ -206,27 +206,21 @@ class Plan:
         """Everything after `ip netns add`, in order: sysctls, veths, offloads, addresses, routes, ARP, MPTCP."""
         commands: list[list[str]] = []
         for ns in self.namespaces():
-            commands.append(_ip(ns, "link", "set", "lo", "up"))
-            commands.append(_exec(ns, "sysctl", "-qw", *NAMESPACE_SYSCTLS))
+            commands += namespace_commands(ns)
         forward = "0" if self.bmv2 else "1"
         commands.append(_exec(self.switch_ns, "sysctl", "-qw", f"net.ipv4.ip_forward={forward}"))
         for veth in self.veths():
-            a_end = [veth.a_if, "netns", veth.a_ns, "address", veth.a_mac]
-            b_end = [veth.b_if, "netns", veth.b_ns, "address", veth.b_mac]
-            commands.append(["ip", "link", "add", *a_end, "type", "veth", "peer", "name", *b_end])
-            for ns, interface in ((veth.a_ns, veth.a_if), (veth.b_ns, veth.b_if)):
-                commands.append(_exec(ns, "ethtool", "-K", interface, *OFFLOADS_OFF))
-                commands.append(_ip(ns, "link", "set", interface, "up"))
+            commands += veth_commands(veth)
         commands.append(_ip(self.server_ns, "addr", "add", f"{SERVER_ADDRESS}/24", "dev", "eth0"))
         if not self.bmv2:
             commands.append(_ip(self.switch_ns, "addr", "add", f"{SWITCH_SERVER_ADDRESS}/24", "dev", "srv"))
-        commands.append(_static_arp(self.server_ns, "eth0", SWITCH_SERVER_ADDRESS, self.switch_server_mac))
+        commands.append(static_arp(self.server_ns, "eth0", SWITCH_SERVER_ADDRESS, self.switch_server_mac))
         commands.append(_ip(self.server_ns, "route", "add", UE_NETWORK, "via", SWITCH_SERVER_ADDRESS))
         for path in self.paths:
             table = str(path.table)
             if not self.bmv2:
                 commands.append(_ip(self.switch_ns, "addr", "add", f"{path.switch_address}/24", "dev", path.switch_if))
-                commands.append(_static_arp(self.switch_ns, path.switch_if, path.ue_address, path.ue_mac))
+                commands.append(static_arp(self.switch_ns, path.switch_if, path.ue_address, path.ue_mac))
             commands.append(_ip(self.ue_ns, "addr", "add", f"{path.ue_address}/24", "dev", path.ue_if))
             commands.append(_ip(self.ue_ns, "rule", "add", "from", path.ue_address, "table", table))
             commands.append(
@@ -234,7 +228,7 @@ class Plan:
                     self.ue_ns, "route", "add", "default", "via", path.switch_address, "dev", path.ue_if, "table", table
                 )
             )
-            commands.append(_static_arp(self.ue_ns, path.ue_if, path.switch_address, path.switch_mac))
+            commands.append(static_arp(self.ue_ns, path.ue_if, path.switch_address, path.switch_mac))
         commands.append(_ip(self.ue_ns, "route", "add", "default", "via", self.paths[0].switch_address))
         if self.helper_port is not None:
             for interface in (HELPER_SWITCH_IF, HELPER_IF):
@@ -270,8 +264,8 @@ class Plan:
             commands += [
                 _ip(gateway, "addr", "add", f"{link.gateway_address}/24", "dev", link.gateway_if),
                 _ip(ue.namespace, "addr", "add", f"{link.ue_address}/24", "dev", GATEWAY_UE_IF),
-                _static_arp(gateway, link.gateway_if, link.ue_address, link.ue_mac),
-                _static_arp(ue.namespace, GATEWAY_UE_IF, link.gateway_address, link.gateway_mac),
+                static_arp(gateway, link.gateway_if, link.ue_address, link.ue_mac),
+                static_arp(ue.namespace, GATEWAY_UE_IF, link.gateway_address, link.gateway_mac),
             ]
             owned = [(source.address, str(self.path(source.link).table)) for source in ue.sources]
             if ue.lwip_address is not None and wifi_table is not None:
@@ -285,7 +279,7 @@ class Plan:
             if not self.bmv2:  # Linux forwarding resolves the UEs' link addresses to the gateway's link interfaces
                 for source in ue.sources:
                     path = self.path(source.link)
-                    commands.append(_static_arp(self.switch_ns, path.switch_if, source.address, path.ue_mac))
+                    commands.append(static_arp(self.switch_ns, path.switch_if, source.address, path.ue_mac))
             first = ue.sources[0].address  # like the single UE's main table: unbound traffic takes the first link
             commands.append(
                 _ip(
@@ -320,6 +314,22 @@ class Plan:
         return [_exec(ns, "sysctl", "-qw", f"net.ipv4.tcp_sack={int(enabled)}") for ns in self.ue_namespaces()]
 
 
+def namespace_commands(ns: str) -> list[list[str]]:
+    """Loopback up and NAMESPACE_SYSCTLS in a fresh namespace."""
+    return [_ip(ns, "link", "set", "lo", "up"), _exec(ns, "sysctl", "-qw", *NAMESPACE_SYSCTLS)]
+
+
+def veth_commands(veth: Veth) -> list[list[str]]:
+    """The veth created straight into its two namespaces, offloads off and both ends up."""
+    a_end = [veth.a_if, "netns", veth.a_ns, "address", veth.a_mac]
+    b_end = [veth.b_if, "netns", veth.b_ns, "address", veth.b_mac]
+    commands = [["ip", "link", "add", *a_end, "type", "veth", "peer", "name", *b_end]]
+    for ns, interface in ((veth.a_ns, veth.a_if), (veth.b_ns, veth.b_if)):
+        commands.append(_exec(ns, "ethtool", "-K", interface, *OFFLOADS_OFF))
+        commands.append(_ip(ns, "link", "set", interface, "up"))
+    return commands
+
+
 def _ip(ns: str, *args: str) -> list[str]:
     return ["ip", "-n", ns, *args]
 
@@ -332,7 +342,7 @@ def _mac(link: int, end: int) -> str:
     return f"02:74:6c:00:{link:02x}:{end:02x}"
 
 
-def _static_arp(ns: str, interface: str, address: str, mac: str) -> list[str]:
+def static_arp(ns: str, interface: str, address: str, mac: str) -> list[str]:
     return _ip(ns, "neigh", "replace", address, "lladdr", mac, "dev", interface, "nud", "permanent")
 
 

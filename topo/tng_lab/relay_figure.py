@@ -49,14 +49,21 @@ def run_scheme(sim: Path, scenario: Path, scheme: Scheme, interval_ms: int, extr
     return report
 
 
-def plot(reports: dict[str, dict[str, Any]], title: str, out_dir: Path) -> list[Path]:
-    """goodput.png and delay.png: one line per scheme over time, cross-flow starts as dotted lines."""
+# The figures `plot` draws by default: (file name, timeline field, y-axis label).
+PANELS = (
+    ("goodput.png", "goodput_mbps", "goodput (Mbit/s)"),
+    ("delay.png", "sender_srtt_ms", "data sender's smoothed RTT (ms)"),
+)
+
+
+def plot(
+    reports: dict[str, dict[str, Any]], title: str, out_dir: Path, panels: tuple[tuple[str, str, str], ...] = PANELS
+) -> list[Path]:
+    """One figure per panel (goodput.png and delay.png by default): one line per scheme over time, cross-flow starts
+    as dotted lines. The lab's real-process runs (tng_lab.relay_lab) draw theirs with it too."""
     starts = sorted({flow["start_s"] for report in reports.values() for flow in report.get("cross_traffic", [])})
     written = []
-    for name, field, ylabel in (
-        ("goodput.png", "goodput_mbps", "goodput (Mbit/s)"),
-        ("delay.png", "sender_srtt_ms", "data sender's smoothed RTT (ms)"),
-    ):
+    for name, field, ylabel in panels:
         figure = Figure(figsize=(9, 4.2))
         axes = figure.add_subplot()
         for scheme in SCHEMES:

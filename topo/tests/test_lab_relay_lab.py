@@ -1,0 +1,156 @@
+"""tng_lab.relay_lab: Tng's DSL experiment with a real `tng relay` process, real `tng perf` and kernel CUBIC cross
+traffic in namespaces, at reduced length (download only, 2 levels of 4 s), and its numbers from fabricated input.
+
+The end-to-end test needs root and the release binaries (lab_binaries: TNG_LAB_BIN_DIR or cargo). It asserts what
+can be observed whatever the machine's load: every transfer intact, the split run carried by the relay, the cross
+flow started on schedule, the report's per-level numbers; never a goodput or delay target.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import lab_binaries
+import pytest
+from tng_lab import relay_lab_report
+from tng_lab.linkem import Counters, LinkCounters
+from tng_lab.relay_lab import DIRECTIONS, SCHEMES, Options
+from tng_lab.relay_lab_net import Links, Net, QueueSample
+from tng_lab.runner import REPO, Binaries
+
+bin_dir = lab_binaries.bin_dir  # the shared fixture, collected in this module too
+
+LEVEL_S, MAX_CROSS = 4, 1
+SECTION_PAYLOAD_MAX = 1429  # an end-to-end datagram through a relay is at most this long (docs/architecture.md)
+
+
+@pytest.mark.needs_root
+def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_split(
+    bin_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "relay-lab"
+    argv = [sys.executable, "-m", "tng_lab.relay_lab", "--out", str(out), "--direction", "download"]
+    argv += ["--level-seconds", str(LEVEL_S), "--max-cross", str(MAX_CROSS), "--bin-dir", str(bin_dir)]
+    run = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 0, stderr[-3000:]
+    assert "download, split (relay): 1 cross flow(s) from" in stderr  # progress on stderr
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert f"tlab{run.pid}-" not in listed  # every namespace of the run is gone
+    report = json.loads((out / "relay-lab.json").read_text())
+    assert report["verified"] is True
+    assert list(report["directions"]) == ["download"]
+    schemes = report["directions"]["download"]["schemes"]
+    assert list(schemes) == [scheme.label for scheme in SCHEMES]
+    for label, scheme in schemes.items():
+        transfer = scheme["transfer"]
+        assert transfer["exit_status"] == 0 and transfer["verified"], label
+        assert transfer["bytes_corrupted"] == 0, label
+        assert transfer["bytes_checked"] > 1_000_000, label  # 8 s on a 10 Mbit/s DSL
+        # One cross flow, started one level in, intact.
+        (flow,) = scheme["cross_traffic"]
+        assert flow["start_s"] == LEVEL_S and abs(flow["started_s"] - LEVEL_S) < 1.0, label
+        assert flow["exit_status"] == 0 and flow["bytes_corrupted"] == 0 and flow["bytes_received"] > 0, label
+        assert flow["sender_cc"] == "cubic", label
+        assert [level["cross_flows"] for level in scheme["levels"]] == [0, 1], label
+        for level in scheme["levels"]:
+            for key in ("goodput_mbps", "p95_srtt_ms", "p95_dsl_queue_ms"):
+                assert level[key] is not None and level[key] >= 0, (label, level)
+        assert len(scheme["timeline"]) == LEVEL_S * (MAX_CROSS + 1), label
+        assert scheme["queue_samples"] > 0 and scheme["srtt_samples"] > 0, label
+    split = schemes["split (relay)"]
+    assert split["split"] is True and split["sender_cc"] == "cubic"
+    # Every data datagram of the split run crossed the relay in a SECTION of its own: at least as many forwarded.
+    assert split["relay"]["forwarded"] >= split["transfer"]["bytes_checked"] / SECTION_PAYLOAD_MAX
+    assert schemes["end-to-end CUBIC"]["relay"] is None and schemes["end-to-end Vegas"]["relay"] is None
+    assert schemes["end-to-end Vegas"]["sender_cc"] == "vegas"
+    comparison = report["directions"]["download"]["comparison"]
+    assert [row["cross_flows"] for row in comparison] == [0, 1]
+    for row in comparison:
+        assert row["split_over_cubic_goodput"] is not None and row["split_over_cubic_p95_srtt"] is not None
+        assert set(row["targets"]) == {"goodput_at_least_0_95", "p95_delay_at_most_0_2"}
+    for name in ("goodput", "delay", "dsl-queue"):
+        assert (out / f"download-{name}.png").stat().st_size > 10_000
+
+
+def options(tmp_path: Path) -> Options:
+    binaries = Binaries(tmp_path / "tng", tmp_path / "linkem")
+    return Options(tmp_path, binaries, Links(), level_s=2.0, max_cross=1, relay_queue=64)
+
+
+def counters(queue_bytes: int, forwarded: int) -> dict[str, int]:
+    names = ["packets_in", "bytes_in", "forwarded_packets", "dropped_queue", "dropped_loss", "dropped_send"]
+    names += ["dropped_oversize", "dropped_kernel", "ecn_marked", "checksum_completed", "queue_packets"]
+    names += ["delay_line_packets"]
+    return {**dict.fromkeys(names, 0), "queue_bytes": queue_bytes, "forwarded_bytes": forwarded}
+
+
+def sample(t: float, dsl_queue_bytes: int, core_forwarded: int) -> QueueSample:
+    dsl = LinkCounters(Counters.from_json(counters(dsl_queue_bytes, 0)), Counters.from_json(counters(0, 0)))
+    core = LinkCounters(Counters.from_json(counters(0, core_forwarded)), Counters.from_json(counters(0, 0)))
+    return QueueSample(t, dsl, core)
+
+
+def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_queue(tmp_path: Path) -> None:
+    t0 = 1000.0
+    transfer = {"goodput_per_second": [(1, 4.0), (2, 9.0), (3, 8.0), (4, 6.0)], "bytes_checked": 1}
+    srtt = [(t0 + 0.5, 100.0), (t0 + 2.5, 300.0)]
+    # 12,500 bytes in the 10 Mbit/s DSL's queue are 10 ms; the core carried 1.25 MB between the second level's first
+    # and last samples (2.0 and 3.9 s).
+    samples = [sample(t0 + t / 10, 12_500 if t < 20 else 25_000, 0 if t < 21 else 1_250_000) for t in range(41)]
+    samples[-1] = sample(t0 + 4.0, 25_000, 1_250_000)
+    samples[20] = sample(t0 + 2.0, 25_000, 0)
+    report = relay_lab_report.scheme_report(options(tmp_path), DIRECTIONS["download"], t0, transfer, srtt, samples, [])
+    first, second = report["levels"]
+    assert (first["from_s"], first["to_s"], second["from_s"]) == (1.0, 2.0, 2.0)
+    assert first["goodput_mbps"] == 9.0  # second 1 is before measure_after_s
+    assert second["goodput_mbps"] == 7.0
+    assert first["p95_srtt_ms"] == 100.0 and second["p50_srtt_ms"] == 300.0
+    assert first["p95_dsl_queue_ms"] == 10.0 and second["p95_dsl_queue_ms"] == 20.0
+    assert second["core_mbit_sending_direction"] == round(1.25e6 * 8 / 1e6 / 1.9, 2)
+    assert [point["t_s"] for point in report["timeline"]] == [1, 2, 3, 4]
+    assert report["timeline"][2]["sender_srtt_ms"] == 300.0
+    assert "goodput_per_second" not in report["transfer"]
+
+
+def level(flows: int, goodput: float, p95: float) -> dict[str, object]:
+    return {"cross_flows": flows, "goodput_mbps": goodput, "p95_srtt_ms": p95, "p95_dsl_queue_ms": p95 / 2}
+
+
+def test_the_comparison_gives_the_ratios_to_end_to_end_cubic_and_tng_s_targets() -> None:
+    schemes = {
+        "split (relay)": {"levels": [level(0, 9.5, 200.0), level(1, 8.0, 300.0)]},
+        "end-to-end CUBIC": {"levels": [level(0, 9.5, 1000.0), level(1, 9.6, 1000.0)]},
+        "end-to-end Vegas": {"levels": [level(0, 9.4, 300.0), level(1, 2.4, 300.0)]},
+    }
+    rows = relay_lab_report.compare(schemes)
+    assert rows[0]["split_over_cubic_goodput"] == 1.0 and rows[0]["split_over_cubic_p95_srtt"] == 0.2
+    assert rows[0]["targets"] == {"goodput_at_least_0_95": True, "p95_delay_at_most_0_2": True}
+    assert rows[1]["split_over_cubic_goodput"] == 0.833 and rows[1]["vegas_over_cubic_goodput"] == 0.25
+    assert rows[1]["targets"] == {"goodput_at_least_0_95": False, "p95_delay_at_most_0_2": False}
+
+
+def test_the_sender_s_srtt_is_read_from_its_qlog_even_when_its_last_line_is_cut(tmp_path: Path) -> None:
+    header = {"trace": {"common_fields": {"reference_time": 1_000_000.0}}}
+    events = [
+        {"time": 10.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "smoothed_rtt": 120.5}},
+        {"time": 20.0, "name": "transport:packet_sent", "data": {"channel": 0}},
+        {"time": 30.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "congestion_window": 1}},
+        {"time": 40.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "smoothed_rtt": 150.0}},
+    ]
+    lines = [json.dumps(header), *(json.dumps(event) for event in events)]
+    cut_short = '{"time":50.0,"name":"recovery:metrics_updated","data":{"channel":0,"smoothed_rtt":16'
+    (tmp_path / "abc-server.sqlog").write_text("\n".join("\x1e" + line for line in lines) + "\n" + cut_short)
+    assert relay_lab_report.sender_srtt(tmp_path) == [(1000.01, 120.5), (1000.04, 150.0)]
+
+
+def test_the_network_routes_every_host_through_the_relay_namespace(tmp_path: Path) -> None:
+    commands = [" ".join(command) for command in Net("tlab1-", tmp_path).commands()]
+    assert "ip -n tlab1-client route add default via 10.20.1.1" in commands
+    assert "ip -n tlab1-server route add default via 10.20.2.1" in commands
+    assert "ip -n tlab1-cross route add default via 10.20.3.1" in commands
+    assert "ip netns exec tlab1-relay sysctl -qw net.ipv4.ip_forward=1" in commands
+    assert Links().core_queue_bytes == 1_250_000  # one BDP of 100 Mbit/s over 100 ms

@@ -1,0 +1,347 @@
+"""Tng's DSL experiment (seed 004, section 5, Figures 5 and 6) in the lab with real processes.
+
+A `tng relay` process in its own namespace between a DSL link (10/1 Mbit/s, 10 ms each way, about a second of
+buffer) and a 100 Mbit/s core link (50 ms each way, one BDP of buffer), both emulated by linkem; real `tng perf`
+server and client; kernel TCP CUBIC cross traffic on the core, one flow more every `--level-seconds` up to
+`--max-cross`. Three schemes, each on a fresh topology, per direction: split (the relay runs Vegas on its DSL side
+and CUBIC on its core side), end-to-end CUBIC and end-to-end Vegas (the relay namespace only routes). The topology
+is tng_lab.relay_lab_net; docs/lab.md, "Tng's DSL experiment with real processes", has what was measured.
+
+    python -m tng_lab.relay_lab --out build/lab/relay-lab [--direction both] [--level-seconds 30] [--max-cross 4]
+
+Writes `relay-lab.json` (per direction and scheme: a 1 s timeline, per-level goodput and p95 delays, bytes checked
+and corrupted, the relay's counters; per level the split/CUBIC ratios against Tng's targets) and, per direction,
+`<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog) and
+`<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem). Prints the comparison as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tng_lab import relay_figure, relay_lab_report
+from tng_lab.load import LoadMeter
+from tng_lab.netns import LabError, run_prefix, sh
+from tng_lab.perf import PerfServer
+from tng_lab.procs import Child, log_tail, spawn
+from tng_lab.relay_lab_net import CLIENT, CROSS, RELAY_CORE, RELAY_DSL, SERVER, Links, QueueSampler, build
+from tng_lab.runner import REPO, Binaries, ShieldedExitStack
+
+PERF_PORT, CROSS_PORT, RELAY_PORT = 5201, 5202, 4477
+END_GRACE_S = 30.0  # how long a client may run beyond its duration before the run counts as failed
+PROGRESS_LINE = re.compile(r"^\[\s*(\d+) s\]\s+([0-9.]+) Mbit/s", re.M)
+SUMMARY_GOODPUT = re.compile(r"goodput ([0-9.]+) Mbit/s.*?(\d+) retransmitted packets")
+CORRUPTED = re.compile(r"(\d+) received bytes did not match")
+RELAY_COUNTER = re.compile(r"(forwarded|queue_full|dropped): (\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Direction:
+    """Who sends. `tng perf` always sends from its server, so an upload runs the perf server on the DSL host and the
+    client (which opens the connection and names the relay) beyond the core; the relay's flags follow: its DSL side
+    is `toward-client` for a download and `toward-server` for an upload."""
+
+    name: str
+    sender: str  # namespace role of the tng perf server (the data sender)
+    sender_address: str
+    receiver: str  # namespace role of the tng perf client
+    relay_address: str  # the relay as the receiver reaches it
+    relay_ccs: tuple[str, str]  # --toward-client-cc, --toward-server-cc
+    split_sender_cc: str  # the sender's own section: the core's CUBIC downloading, the DSL's Vegas uploading
+    cross_sender: str
+    cross_sender_address: str
+    cross_receiver: str
+    dsl_sending: str  # linkem direction of the DSL that carries the data: ab (down) or ba (up)
+
+
+DIRECTIONS = {
+    "download": Direction(
+        "download", "server", SERVER, "client", RELAY_DSL, ("vegas", "cubic"), "cubic", "server", SERVER, "cross", "ab"
+    ),
+    "upload": Direction(
+        "upload", "client", CLIENT, "server", RELAY_CORE, ("cubic", "vegas"), "vegas", "cross", CROSS, "server", "ba"
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scheme:
+    label: str  # relay_figure's labels and colours
+    cc: str | None  # the data sender's tng controller; None: the direction's split_sender_cc
+    split: bool
+
+
+SPLIT, CUBIC, VEGAS = (scheme.label for scheme in relay_figure.SCHEMES)
+SCHEMES = (Scheme(SPLIT, None, True), Scheme(CUBIC, "cubic", False), Scheme(VEGAS, "vegas", False))
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    out: Path
+    binaries: Binaries
+    links: Links
+    level_s: float
+    max_cross: int
+    relay_queue: int
+
+    @property
+    def total_s(self) -> float:
+        return self.level_s * (self.max_cross + 1)
+
+
+def say(text: str) -> None:
+    print(f"relay_lab: {text}", file=sys.stderr, flush=True)
+
+
+def netns_exec(ns: str, *argv: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def start_relay(options: Options, ns: str, direction: Direction, logs: Path) -> Child:
+    toward_client, toward_server = direction.relay_ccs
+    argv = netns_exec(ns, str(options.binaries.tng), "relay", "--listen", f"0.0.0.0:{RELAY_PORT}")
+    argv += ["--toward-client-cc", toward_client, "--toward-server-cc", toward_server]
+    argv += ["--queue-limit", str(options.relay_queue), "--log-level", "info"]
+    relay = spawn("tng relay", argv, logs / "relay.log")
+    deadline = time.monotonic() + 10.0
+    while not sh(netns_exec(ns, "ss", "-Hlun", f"sport = :{RELAY_PORT}")).strip():
+        relay.check()
+        if time.monotonic() > deadline:
+            raise LabError("tng relay did not bind its socket within 10 s")
+        time.sleep(0.05)
+    return relay
+
+
+def stop_relay(relay: Child) -> dict[str, int]:
+    """SIGINT makes the relay log its counters (`relay stopping`); returns them."""
+    if relay.running():
+        relay.popen.send_signal(signal.SIGINT)
+        with suppress(subprocess.TimeoutExpired):
+            relay.popen.wait(5.0)
+    relay.stop()
+    stopping = [line for line in relay.log.read_text(errors="replace").splitlines() if "relay stopping" in line]
+    if not stopping:
+        raise LabError(f"tng relay logged no counters: {log_tail(relay.log)}")
+    return {name: int(value) for name, value in RELAY_COUNTER.findall(stopping[-1])}
+
+
+def client_argv(options: Options, ns: str, server: str, duration_s: float, extra: list[str]) -> list[str]:
+    argv = netns_exec(ns, str(options.binaries.tng), "perf", "client", "--connect", server)
+    return [*argv, "--duration", f"{duration_s:g}", *extra]
+
+
+def wait_exit(child: Child, deadline: float, meter: LoadMeter) -> int:
+    """The child's exit status; it is stopped and the run fails when it outlives `deadline`."""
+    while child.running() and time.monotonic() < deadline:
+        meter.tick()
+        time.sleep(0.2)
+    status = child.popen.poll()
+    if status is None:
+        child.stop()
+        raise LabError(f"{child.name} still ran {END_GRACE_S:.0f} s after its duration: {log_tail(child.log)}")
+    return status
+
+
+def transfer_report(status: int, progress_log: Path, summary: Path) -> dict[str, Any]:
+    """The tng client's per-second goodput (its progress lines) and outcome. Without --json `tng perf client`
+    prints no byte count, but it checks every byte it reads against the server's pattern and exits non-zero naming
+    the count of mismatches; the bytes checked are the sum of its whole seconds of progress."""
+    progress = progress_log.read_text(errors="replace")
+    seconds = [(int(s), float(mbps)) for s, mbps in PROGRESS_LINE.findall(progress)]
+    summary_match = SUMMARY_GOODPUT.search(summary.read_text(errors="replace"))
+    corrupted = CORRUPTED.search(progress)
+    return {
+        "exit_status": status,
+        "goodput_mbps": float(summary_match[1]) if summary_match else None,
+        "retransmitted_packets": int(summary_match[2]) if summary_match else None,
+        "bytes_checked": round(sum(mbps for _, mbps in seconds) * 1e6 / 8),
+        "bytes_corrupted": int(corrupted[1]) if corrupted else 0,
+        "verified": status == 0 and summary_match is not None and not corrupted,
+        "goodput_per_second": seconds,
+    }
+
+
+def cross_report(start_s: float, started_s: float, status: int, stdout: Path) -> dict[str, Any]:
+    flow: dict[str, Any] = {"start_s": start_s, "started_s": round(started_s, 3), "exit_status": status}
+    try:
+        report = json.loads(stdout.read_text())
+        flow.update({key: report[key] for key in ("goodput_mbps", "bytes_received", "bytes_corrupted", "sender_cc")})
+    except (OSError, ValueError, KeyError) as err:
+        flow["error"] = f"no report ({err})"
+    return flow
+
+
+def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[str, Any]:
+    """One scheme on a fresh topology; everything it starts is gone when it returns."""
+    slug = f"{direction.name}-{'e2e-' + scheme.cc if scheme.cc else 'split'}"
+    logs = options.out / "logs" / slug
+    logs.mkdir(parents=True, exist_ok=True)
+    cc = scheme.cc or direction.split_sender_cc
+    with ShieldedExitStack() as stack:
+        net, linkems = build(stack, run_prefix(), options.binaries.linkem, options.links, logs)
+        qlog = ("--qlog", str(logs / "qlog"))
+        sender_ns = net.ns(direction.sender)
+        sender = PerfServer(options.binaries.tng, sender_ns, direction.sender_address, PERF_PORT, logs, extra_args=qlog)
+        stack.callback(sender.stop)
+        sender.ensure(cc)
+        cross_server = PerfServer(
+            options.binaries.tng, net.ns(direction.cross_sender), direction.cross_sender_address, CROSS_PORT, logs
+        )
+        stack.callback(cross_server.stop)
+        cross_server.ensure(None)
+        relay = start_relay(options, net.ns("relay"), direction, logs) if scheme.split else None
+        if relay is not None:
+            stack.callback(relay.stop)
+        sampler = QueueSampler(net)
+        sampler.start()
+        stack.callback(sampler.stop)
+        via = ["--relay", f"{direction.relay_address}:{RELAY_PORT}"] if relay else []
+        argv = client_argv(
+            options,
+            net.ns(direction.receiver),
+            f"{direction.sender_address}:{PERF_PORT}",
+            options.total_s,
+            ["--cc", cc, *via],
+        )
+        pids = {f"linkem-{name}": child.pid for name, child in linkems.items()}
+        pids |= {"sender": sender.current().pid, **({"relay": relay.pid} if relay else {})}
+        meter = LoadMeter(pids)
+        t0_unix, t0 = time.time(), time.monotonic()
+        client = spawn("tng perf client", argv, logs / "client.log", stdout=logs / "client.out")
+        stack.callback(client.stop)
+        crosses = []
+        for k in range(1, options.max_cross + 1):
+            start_s = k * options.level_s
+            while time.monotonic() < t0 + start_s:
+                client.check()
+                meter.tick()
+                time.sleep(min(0.5, max(0.0, t0 + start_s - time.monotonic())))
+            started_s = time.monotonic() - t0
+            cross_argv = client_argv(
+                options,
+                net.ns(direction.cross_receiver),
+                f"{direction.cross_sender_address}:{CROSS_PORT}",
+                options.total_s - start_s,
+                ["--transport", "tcp", "--cc", "cubic", "--json"],
+            )
+            out = logs / f"cross-{k}.json"
+            cross = spawn(f"cross flow {k}", cross_argv, logs / f"cross-{k}.log", stdout=out)
+            stack.callback(cross.stop)
+            crosses.append((start_s, started_s, cross, out))
+            say(f"{direction.name}, {scheme.label}: {k} cross flow(s) from {started_s:.1f} s")
+        deadline = t0 + options.total_s + END_GRACE_S
+        status = wait_exit(client, deadline, meter)
+        flows = [cross_report(s, real, wait_exit(c, deadline, meter), out) for s, real, c, out in crosses]
+        sampler.stop()
+        load = meter.finish({})
+        relay_counters = stop_relay(relay) if relay else None
+        sender.stop()  # the qlog is complete once the server is gone
+        transfer = transfer_report(status, logs / "client.log", logs / "client.out")
+        samples = list(sampler.samples)
+    srtt = relay_lab_report.sender_srtt(logs / "qlog")
+    report = relay_lab_report.scheme_report(options, direction, t0_unix, transfer, srtt, samples, flows)
+    report.update({"label": scheme.label, "sender_cc": cc, "split": scheme.split, "relay": relay_counters})
+    report["load"] = dataclasses.asdict(load)
+    report["logs"] = str(logs)
+    return report
+
+
+def run_direction(options: Options, direction: Direction) -> dict[str, Any]:
+    schemes = {}
+    for scheme in SCHEMES:
+        say(f"{direction.name}, {scheme.label}: {options.total_s:g} s on a fresh topology ...")
+        schemes[scheme.label] = run_scheme(options, direction, scheme)
+        transfer = schemes[scheme.label]["transfer"]
+        say(
+            f"{direction.name}, {scheme.label}: goodput {transfer['goodput_mbps']} Mbit/s, "
+            f"{transfer['bytes_checked']} bytes checked, {transfer['bytes_corrupted']} corrupted"
+        )
+    return {"schemes": schemes, "comparison": relay_lab_report.compare(schemes)}
+
+
+def verified(report: dict[str, Any]) -> bool:
+    """Every tng transfer and cross flow ended well with no corrupted byte."""
+    for result in report["directions"].values():
+        for scheme in result["schemes"].values():
+            if not scheme["transfer"]["verified"] or scheme["transfer"]["bytes_corrupted"]:
+                return False
+            if any(flow.get("exit_status") != 0 or flow.get("bytes_corrupted") for flow in scheme["cross_traffic"]):
+                return False
+    return True
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tng_lab.relay_lab", description=__doc__.split("\n\n")[0])
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    parser.add_argument("--out", type=Path, default=REPO / "build" / "lab" / f"relay-lab-{stamp}")
+    parser.add_argument("--direction", choices=("download", "upload", "both"), default="both")
+    parser.add_argument("--level-seconds", type=float, default=30.0, help="seconds per cross-traffic level")
+    parser.add_argument("--max-cross", type=int, default=4, help="cross flows at most (one more per level)")
+    parser.add_argument("--relay-queue", type=int, default=64, help="tng relay --queue-limit (packets)")
+    parser.add_argument("--bin-dir", type=Path, default=None, help="where tng and linkem are (default target/release)")
+    args = parser.parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+    try:
+        binaries = Binaries.locate(args.bin_dir)
+    except LabError as err:
+        say(str(err))
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    options = Options(args.out, binaries, Links(), args.level_seconds, args.max_cross, args.relay_queue)
+    names = ["download", "upload"] if args.direction == "both" else [args.direction]
+    report: dict[str, Any] = {
+        "experiment": "Tng's DSL experiment with real processes (seed 004, Figures 5 and 6)",
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "links": options.links.describe(),
+        "relay_queue_limit": options.relay_queue,
+        "level_s": options.level_s,
+        "max_cross": options.max_cross,
+        "binaries": {"tng": str(binaries.tng), "linkem": str(binaries.linkem)},
+        "cpus": os.cpu_count(),
+        "uptime_before": sh(["uptime"]).strip(),
+        "directions": {},
+    }
+    try:
+        for name in names:
+            report["directions"][name] = run_direction(options, DIRECTIONS[name])
+    except LabError as err:
+        say(f"error: {err} (everything this run created was removed)")
+        return 1
+    except KeyboardInterrupt as err:
+        say(f"interrupted by {err}; everything this run created was removed")
+        return 130
+    report["uptime_after"] = sh(["uptime"]).strip()
+    report["verified"] = verified(report)
+    (args.out / "relay-lab.json").write_text(json.dumps(report, indent=1) + "\n")
+    plots = []
+    for name, result in report["directions"].items():
+        title = f"{name}: DSL 10/1 Mbit/s, tng relay, 100 Mbit/s core (lab, real processes)"
+        plots += relay_lab_report.plot(name, result["schemes"], args.out, title)
+    say("wrote " + ", ".join(str(path) for path in [args.out / "relay-lab.json", *plots]))
+    summary = {name: result["comparison"] for name, result in report["directions"].items()}
+    print(
+        json.dumps({"relay_lab": str(args.out / "relay-lab.json"), "verified": report["verified"], **summary}, indent=1)
+    )
+    return 0 if report["verified"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
