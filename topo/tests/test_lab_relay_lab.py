@@ -65,6 +65,12 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
     assert split["split"] is True and split["sender_cc"] == "cubic"
     # Every data datagram of the split run crossed the relay in a SECTION of its own: at least as many forwarded.
     assert split["relay"]["forwarded"] >= split["transfer"]["bytes_checked"] / SECTION_PAYLOAD_MAX
+    # The relay's trace: about ten samples a second, the data's direction forwarded what the client checked.
+    relay = split["relay"]
+    assert len(relay["samples"]) >= 5 * LEVEL_S * (MAX_CROSS + 1)
+    assert relay["samples"][-1]["forwarded"] >= split["transfer"]["bytes_checked"] / SECTION_PAYLOAD_MAX
+    assert [level["cross_flows"] for level in relay["levels"]] == [0, 1]
+    assert sum(second["forwarded_per_s"] or 0 for second in relay["seconds"]) <= relay["forwarded"]
     assert schemes["end-to-end CUBIC"]["relay"] is None and schemes["end-to-end Vegas"]["relay"] is None
     assert schemes["end-to-end Vegas"]["sender_cc"] == "vegas"
     comparison = report["directions"]["download"]["comparison"]
@@ -72,7 +78,7 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
     for row in comparison:
         assert row["split_over_cubic_goodput"] is not None and row["split_over_cubic_p95_srtt"] is not None
         assert set(row["targets"]) == {"goodput_at_least_0_95", "p95_delay_at_most_0_2"}
-    for name in ("goodput", "delay", "dsl-queue"):
+    for name in ("goodput", "delay", "dsl-queue", "relay"):
         assert (out / f"download-{name}.png").stat().st_size > 10_000
 
 
@@ -114,6 +120,42 @@ def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_q
     assert [point["t_s"] for point in report["timeline"]] == [1, 2, 3, 4]
     assert report["timeline"][2]["sender_srtt_ms"] == 300.0
     assert "goodput_per_second" not in report["transfer"]
+
+
+def trace_line(unix_s: float, received: int, forwarded: int, queued: int, queue_full: int) -> dict[str, object]:
+    toward_client = {"queued": queued, "received": received, "forwarded": forwarded, "queue_full": queue_full}
+    toward_client |= {"window": 20_000, "in_flight": 10_000, "srtt_ms": 25.0, "lost": 0, "cc": "vegas"}
+    idle = {**toward_client, "received": 0, "forwarded": 0, "queued": 0, "queue_full": 0}
+    connection = {"id": "00000000000000ab", "toward_client": toward_client, "toward_server": idle}
+    stats = {"forwarded": forwarded, "queue_full": queue_full, "dropped": 0}
+    return {"t_s": unix_s - 990.0, "unix_s": unix_s, "stats": stats, "connections": [connection]}
+
+
+def test_the_relay_s_trace_gives_its_queue_per_level_and_the_seconds_it_starved(tmp_path: Path) -> None:
+    t0 = 1000.0
+    # Second 1 and 2 (level 0, from 1 s): 800 SECTIONs a second, queue 10. Second 3 (level 1): the upstream sends
+    # 300, the queue is empty and goodput falls; second 4: back to 800, two queue-full drops.
+    trace = [trace_line(t0 + 0.05, 0, 0, 0, 0)]
+    received = forwarded = 0
+    for tenth in range(1, 41):
+        per_tenth = 30 if 20 < tenth <= 30 else 80
+        received, forwarded = received + per_tenth, forwarded + per_tenth
+        queued = 0 if 20 < tenth <= 30 else 10
+        trace.append(trace_line(t0 + tenth / 10, received, forwarded, queued, 2 if tenth > 35 else 0))
+    timeline = [{"t_s": k, "goodput_mbps": 3.5 if k == 3 else 9.4} for k in range(1, 5)]
+    levels = [{"cross_flows": 0, "from_s": 1.0, "to_s": 2.0}, {"cross_flows": 1, "from_s": 2.0, "to_s": 4.0}]
+    relay = relay_lab_report.relay_report(options(tmp_path), t0, trace, {"timeline": timeline, "levels": levels})
+    assert (relay["forwarded"], relay["queue_full"], relay["dropped"]) == (2700, 2, 0)
+    assert len(relay["samples"]) == 41 and relay["samples"][0]["t_s"] == 0.05
+    assert [second["received_per_s"] for second in relay["seconds"]] == [800, 800, 300, 800]
+    assert [second["queue_full_per_s"] for second in relay["seconds"]] == [0, 0, 0, 2]
+    assert relay["seconds"][2]["queue_empty_share"] == 1.0 and relay["seconds"][1]["queue_empty_share"] == 0.0
+    first, second = relay["levels"]
+    assert (
+        first["queued_mean"] == 10.0 and first["queue_empty_share"] == 0.0 and first["seconds_starved_upstream"] == []
+    )
+    assert second["seconds_starved_upstream"] == [3] and second["queue_full"] == 2
+    assert second["queue_empty_share"] == 0.5
 
 
 def level(flows: int, goodput: float, p95: float) -> dict[str, object]:

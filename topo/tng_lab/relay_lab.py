@@ -10,9 +10,10 @@ is tng_lab.relay_lab_net; docs/lab.md, "Tng's DSL experiment with real processes
     python -m tng_lab.relay_lab --out build/lab/relay-lab [--direction both] [--level-seconds 30] [--max-cross 4]
 
 Writes `relay-lab.json` (per direction and scheme: a 1 s timeline, per-level goodput and p95 delays, bytes checked
-and corrupted, the relay's counters; per level the split/CUBIC ratios against Tng's targets) and, per direction,
-`<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog) and
-`<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem). Prints the comparison as JSON.
+and corrupted, the relay's counters and its trace; per level the split/CUBIC ratios against Tng's targets) and, per
+direction, `<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog),
+`<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem) and `<direction>-relay.png` (the
+split run at the relay: its queue, what it received, forwarded and dropped). Prints the comparison as JSON.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ END_GRACE_S = 30.0  # how long a client may run beyond its duration before the r
 PROGRESS_LINE = re.compile(r"^\[\s*(\d+) s\]\s+([0-9.]+) Mbit/s", re.M)
 SUMMARY_GOODPUT = re.compile(r"goodput ([0-9.]+) Mbit/s.*?(\d+) retransmitted packets")
 CORRUPTED = re.compile(r"(\d+) received bytes did not match")
-RELAY_COUNTER = re.compile(r"(forwarded|queue_full|dropped): (\d+)")
+RELAY_TRACE, RELAY_TRACE_INTERVAL_MS = "relay-trace.jsonl", 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,7 @@ def start_relay(options: Options, ns: str, direction: Direction, logs: Path) -> 
     argv = netns_exec(ns, str(options.binaries.tng), "relay", "--listen", f"0.0.0.0:{RELAY_PORT}")
     argv += ["--toward-client-cc", toward_client, "--toward-server-cc", toward_server]
     argv += ["--queue-limit", str(options.relay_queue), "--log-level", "info"]
+    argv += ["--trace", str(logs / RELAY_TRACE), "--trace-interval", str(RELAY_TRACE_INTERVAL_MS)]
     relay = spawn("tng relay", argv, logs / "relay.log")
     deadline = time.monotonic() + 10.0
     while not sh(netns_exec(ns, "ss", "-Hlun", f"sport = :{RELAY_PORT}")).strip():
@@ -125,17 +127,20 @@ def start_relay(options: Options, ns: str, direction: Direction, logs: Path) -> 
     return relay
 
 
-def stop_relay(relay: Child) -> dict[str, int]:
-    """SIGINT makes the relay log its counters (`relay stopping`); returns them."""
+def stop_relay(relay: Child, trace: Path) -> list[dict[str, Any]]:
+    """SIGINT makes the relay write a last line of its trace; returns the trace's lines."""
     if relay.running():
         relay.popen.send_signal(signal.SIGINT)
         with suppress(subprocess.TimeoutExpired):
             relay.popen.wait(5.0)
     relay.stop()
-    stopping = [line for line in relay.log.read_text(errors="replace").splitlines() if "relay stopping" in line]
-    if not stopping:
-        raise LabError(f"tng relay logged no counters: {log_tail(relay.log)}")
-    return {name: int(value) for name, value in RELAY_COUNTER.findall(stopping[-1])}
+    try:
+        lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    except (OSError, ValueError) as err:
+        raise LabError(f"tng relay left no readable trace ({err}): {log_tail(relay.log)}") from err
+    if not lines:
+        raise LabError(f"tng relay's trace is empty: {log_tail(relay.log)}")
+    return lines
 
 
 def client_argv(options: Options, ns: str, server: str, duration_s: float, extra: list[str]) -> list[str]:
@@ -247,13 +252,15 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         flows = [cross_report(s, real, wait_exit(c, deadline, meter), out) for s, real, c, out in crosses]
         sampler.stop()
         load = meter.finish({})
-        relay_counters = stop_relay(relay) if relay else None
+        relay_trace = stop_relay(relay, logs / RELAY_TRACE) if relay else None
         sender.stop()  # the qlog is complete once the server is gone
         transfer = transfer_report(status, logs / "client.log", logs / "client.out")
         samples = list(sampler.samples)
     srtt = relay_lab_report.sender_srtt(logs / "qlog")
     report = relay_lab_report.scheme_report(options, direction, t0_unix, transfer, srtt, samples, flows)
-    report.update({"label": scheme.label, "sender_cc": cc, "split": scheme.split, "relay": relay_counters})
+    report.update({"label": scheme.label, "sender_cc": cc, "split": scheme.split, "relay": None})
+    if relay_trace is not None:
+        report["relay"] = relay_lab_report.relay_report(options, t0_unix, relay_trace, report)
     report["load"] = dataclasses.asdict(load)
     report["logs"] = str(logs)
     return report

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy
+from matplotlib.figure import Figure
 
 from tng_lab import relay_figure
 from tng_lab.linkem import Counters
@@ -172,6 +173,122 @@ def compare(schemes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+# `tng perf` data always flows from its server to its client: through the relay, its `toward_client` direction.
+RELAY_DATA_DIRECTION = "toward_client"
+
+
+def relay_report(
+    options: Options, t0_unix: float, trace: list[dict[str, Any]], scheme: dict[str, Any]
+) -> dict[str, Any]:
+    """What the relay's trace (`tng relay --trace`, one line per 100 ms) says of the data's direction: its counters
+    at the end; every sample (queue, downstream window and in flight, counts); per second the SECTIONs received and
+    forwarded and the queue-full drops; per level the queue's mean, how often it was empty, and the seconds the
+    DSL section idled for want of packets (goodput under 90 % of the level's best second with the queue empty in
+    most of that second: the upstream section did not deliver, not the DSL section's controller)."""
+    samples = []
+    for line in trace:
+        directions = [connection[RELAY_DATA_DIRECTION] for connection in line["connections"]]
+        if directions:  # one tng connection crosses the relay in a run; the busiest if more
+            state = max(directions, key=lambda direction: direction["received"])
+            samples.append({"t_s": round(line["unix_s"] - t0_unix, 3), **state})
+    times = [sample["t_s"] for sample in samples]
+
+    def at(t: float) -> dict[str, Any] | None:
+        index = bisect.bisect_right(times, t) - 1
+        return samples[index] if index >= 0 else None
+
+    seconds = []
+    for k in range(1, int(options.total_s) + 1):
+        start, end = at(k - 1), at(k)
+        inside = [sample for sample in samples if k - 1 < sample["t_s"] <= k]
+        counts = {
+            f"{count}_per_s": end[count] - (start[count] if start else 0) if end else None
+            for count in ("received", "forwarded", "queue_full")
+        }
+        empty = sum(sample["queued"] == 0 for sample in inside) / len(inside) if inside else None
+        seconds.append(
+            {"t_s": k, **counts, "queue_empty_share": empty, "queued_mean": _mean([s["queued"] for s in inside])}
+        )
+    goodput = {point["t_s"]: point["goodput_mbps"] for point in scheme["timeline"]}
+    levels = []
+    for level in scheme["levels"]:
+        start, end = level["from_s"], level["to_s"]
+        inside = [sample for sample in samples if start <= sample["t_s"] < end]
+        in_level = [second for second in seconds if start <= second["t_s"] - 1 and second["t_s"] <= end]
+        best = max((goodput.get(second["t_s"]) or 0.0 for second in in_level), default=0.0)
+        starved = [
+            second["t_s"]
+            for second in in_level
+            if (goodput.get(second["t_s"]) or 0.0) < 0.9 * best and (second["queue_empty_share"] or 0.0) > 0.5
+        ]
+        levels.append(
+            {
+                "cross_flows": level["cross_flows"],
+                "queued_mean": _mean([sample["queued"] for sample in inside]),
+                "queue_empty_share": _mean([float(sample["queued"] == 0) for sample in inside]),
+                "queue_full": sum(second["queue_full_per_s"] or 0 for second in in_level),
+                "downstream_window_mean": _mean([sample["window"] for sample in inside]),
+                "seconds_starved_upstream": starved,
+            }
+        )
+    return {**trace[-1]["stats"], "samples": samples, "seconds": seconds, "levels": levels}
+
+
+def plot_relay(name: str, split: dict[str, Any], out_dir: Path, title: str) -> Path:
+    """The split run at the relay: its queue in the data's direction (every sample) over the goodput, and what it
+    received, forwarded and dropped per second; cross-flow starts marked."""
+    relay = split["relay"]
+    figure = Figure(figsize=(9, 6.4))
+    queue_axes, rate_axes = figure.subplots(2, 1, sharex=True)
+    queue_axes.plot(
+        [s["t_s"] for s in relay["samples"]],
+        [s["queued"] for s in relay["samples"]],
+        color="#2ca02c",
+        linewidth=0.8,
+        label="relay queue, data direction (packets, 100 ms samples)",
+    )
+    goodput_axes = queue_axes.twinx()
+    points = [(p["t_s"], p["goodput_mbps"]) for p in split["timeline"] if p["goodput_mbps"] is not None]
+    goodput_axes.plot(
+        [t for t, _ in points],
+        [g for _, g in points],
+        color="#000000",
+        linewidth=1.0,
+        label="split goodput (Mbit/s, right axis)",
+    )
+    goodput_axes.set_ylim(bottom=0)
+    queue_axes.set_ylabel("packets queued")
+    goodput_axes.set_ylabel("goodput (Mbit/s)")
+    per_second = relay["seconds"]
+    t = [second["t_s"] for second in per_second]
+    for field, color, label in (
+        ("received_per_s", "#1f77b4", "SECTIONs received from upstream"),
+        ("forwarded_per_s", "#2ca02c", "SECTIONs forwarded downstream"),
+    ):
+        rate_axes.plot(t, [second[field] for second in per_second], color=color, label=label)
+    rate_axes.bar(
+        t,
+        [second["queue_full_per_s"] or 0 for second in per_second],
+        color="#d62728",
+        width=0.8,
+        label="dropped: queue full",
+    )
+    rate_axes.set_ylabel("SECTIONs per second")
+    for axes in (queue_axes, rate_axes):
+        for index, flow in enumerate(split["cross_traffic"]):
+            axes.axvline(
+                flow["start_s"], color="#7f7f7f", linestyle=":", label="a cross flow starts" if index == 0 else None
+            )
+    handles, labels = queue_axes.get_legend_handles_labels()
+    more_handles, more_labels = goodput_axes.get_legend_handles_labels()
+    queue_axes.legend(handles + more_handles, labels + more_labels, loc="upper right", fontsize="small")
+    queue_axes.set_ylim(bottom=0)
+    queue_axes.set_title(title)
+    queue_axes.grid(alpha=0.3)
+    rate_axes.set_xlabel("time (s)")
+    return relay_figure.save(figure, rate_axes, "", out_dir / f"{name}-relay.png", legend_at="lower right")
+
+
 def plot(name: str, schemes: dict[str, dict[str, Any]], out_dir: Path, title: str) -> list[Path]:
     """relay_figure's figures over time, one line per scheme, cross-flow starts marked."""
     panels = (
@@ -179,4 +296,7 @@ def plot(name: str, schemes: dict[str, dict[str, Any]], out_dir: Path, title: st
         (f"{name}-delay.png", "sender_srtt_ms", "data sender's smoothed RTT (ms)"),
         (f"{name}-dsl-queue.png", "dsl_queue_ms", "DSL queue delay, sending direction (ms)"),
     )
-    return relay_figure.plot(schemes, title, out_dir, panels)
+    written = relay_figure.plot(schemes, title, out_dir, panels)
+    if schemes[SPLIT].get("relay"):
+        written.append(plot_relay(name, schemes[SPLIT], out_dir, f"{name}: the split flow at the relay"))
+    return written

@@ -106,6 +106,14 @@ struct RelayArgs {
     /// end of a WAN, each SECTION naming its server.
     #[arg(long)]
     next_relay: Option<SocketAddr>,
+    /// Write the relay's state to FILE as JSON lines, one every --trace-interval: its counters and, per connection
+    /// and direction, the queue, the downstream section (controller, window, in flight, SRTT, min RTT) and the counts
+    /// received, dropped for a full queue, forwarded and lost.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Milliseconds between two lines of --trace.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    trace_interval: u64,
 }
 
 #[derive(Args)]
@@ -206,7 +214,10 @@ async fn run(command: Command) -> Result<()> {
                 queue_limit: args.queue_limit,
                 next_relay: args.next_relay,
             };
-            relay::run(args.listen, config).await
+            let trace = args
+                .trace
+                .map(|path| relay::TraceOptions { path, interval: Duration::from_millis(args.trace_interval) });
+            relay::run(args.listen, config, trace).await
         }
         Command::Perf { role: PerfRole::Server { listen, identity, accept, transport } } => {
             perf::command::server(listen, identity, accept, transport).await

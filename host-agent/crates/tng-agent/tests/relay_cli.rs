@@ -1,6 +1,6 @@
 //! `tng relay` as a process on loopback: a SECTION from a client reaches the server it names with its end-to-end
 //! packet unchanged, the client's section is acknowledged once the packet left, and a killed and restarted relay
-//! (all soft state lost) relays the next SECTION again.
+//! (all soft state lost) relays the next SECTION again. With --trace it writes its state as JSON lines.
 
 mod common;
 
@@ -101,6 +101,63 @@ fn relays_sections_unchanged_and_relearns_them_after_a_restart() {
     // The new process knows nothing of the connection: the SECTION's next hop teaches it again.
     assert_eq!(relay_one(&client, &server, relay, 1, 2), inner(2));
     expect_section_ack(&client, 1);
+}
+
+/// The trace's lines so far, parsed (a line is written and flushed whole).
+fn trace_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|line| serde_json::from_str(line).expect("each trace line is JSON")).collect()
+}
+
+#[test]
+fn the_trace_shows_each_connection_s_queue_section_and_counts_over_time() {
+    let relay: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("address");
+    let trace = std::env::temp_dir().join(format!("tng-test-{}-relay-trace.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&trace);
+    let args =
+        ["relay", "--listen", &relay.to_string(), "--trace", trace.to_str().expect("utf-8"), "--trace-interval", "20"];
+    let _process = Process::spawn(&args);
+    let (client, server) = (socket(), socket());
+    assert_eq!(relay_one(&client, &server, relay, 0, 1), inner(1));
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let connection = loop {
+        assert!(Instant::now() < deadline, "no trace line with the connection: {:?}", trace_lines(&trace));
+        let lines = trace_lines(&trace);
+        let found = lines.iter().rev().find_map(|line| line["connections"].as_array()?.first().cloned());
+        if let Some(connection) = found {
+            let times: Vec<f64> = lines.iter().map(|line| line["t_s"].as_f64().expect("t_s")).collect();
+            assert!(times.windows(2).all(|pair| pair[0] < pair[1]), "times grow: {times:?}");
+            let now_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock");
+            let unix = lines.last().and_then(|line| line["unix_s"].as_f64()).expect("unix_s");
+            assert!((now_unix.as_secs_f64() - unix).abs() < 60.0, "unix_s {unix} is the wall clock");
+            assert!(lines.iter().all(|line| line["stats"]["dropped"] == 0), "{lines:?}");
+            break connection;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(connection["id"], format!("{CONNECTION_ID:016x}"));
+    let toward_server = &connection["toward_server"];
+    assert!(toward_server["received"].as_u64() >= Some(1), "{connection}");
+    assert_eq!(toward_server["forwarded"], toward_server["received"], "{connection}");
+    assert_eq!((&toward_server["queued"], &toward_server["queue_full"]), (&0.into(), &0.into()), "{connection}");
+    assert_eq!(toward_server["cc"], "cubic");
+    assert!(toward_server["in_flight"].as_u64() > Some(0), "the server socket acknowledges nothing: {connection}");
+    assert!(toward_server["window"].as_u64() >= toward_server["in_flight"].as_u64(), "{connection}");
+    assert_eq!(connection["toward_client"]["cc"], "vegas");
+    assert_eq!(connection["toward_client"]["received"], 0);
+    let _ = std::fs::remove_file(&trace);
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_created_is_refused_naming_it() {
+    let out = std::process::Command::new(common::TNG)
+        .args(["relay", "--listen", "127.0.0.1:0", "--trace", "/nonexistent-dir/trace.jsonl"])
+        .output()
+        .expect("run tng");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--trace: cannot create /nonexistent-dir/trace.jsonl"), "{stderr}");
 }
 
 #[test]

@@ -54,6 +54,42 @@ pub struct RelayStats {
     pub dropped: u64,
 }
 
+/// One direction of a relayed connection as it stands: its queue, its downstream section and its counters (what
+/// `tng relay --trace` writes, to tell whether the upstream or the downstream section limits a transfer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectionState {
+    /// Packets waiting for the downstream section.
+    pub queued: usize,
+    /// How long the packet at the head of the queue has waited (zero when none waits).
+    pub head_wait: Duration,
+    /// The downstream section's congestion controller.
+    pub controller: &'static str,
+    /// The downstream section's congestion window, bytes.
+    pub window: u64,
+    /// Bytes the downstream section has in flight.
+    pub in_flight: u64,
+    /// The downstream section's smoothed RTT, once sampled.
+    pub srtt: Option<Duration>,
+    /// The downstream section's smallest RTT sample.
+    pub min_rtt: Option<Duration>,
+    /// SECTIONs received from upstream, queued or dropped.
+    pub received: u64,
+    /// SECTIONs dropped because the queue was full.
+    pub queue_full: u64,
+    /// SECTIONs sent downstream.
+    pub forwarded: u64,
+    /// Downstream SECTIONs declared lost.
+    pub lost: u64,
+}
+
+/// A relayed connection as it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionState {
+    pub connection_id: u64,
+    pub toward_server: DirectionState,
+    pub toward_client: DirectionState,
+}
+
 #[derive(Debug)]
 struct Direction {
     receiver: SectionReceiver,
@@ -61,6 +97,9 @@ struct Direction {
     sender: SectionSender,
     /// SECTION_ACKs sent upstream: their packet numbers.
     acks_sent: u64,
+    received: u64,
+    queue_full: u64,
+    forwarded: u64,
 }
 
 impl Direction {
@@ -70,13 +109,35 @@ impl Direction {
             queue: SectionQueue::new(config.queue_limit),
             sender: SectionSender::new(control, &config.cc, now),
             acks_sent: 0,
+            received: 0,
+            queue_full: 0,
+            forwarded: 0,
+        }
+    }
+
+    fn head_wait(&self, now: Time) -> Duration {
+        self.queue.front().map(|head| now.saturating_since(head.arrived)).unwrap_or_default()
+    }
+
+    fn state(&self, now: Time) -> DirectionState {
+        DirectionState {
+            queued: self.queue.len(),
+            head_wait: self.head_wait(now),
+            controller: self.sender.controller(),
+            window: self.sender.window(),
+            in_flight: self.sender.bytes_in_flight(),
+            srtt: self.sender.srtt(),
+            min_rtt: self.sender.min_rtt(),
+            received: self.received,
+            queue_full: self.queue_full,
+            forwarded: self.forwarded,
+            lost: self.sender.lost(),
         }
     }
 
     /// The relay's own feedback, the fields a switch writes: how long the packet at the head of the queue waited.
     fn own_feedback(&self, now: Time) -> Feedback {
-        let delay = self.queue.front().map(|head| now.saturating_since(head.arrived)).unwrap_or_default();
-        Feedback { queue_level: Feedback::queue_level_for(delay), rate_hint: Feedback::NEUTRAL.rate_hint }
+        Feedback { queue_level: Feedback::queue_level_for(self.head_wait(now)), rate_hint: Feedback::NEUTRAL.rate_hint }
     }
 }
 
@@ -110,6 +171,15 @@ impl Relay {
     /// Counters.
     pub fn stats(&self) -> RelayStats {
         self.stats
+    }
+
+    /// Every connection the relay holds, as it stands at `now`, in no particular order.
+    pub fn connection_states(&self, now: Time) -> impl Iterator<Item = ConnectionState> + '_ {
+        self.connections.iter().map(move |(&connection_id, relayed)| ConnectionState {
+            connection_id,
+            toward_server: relayed.toward_server.state(now),
+            toward_client: relayed.toward_client.state(now),
+        })
     }
 
     /// Packets waiting in the queue toward the server of `connection_id`.
@@ -161,8 +231,10 @@ impl Relay {
                     return None;
                 };
                 let number = direction.receiver.on_section(packet.packet_number, packet.feedback)?;
+                direction.received += 1;
                 let queued = Queued { upstream_pn: number, arrived: now, inner: section.inner.to_vec() };
                 if direction.queue.push(queued).is_err() {
+                    direction.queue_full += 1;
                     self.stats.queue_full += 1;
                 }
                 Some(())
@@ -210,6 +282,7 @@ impl Relay {
                     let bytes = section_len(head.inner.len());
                     let number = direction.sender.on_sent(now, bytes);
                     direction.receiver.release(now, head.upstream_pn);
+                    direction.forwarded += 1;
                     self.stats.forwarded += 1;
                     return Some((next, encode(id, number, Payload::Section(Section::new(named, &head.inner)))?));
                 }
@@ -299,9 +372,41 @@ mod tests {
 
     /// A client's SECTION of connection `id` naming the server as next hop.
     fn opening(id: u64) -> Vec<u8> {
+        numbered(id, 0)
+    }
+
+    /// A client's SECTION number `number` of connection `id`, naming the server as next hop.
+    fn numbered(id: u64, number: u64) -> Vec<u8> {
         let server: SocketAddr = "10.0.2.1:4433".parse().expect("address");
-        let inner = encode(id, 0, Payload::Data(&[7; 40])).expect("inner");
-        encode(id, 0, Payload::Section(Section::new(Some(server), &inner))).expect("section")
+        let inner = encode(id, number, Payload::Data(&[7; 40])).expect("inner");
+        encode(id, number, Payload::Section(Section::new(Some(server), &inner))).expect("section")
+    }
+
+    #[test]
+    fn connection_states_count_what_each_direction_received_dropped_and_forwarded() {
+        let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
+        let mut relay = Relay::new(config());
+        for number in 0..6 {
+            relay.handle_datagram(Time::ZERO, client, &numbered(9, number));
+        }
+        let waiting: Vec<ConnectionState> = relay.connection_states(Time::from_millis(3)).collect();
+        let [state] = waiting.as_slice() else { panic!("one connection: {waiting:?}") };
+        assert_eq!(state.connection_id, 9);
+        let toward_server = &state.toward_server;
+        assert_eq!((toward_server.received, toward_server.queued, toward_server.queue_full), (6, 4, 2));
+        assert_eq!((toward_server.forwarded, toward_server.in_flight), (0, 0));
+        assert_eq!(toward_server.head_wait, Duration::from_millis(3));
+        assert_eq!(toward_server.controller, "cubic");
+        assert_eq!(state.toward_client.controller, "vegas");
+        assert_eq!(state.toward_client.received, 0);
+
+        while relay.poll_transmit(Time::from_millis(3)).is_some() {}
+        let forwarded = relay.connection_states(Time::from_millis(3)).next().expect("still held").toward_server;
+        assert_eq!((forwarded.queued, forwarded.forwarded, forwarded.head_wait), (0, 4, Duration::ZERO));
+        let inner_len = encode(9, 0, Payload::Data(&[7; 40])).expect("inner").len();
+        assert_eq!(forwarded.in_flight, 4 * section_len(inner_len));
+        assert!(forwarded.window >= forwarded.in_flight, "{forwarded:?}");
+        assert_eq!((forwarded.srtt, forwarded.min_rtt), (None, None), "nothing acknowledged yet");
     }
 
     #[test]

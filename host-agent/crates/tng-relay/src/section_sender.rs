@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tng_proto::cc::{AckSample, CcConfig, CongestionController, LossEvent, PathFeedback};
+use tng_proto::connection::RttEstimator;
 use tng_proto::Time;
 use tng_wire::{AckFrame, Feedback};
 
@@ -23,6 +24,10 @@ const MIN_PTO: Duration = Duration::from_millis(10);
 struct Sent {
     time: Time,
     bytes: u64,
+    /// Sent with at most half the window in flight: its ACK says nothing about whether a larger window would be
+    /// used, so the controller does not grow on it (RFC 7661). A relay's queue that ran dry would otherwise let the
+    /// downstream window grow without bound, then pour that window into the next link at once when data came back.
+    app_limited: bool,
 }
 
 /// One direction of a section, at its sender.
@@ -33,8 +38,7 @@ pub struct SectionSender {
     in_flight: BTreeMap<u64, Sent>,
     bytes_in_flight: u64,
     largest_acked: Option<u64>,
-    srtt: Option<Duration>,
-    min_rtt: Duration,
+    rtt: RttEstimator,
     lost: u64,
 }
 
@@ -47,8 +51,7 @@ impl SectionSender {
             in_flight: BTreeMap::new(),
             bytes_in_flight: 0,
             largest_acked: None,
-            srtt: None,
-            min_rtt: Duration::MAX,
+            rtt: RttEstimator::new(INITIAL_PTO / 3),
             lost: 0,
         }
     }
@@ -61,6 +64,21 @@ impl SectionSender {
     /// Bytes sent and neither acknowledged nor declared lost.
     pub fn bytes_in_flight(&self) -> u64 {
         self.bytes_in_flight
+    }
+
+    /// The congestion window, bytes.
+    pub fn window(&self) -> u64 {
+        self.cc.window()
+    }
+
+    /// The smoothed RTT, once sampled.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.has_sample().then(|| self.rtt.smoothed())
+    }
+
+    /// The smallest RTT sampled, once sampled: what delay-based controllers take for the path's propagation delay.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rtt.has_sample().then(|| self.rtt.min())
     }
 
     /// SECTIONs declared lost so far.
@@ -83,7 +101,8 @@ impl SectionSender {
         let number = self.next_number;
         self.next_number += 1;
         self.bytes_in_flight += bytes;
-        self.in_flight.insert(number, Sent { time: now, bytes });
+        let app_limited = self.bytes_in_flight.saturating_mul(2) <= self.cc.window();
+        self.in_flight.insert(number, Sent { time: now, bytes, app_limited });
         self.cc.on_sent(now, bytes, self.bytes_in_flight);
         number
     }
@@ -106,23 +125,20 @@ impl SectionSender {
         let Some((largest, sent)) = largest_newly else { return };
         self.bytes_in_flight -= newly_acked;
         self.largest_acked = Some(self.largest_acked.map_or(largest, |acked| acked.max(largest)));
-        let rtt = (largest == ack.largest).then(|| {
-            let sample = now.saturating_since(sent.time);
-            sample.saturating_sub(Duration::from_micros(ack.ack_delay_micros)).max(Duration::from_micros(1))
-        });
+        // The sample is the raw one, as an endpoint's: the receiver's ACK delay only tempers the smoothed RTT, so
+        // an over-reported delay cannot make the path look shorter than it is.
+        let rtt = (largest == ack.largest).then(|| now.saturating_since(sent.time).max(Duration::from_micros(1)));
         if let Some(rtt) = rtt {
-            self.min_rtt = self.min_rtt.min(rtt);
-            self.srtt = Some(self.srtt.map_or(rtt, |srtt| (srtt * 7 + rtt) / 8));
+            self.rtt.update(rtt, Duration::from_micros(ack.ack_delay_micros).min(MAX_ACK_DELAY));
         }
-        let srtt = self.srtt.unwrap_or_default();
         let sample = AckSample {
             bytes_acked: newly_acked,
             sent_time: sent.time,
             rtt,
-            srtt,
-            min_rtt: if self.min_rtt == Duration::MAX { srtt } else { self.min_rtt },
+            srtt: self.rtt.smoothed(),
+            min_rtt: self.rtt.min(),
             delivery_rate: None,
-            app_limited: false,
+            app_limited: sent.app_limited,
             bytes_in_flight: self.bytes_in_flight,
         };
         self.cc.on_ack(now, &sample);
@@ -152,7 +168,7 @@ impl SectionSender {
 
     fn pto(&self) -> Duration {
         // The receiver may hold its ACK for MAX_ACK_DELAY (RFC 9002 adds max_ack_delay to the PTO likewise).
-        self.srtt.map_or(INITIAL_PTO, |srtt| (srtt * 3).max(MIN_PTO) + MAX_ACK_DELAY)
+        self.srtt().map_or(INITIAL_PTO, |srtt| (srtt * 3).max(MIN_PTO) + MAX_ACK_DELAY)
     }
 
     fn declare_lost(&mut self, now: Time, numbers: &[u64]) {
@@ -199,6 +215,54 @@ mod tests {
         assert_eq!(sender.next_timeout(), Some(Time::ZERO + pto));
         sender.on_timeout(Time::ZERO + pto);
         assert_eq!((sender.lost(), sender.bytes_in_flight(), sender.next_timeout()), (3, 0, None));
+    }
+
+    #[test]
+    fn the_window_grows_only_on_acks_of_sections_sent_with_the_window_used() {
+        let config = CcConfig::default();
+        let mut sender = SectionSender::new(CcKind::NewReno, &config, Time::ZERO);
+        let initial = sender.window();
+        // A trickle: one SECTION at a time, each acknowledged before the next.
+        for number in 0..20 {
+            let sent_at = Time::from_millis(number * 30);
+            assert_eq!(sender.on_sent(sent_at, 1200), number);
+            sender.on_ack(sent_at + Duration::from_millis(20), &ack(&[0..=number]), Feedback::NEUTRAL);
+        }
+        assert_eq!(sender.window(), initial, "a sender that never used its window does not grow it");
+        // A full window, acknowledged: slow start grows the window by what was acknowledged.
+        let start = Time::from_millis(1_000);
+        let mut numbers = Vec::new();
+        while sender.can_send(1200) {
+            numbers.push(sender.on_sent(start, 1200));
+        }
+        let (first, last) = (numbers[0], *numbers.last().expect("sent"));
+        sender.on_ack(start + Duration::from_millis(20), &ack(&[0..=last]), Feedback::NEUTRAL);
+        assert!(sender.window() > initial, "{} after a full window of {} from {first}", sender.window(), initial);
+    }
+
+    #[test]
+    fn an_over_reported_ack_delay_never_lowers_the_minimum_rtt_below_a_raw_sample() {
+        let config = CcConfig::default();
+        let mut sender = SectionSender::new(CcKind::Vegas, &config, Time::ZERO);
+        let delayed = |number: u64, delay_micros: u64| {
+            AckFrame::from_ranges([number..=number], delay_micros, EcnCounts::default()).expect("non-empty")
+        };
+        sender.on_sent(Time::ZERO, 1200);
+        sender.on_ack(Time::from_millis(20), &delayed(0, 0), Feedback::NEUTRAL);
+        assert_eq!(
+            (sender.srtt(), sender.min_rtt()),
+            (Some(Duration::from_millis(20)), Some(Duration::from_millis(20)))
+        );
+        // 21 ms on the wire, of which the receiver claims it held 5: the path did not get shorter.
+        sender.on_sent(Time::from_millis(100), 1200);
+        sender.on_ack(Time::from_millis(121), &delayed(1, 5_000), Feedback::NEUTRAL);
+        assert_eq!(sender.min_rtt(), Some(Duration::from_millis(20)));
+        assert!(sender.srtt() > Some(Duration::from_millis(20)), "{:?}", sender.srtt());
+        // A delay that keeps the sample above the minimum is subtracted from the smoothed RTT.
+        sender.on_sent(Time::from_millis(200), 1200);
+        let before = sender.srtt().expect("sampled");
+        sender.on_ack(Time::from_millis(230), &delayed(2, 5_000), Feedback::NEUTRAL);
+        assert_eq!(sender.srtt(), Some((before * 7 + Duration::from_millis(25)) / 8));
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl Driver {
     }
 
     fn now(&self) -> Time {
-        Time::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        since(self.epoch)
     }
 
     fn instant(&self, time: Time) -> Instant {
@@ -190,12 +190,16 @@ impl Driver {
 
     /// Hands the endpoint what waits on every socket, a bounded number of receives each.
     fn receive(&mut self) {
-        let now = self.now();
-        let Driver { sockets, endpoint, sections, recv_buffer, .. } = self;
+        let Driver { sockets, endpoint, sections, recv_buffer, epoch, .. } = self;
         for socket in sockets.values() {
             for _ in 0..RECEIVES_PER_WAKEUP {
                 match socket.try_recv(recv_buffer) {
                     Ok(Some(received)) => {
+                        // Stamped as read, not as the wakeup began: a datagram that arrived while the loop handled
+                        // earlier ones (or while the process waited for a core) would otherwise be stamped before
+                        // it arrived, and the ACK delay reported for it would exceed the real one, handing the peer
+                        // an RTT sample below the path's (a delay-based controller's base RTT, for good).
+                        let now = since(*epoch);
                         for payload in received.payloads() {
                             let path = (received.local, received.remote);
                             sections.deliver(endpoint, now, path, received.ecn, payload);
@@ -559,4 +563,9 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
         None => std::future::pending().await,
     }
+}
+
+/// The endpoint's time: how long ago the driver started.
+fn since(epoch: Instant) -> Time {
+    Time::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }

@@ -19,6 +19,7 @@ mod received;
 mod recv;
 mod replay;
 mod rtt;
+pub use rtt::RttEstimator;
 mod send;
 mod timers;
 mod trace;

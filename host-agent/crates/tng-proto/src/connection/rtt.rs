@@ -1,12 +1,15 @@
-//! Round-trip time estimation per channel (RFC 9002 section 5).
+//! Round-trip time estimation per channel (RFC 9002 section 5); the relay's sections use it too.
 
 use std::time::Duration;
 
 /// Timer granularity (RFC 9002 `kGranularity`).
 pub(crate) const GRANULARITY: Duration = Duration::from_millis(1);
 
+/// Smoothed, variance and minimum RTT from samples and the peer's reported ACK delays. The minimum comes from raw
+/// samples and the ACK delay is subtracted only where that keeps a sample above it, so a peer that over-reports its
+/// delay (or its clock stamps a packet before it arrived) can never drag the path's minimum below what it is.
 #[derive(Debug, Clone)]
-pub(crate) struct RttEstimator {
+pub struct RttEstimator {
     initial: Duration,
     latest: Duration,
     smoothed: Option<Duration>,
@@ -15,13 +18,13 @@ pub(crate) struct RttEstimator {
 }
 
 impl RttEstimator {
-    pub(crate) fn new(initial: Duration) -> RttEstimator {
+    pub fn new(initial: Duration) -> RttEstimator {
         RttEstimator { initial, latest: initial, smoothed: None, variance: initial / 2, min: initial }
     }
 
     /// Feeds one sample: `rtt` measured from the largest newly acknowledged packet, `ack_delay` as reported by the
     /// peer (already capped at its max ack delay by the caller).
-    pub(crate) fn update(&mut self, rtt: Duration, ack_delay: Duration) {
+    pub fn update(&mut self, rtt: Duration, ack_delay: Duration) {
         self.latest = rtt;
         let Some(smoothed) = self.smoothed else {
             self.min = rtt;
@@ -37,11 +40,11 @@ impl RttEstimator {
         self.smoothed = Some((smoothed * 7 + adjusted) / 8);
     }
 
-    pub(crate) fn has_sample(&self) -> bool {
+    pub fn has_sample(&self) -> bool {
         self.smoothed.is_some()
     }
 
-    pub(crate) fn smoothed(&self) -> Duration {
+    pub fn smoothed(&self) -> Duration {
         self.smoothed.unwrap_or(self.initial)
     }
 
@@ -49,7 +52,7 @@ impl RttEstimator {
         self.variance
     }
 
-    pub(crate) fn min(&self) -> Duration {
+    pub fn min(&self) -> Duration {
         self.min
     }
 
