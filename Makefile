@@ -90,6 +90,7 @@ bench: deps ## Run the benchmarks and write JSON under build/bench/ (loopback vs
 	$(PY) -m tng_lab.bench_lwip | tee build/bench/lwip.json
 	$(PY) -m tng_lab.bench_alcc | tee build/bench/alcc.json
 	$(PY) -m tng_lab.relay_lab --out build/bench/relay-lab | tee build/bench/relay-lab.json
+	$(PY) -m tng_lab.lossy_wan_lab --out build/bench/lossy-wan-lab | tee build/bench/lossy-wan-lab.json
 
 # BMv2 is the LWIP switch when the P4 toolchain is installed (then switch-steered TCP with and without VISIBLE runs
 # too); otherwise, or with TNG_LAB_SWITCH=linux, Linux forwarding, and the run says so in one line.

@@ -23,12 +23,9 @@ import dataclasses
 import datetime
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,16 +34,21 @@ from tng_lab import relay_figure, relay_lab_report
 from tng_lab.load import LoadMeter
 from tng_lab.netns import LabError, run_prefix, sh
 from tng_lab.perf import PerfServer
-from tng_lab.procs import Child, log_tail, spawn
+from tng_lab.procs import spawn
 from tng_lab.relay_lab_net import CLIENT, CROSS, RELAY_CORE, RELAY_DSL, SERVER, Links, QueueSampler, build
+from tng_lab.relay_procs import (
+    END_GRACE_S,
+    RELAY_PORT,
+    client_argv,
+    start_relay,
+    stop_relay,
+    trace_path,
+    transfer_report,
+    wait_exit,
+)
 from tng_lab.runner import REPO, Binaries, ShieldedExitStack
 
-PERF_PORT, CROSS_PORT, RELAY_PORT = 5201, 5202, 4477
-END_GRACE_S = 30.0  # how long a client may run beyond its duration before the run counts as failed
-PROGRESS_LINE = re.compile(r"^\[\s*(\d+) s\]\s+([0-9.]+) Mbit/s", re.M)
-SUMMARY_GOODPUT = re.compile(r"goodput ([0-9.]+) Mbit/s.*?(\d+) retransmitted packets")
-CORRUPTED = re.compile(r"(\d+) received bytes did not match")
-RELAY_TRACE, RELAY_TRACE_INTERVAL_MS = "relay-trace.jsonl", 100
+PERF_PORT, CROSS_PORT = 5201, 5202
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,78 +109,6 @@ def say(text: str) -> None:
     print(f"relay_lab: {text}", file=sys.stderr, flush=True)
 
 
-def netns_exec(ns: str, *argv: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, *argv]
-
-
-def start_relay(options: Options, ns: str, direction: Direction, logs: Path) -> Child:
-    toward_client, toward_server = direction.relay_ccs
-    argv = netns_exec(ns, str(options.binaries.tng), "relay", "--listen", f"0.0.0.0:{RELAY_PORT}")
-    argv += ["--toward-client-cc", toward_client, "--toward-server-cc", toward_server]
-    argv += ["--queue-limit", str(options.relay_queue), "--log-level", "info"]
-    argv += ["--trace", str(logs / RELAY_TRACE), "--trace-interval", str(RELAY_TRACE_INTERVAL_MS)]
-    relay = spawn("tng relay", argv, logs / "relay.log")
-    deadline = time.monotonic() + 10.0
-    while not sh(netns_exec(ns, "ss", "-Hlun", f"sport = :{RELAY_PORT}")).strip():
-        relay.check()
-        if time.monotonic() > deadline:
-            raise LabError("tng relay did not bind its socket within 10 s")
-        time.sleep(0.05)
-    return relay
-
-
-def stop_relay(relay: Child, trace: Path) -> list[dict[str, Any]]:
-    """SIGINT makes the relay write a last line of its trace; returns the trace's lines."""
-    if relay.running():
-        relay.popen.send_signal(signal.SIGINT)
-        with suppress(subprocess.TimeoutExpired):
-            relay.popen.wait(5.0)
-    relay.stop()
-    try:
-        lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    except (OSError, ValueError) as err:
-        raise LabError(f"tng relay left no readable trace ({err}): {log_tail(relay.log)}") from err
-    if not lines:
-        raise LabError(f"tng relay's trace is empty: {log_tail(relay.log)}")
-    return lines
-
-
-def client_argv(options: Options, ns: str, server: str, duration_s: float, extra: list[str]) -> list[str]:
-    argv = netns_exec(ns, str(options.binaries.tng), "perf", "client", "--connect", server)
-    return [*argv, "--duration", f"{duration_s:g}", *extra]
-
-
-def wait_exit(child: Child, deadline: float, meter: LoadMeter) -> int:
-    """The child's exit status; it is stopped and the run fails when it outlives `deadline`."""
-    while child.running() and time.monotonic() < deadline:
-        meter.tick()
-        time.sleep(0.2)
-    status = child.popen.poll()
-    if status is None:
-        child.stop()
-        raise LabError(f"{child.name} still ran {END_GRACE_S:.0f} s after its duration: {log_tail(child.log)}")
-    return status
-
-
-def transfer_report(status: int, progress_log: Path, summary: Path) -> dict[str, Any]:
-    """The tng client's per-second goodput (its progress lines) and outcome. Without --json `tng perf client`
-    prints no byte count, but it checks every byte it reads against the server's pattern and exits non-zero naming
-    the count of mismatches; the bytes checked are the sum of its whole seconds of progress."""
-    progress = progress_log.read_text(errors="replace")
-    seconds = [(int(s), float(mbps)) for s, mbps in PROGRESS_LINE.findall(progress)]
-    summary_match = SUMMARY_GOODPUT.search(summary.read_text(errors="replace"))
-    corrupted = CORRUPTED.search(progress)
-    return {
-        "exit_status": status,
-        "goodput_mbps": float(summary_match[1]) if summary_match else None,
-        "retransmitted_packets": int(summary_match[2]) if summary_match else None,
-        "bytes_checked": round(sum(mbps for _, mbps in seconds) * 1e6 / 8),
-        "bytes_corrupted": int(corrupted[1]) if corrupted else 0,
-        "verified": status == 0 and summary_match is not None and not corrupted,
-        "goodput_per_second": seconds,
-    }
-
-
 def cross_report(start_s: float, started_s: float, status: int, stdout: Path) -> dict[str, Any]:
     flow: dict[str, Any] = {"start_s": start_s, "started_s": round(started_s, 3), "exit_status": status}
     try:
@@ -207,7 +137,9 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         )
         stack.callback(cross_server.stop)
         cross_server.ensure(None)
-        relay = start_relay(options, net.ns("relay"), direction, logs) if scheme.split else None
+        relay = None
+        if scheme.split:
+            relay = start_relay(options.binaries.tng, net.ns("relay"), direction.relay_ccs, options.relay_queue, logs)
         if relay is not None:
             stack.callback(relay.stop)
         sampler = QueueSampler(net)
@@ -215,7 +147,7 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         stack.callback(sampler.stop)
         via = ["--relay", f"{direction.relay_address}:{RELAY_PORT}"] if relay else []
         argv = client_argv(
-            options,
+            options.binaries.tng,
             net.ns(direction.receiver),
             f"{direction.sender_address}:{PERF_PORT}",
             options.total_s,
@@ -236,7 +168,7 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
                 time.sleep(min(0.5, max(0.0, t0 + start_s - time.monotonic())))
             started_s = time.monotonic() - t0
             cross_argv = client_argv(
-                options,
+                options.binaries.tng,
                 net.ns(direction.cross_receiver),
                 f"{direction.cross_sender_address}:{CROSS_PORT}",
                 options.total_s - start_s,
@@ -252,7 +184,7 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         flows = [cross_report(s, real, wait_exit(c, deadline, meter), out) for s, real, c, out in crosses]
         sampler.stop()
         load = meter.finish({})
-        relay_trace = stop_relay(relay, logs / RELAY_TRACE) if relay else None
+        relay_trace = stop_relay(relay, trace_path(logs, "relay")) if relay else None
         sender.stop()  # the qlog is complete once the server is gone
         transfer = transfer_report(status, logs / "client.log", logs / "client.out")
         samples = list(sampler.samples)

@@ -22,6 +22,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from tng_lab import linkem
 from tng_lab.linkem import LinkCounters
@@ -161,19 +162,36 @@ class QueueSampler:
             self._thread.join()
 
 
+class LabNet(Protocol):
+    """What bring_up needs of a relay experiment's network."""
+
+    def ns(self, role: str) -> str: ...
+    def control(self, link: str) -> Path: ...
+    def namespaces(self) -> list[str]: ...
+    def commands(self) -> list[list[str]]: ...
+
+
+def bring_up(
+    stack: ExitStack, net: LabNet, linkem_binary: Path, specs: dict[str, tuple[str, str]], logs: Path, seed: int
+) -> dict[str, Child]:
+    """Creates `net`'s namespaces, runs its commands and starts a linkem per link (`specs`: name -> (ab, ba)) in
+    namespace `link-<name>`; returns the linkems by link name. `stack` tears everything down."""
+    stack.enter_context(namespaces(net.namespaces()))
+    for command in net.commands():
+        sh(command)
+    linkems = {}
+    for name, (ab, ba) in specs.items():
+        argv = linkem.command(linkem_binary, net.ns(f"link-{name}"), ab, ba, net.control(name), seed)
+        linkems[name] = stack.enter_context(running(f"linkem ({name})", argv, logs / f"linkem-{name}.log"))
+        linkem.wait_ready(linkems[name], net.control(name))
+    return linkems
+
+
 def build(
     stack: ExitStack, prefix: str, linkem_binary: Path, links: Links, logs: Path, seed: int = 1
 ) -> tuple[Net, dict[str, Child]]:
     """Creates the namespaces and links and starts both linkems (returned by link name); `stack` tears everything
     down."""
-    run_dir = stack.enter_context(run_directory(prefix))
-    net = Net(prefix, run_dir)
-    stack.enter_context(namespaces(net.namespaces()))
-    for command in net.commands():
-        sh(command)
-    linkems = {}
-    for name, (down, up) in (("dsl", links.dsl_specs()), ("core", links.core_specs())):
-        argv = linkem.command(linkem_binary, net.ns(f"link-{name}"), down, up, net.control(name), seed)
-        linkems[name] = stack.enter_context(running(f"linkem ({name})", argv, logs / f"linkem-{name}.log"))
-        linkem.wait_ready(linkems[name], net.control(name))
-    return net, linkems
+    net = Net(prefix, stack.enter_context(run_directory(prefix)))
+    specs = {"dsl": links.dsl_specs(), "core": links.core_specs()}
+    return net, bring_up(stack, net, linkem_binary, specs, logs, seed)
