@@ -13,7 +13,8 @@ Writes `relay-lab.json` (per direction and scheme: a 1 s timeline, per-level goo
 and corrupted, the relay's counters and its trace; per level the split/CUBIC ratios against Tng's targets) and, per
 direction, `<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog),
 `<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem) and `<direction>-relay.png` (the
-split run at the relay: its queue, what it received, forwarded and dropped). Prints the comparison as JSON.
+split run at the relay: its queue, what it received, forwarded and dropped, its downstream window beside the data
+sender's end-to-end window). Prints the comparison as JSON.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         sender.stop()  # the qlog is complete once the server is gone
         transfer = transfer_report(status, logs / "client.log", logs / "client.out")
         samples = list(sampler.samples)
-    srtt = relay_lab_report.sender_srtt(logs / "qlog")
-    report = relay_lab_report.scheme_report(options, direction, t0_unix, transfer, srtt, samples, flows)
+    sender_metrics = relay_lab_report.sender_metrics(logs / "qlog")
+    report = relay_lab_report.scheme_report(options, direction, t0_unix, transfer, sender_metrics, samples, flows)
     report.update({"label": scheme.label, "sender_cc": cc, "split": scheme.split, "relay": None})
     if relay_trace is not None:
         report["relay"] = relay_lab_report.relay_report(options, t0_unix, relay_trace, report)
