@@ -60,7 +60,7 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
             for key in ("goodput_mbps", "p95_srtt_ms", "p95_dsl_queue_ms"):
                 assert level[key] is not None and level[key] >= 0, (label, level)
         assert len(scheme["timeline"]) == LEVEL_S * (MAX_CROSS + 1), label
-        assert scheme["queue_samples"] > 0 and scheme["srtt_samples"] > 0 and scheme["window_samples"] > 0, label
+        assert scheme["queue_samples"] > 0 and scheme["srtt_samples"] > 0 and scheme["in_flight_samples"] > 0, label
     split = schemes["split (relay)"]
     assert split["split"] is True and split["sender_cc"] == "cubic"
     # Every data datagram of the split run crossed the relay in a SECTION of its own: at least as many forwarded.
@@ -104,7 +104,7 @@ def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_q
     t0 = 1000.0
     transfer = {"goodput_per_second": [(1, 4.0), (2, 9.0), (3, 8.0), (4, 6.0)], "bytes_checked": 1}
     sender = relay_lab_report.SenderMetrics(
-        srtt_ms=[(t0 + 0.5, 100.0), (t0 + 2.5, 300.0)], window_bytes=[(t0 + 0.5, 20_000.0), (t0 + 3.0, 60_000.0)]
+        srtt_ms=[(t0 + 0.5, 100.0), (t0 + 2.5, 300.0)], in_flight_bytes=[(t0 + 0.5, 20_000.0), (t0 + 3.0, 60_000.0)]
     )
     # 12,500 bytes in the 10 Mbit/s DSL's queue are 10 ms; the core carried 1.25 MB between the second level's first
     # and last samples (2.0 and 3.9 s).
@@ -123,9 +123,9 @@ def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_q
     assert second["core_mbit_sending_direction"] == round(1.25e6 * 8 / 1e6 / 1.9, 2)
     assert [point["t_s"] for point in report["timeline"]] == [1, 2, 3, 4]
     assert report["timeline"][2]["sender_srtt_ms"] == 300.0
-    assert [point["sender_window_kb"] for point in report["timeline"]] == [20.0, 20.0, 60.0, 60.0]
+    assert [point["sender_in_flight_kb"] for point in report["timeline"]] == [20.0, 20.0, 60.0, 60.0]
     # On the 100 ms grid the second level (2.0-3.9 s) holds 20 kB ten times and 60 kB ten times (from 3.0 s).
-    assert first["sender_window_mean_kb"] == 20.0 and second["sender_window_mean_kb"] == 40.0
+    assert first["sender_in_flight_mean_kb"] == 20.0 and second["sender_in_flight_mean_kb"] == 40.0
     assert "goodput_per_second" not in report["transfer"]
 
 
@@ -182,21 +182,23 @@ def test_the_comparison_gives_the_ratios_to_end_to_end_cubic_and_tng_s_targets()
     assert rows[1]["targets"] == {"goodput_at_least_0_95": False, "p95_delay_at_most_0_2": False}
 
 
-def test_the_sender_s_srtt_and_window_are_read_from_its_qlog_even_when_its_last_line_is_cut(tmp_path: Path) -> None:
+def test_the_sender_s_srtt_and_bytes_in_flight_are_read_from_its_qlog_even_when_its_last_line_is_cut(
+    tmp_path: Path,
+) -> None:
     header = {"trace": {"common_fields": {"reference_time": 1_000_000.0}}}
     events = [
         {"time": 10.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "smoothed_rtt": 120.5}},
         {"time": 20.0, "name": "transport:packet_sent", "data": {"channel": 0}},
-        {"time": 30.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "congestion_window": 1000}},
+        {"time": 30.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "bytes_in_flight": 1000}},
         {"time": 40.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "smoothed_rtt": 150.0}},
-        {"time": 45.0, "name": "recovery:metrics_updated", "data": {"channel": 1, "congestion_window": 500}},
+        {"time": 45.0, "name": "recovery:metrics_updated", "data": {"channel": 1, "bytes_in_flight": 500}},
     ]
     lines = [json.dumps(header), *(json.dumps(event) for event in events)]
     cut_short = '{"time":50.0,"name":"recovery:metrics_updated","data":{"channel":0,"smoothed_rtt":16'
     (tmp_path / "abc-server.sqlog").write_text("\n".join("\x1e" + line for line in lines) + "\n" + cut_short)
     metrics = relay_lab_report.sender_metrics(tmp_path)
     assert metrics.srtt_ms == [(1000.01, 120.5), (1000.04, 150.0)]
-    assert metrics.window_bytes == [(1000.03, 1000.0), (1000.045, 1500.0)]  # the channels' windows added up
+    assert metrics.in_flight_bytes == [(1000.03, 1000.0), (1000.045, 1500.0)]  # the channels' added up
 
 
 def test_the_network_routes_every_host_through_the_relay_namespace(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ and corrupted, the relay's counters and its trace; per level the split/CUBIC rat
 direction, `<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog),
 `<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem) and `<direction>-relay.png` (the
 split run at the relay: its queue, what it received, forwarded and dropped, its downstream window beside the data
-sender's end-to-end window). Prints the comparison as JSON.
+sender's bytes in flight). Prints the comparison as JSON.
 """
 
 from __future__ import annotations

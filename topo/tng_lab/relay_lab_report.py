@@ -31,13 +31,14 @@ class SenderMetrics:
     """The data sender's flow state over time, from its qlog: (Unix seconds, value) at every change."""
 
     srtt_ms: list[tuple[float, float]]  # the largest smoothed RTT over its channels
-    # The sum of its channels' congestion windows. Through a relay that is the end-to-end channel's: the sender's
-    # section to the relay has a window of its own (tng_relay::EndpointSections), which the qlog does not carry.
-    window_bytes: list[tuple[float, float]]
+    # The sum of its channels' bytes in flight, end to end. Through a relay the channel's own controller does not
+    # bound them: the sender's section to the relay does (its room, tng_relay::EndpointSections), whose window the
+    # qlog does not carry.
+    in_flight_bytes: list[tuple[float, float]]
 
 
 def sender_metrics(qlog_dir: Path) -> SenderMetrics:
-    """Every `recovery:metrics_updated` that set a smoothed RTT or a congestion window, over every trace in
+    """Every `recovery:metrics_updated` that set a smoothed RTT or the bytes in flight, over every trace in
     `qlog_dir` (the data sender's)."""
     events: list[tuple[float, str, str, float]] = []
     for trace in sorted(qlog_dir.glob("*.sqlog")):
@@ -45,7 +46,7 @@ def sender_metrics(qlog_dir: Path) -> SenderMetrics:
             header = json.loads(lines.readline().lstrip("\x1e"))
             reference_ms = float(header["trace"]["common_fields"]["reference_time"])
             for line in lines:
-                if "metrics_updated" not in line or ("smoothed_rtt" not in line and "congestion_window" not in line):
+                if "metrics_updated" not in line or ("smoothed_rtt" not in line and "bytes_in_flight" not in line):
                     continue
                 try:
                     event = json.loads(line.lstrip("\x1e"))
@@ -53,18 +54,18 @@ def sender_metrics(qlog_dir: Path) -> SenderMetrics:
                     continue
                 channel = f"{trace.name}/{event['data'].get('channel', 0)}"
                 at = (reference_ms + event["time"]) / 1000
-                for field in ("smoothed_rtt", "congestion_window"):
+                for field in ("smoothed_rtt", "bytes_in_flight"):
                     if field in event["data"]:
                         events.append((at, field, channel, float(event["data"][field])))
-    held: dict[str, dict[str, float]] = {"smoothed_rtt": {}, "congestion_window": {}}
-    srtt, window = [], []
+    held: dict[str, dict[str, float]] = {"smoothed_rtt": {}, "bytes_in_flight": {}}
+    srtt, in_flight = [], []
     for at, field, channel, value in sorted(events):
         held[field][channel] = value
         if field == "smoothed_rtt":
             srtt.append((at, max(held[field].values())))
         else:
-            window.append((at, sum(held[field].values())))
-    return SenderMetrics(srtt, window)
+            in_flight.append((at, sum(held[field].values())))
+    return SenderMetrics(srtt, in_flight)
 
 
 def _held(series: list[tuple[float, float]], times: list[float], at: float) -> float | None:
@@ -89,10 +90,10 @@ def scheme_report(
     samples: list[QueueSample],
     cross: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The scheme's timeline (1 s: goodput in that second, the sender's SRTT and window at its end, the DSL's mean
-    queue delay in its sending direction) and its levels (the run split at every cross-flow start: mean goodput over
-    the whole seconds inside, p95 of the SRTT and mean window on a 100 ms grid, p95 of the DSL queue delay sampled
-    every 100 ms)."""
+    """The scheme's timeline (1 s: goodput in that second, the sender's SRTT and bytes in flight at its end, the DSL's
+    mean queue delay in its sending direction) and its levels (the run split at every cross-flow start: mean goodput
+    over the whole seconds inside, p95 of the SRTT and mean bytes in flight on a 100 ms grid, p95 of the DSL queue
+    delay sampled every 100 ms)."""
     links = options.links
     down = direction.dsl_sending == "ab"
     dsl_bps = (links.dsl_down_mbit if down else links.dsl_up_mbit) * 1e6
@@ -101,11 +102,11 @@ def scheme_report(
         return counters.down if down else counters.up
 
     queue = [(s.t_unix - t0_unix, sending(s.dsl).queue_bytes * 8 / dsl_bps * 1000) for s in samples]
-    srtt, window = sender.srtt_ms, sender.window_bytes
-    srtt_times, window_times = [at for at, _ in srtt], [at for at, _ in window]
+    srtt, in_flight = sender.srtt_ms, sender.in_flight_bytes
+    srtt_times, in_flight_times = [at for at, _ in srtt], [at for at, _ in in_flight]
 
-    def window_kb(at: float) -> float | None:
-        held = _held(window, window_times, at)
+    def in_flight_kb(at: float) -> float | None:
+        held = _held(in_flight, in_flight_times, at)
         return round(held / 1000, 1) if held is not None else None
 
     goodput = dict(transfer.pop("goodput_per_second"))
@@ -118,20 +119,20 @@ def scheme_report(
                 "t_s": k,
                 "goodput_mbps": goodput.get(k),
                 "sender_srtt_ms": _held(srtt, srtt_times, t0_unix + k),
-                "sender_window_kb": window_kb(t0_unix + k),
+                "sender_in_flight_kb": in_flight_kb(t0_unix + k),
                 "dsl_queue_ms": _mean(in_second),
             }
         )
     grid = [i * SAMPLE_S for i in range(round(options.total_s / SAMPLE_S) + 1)]
     grid_srtt = [(t, _held(srtt, srtt_times, t0_unix + t)) for t in grid]
-    grid_window = [(t, window_kb(t0_unix + t)) for t in grid]
+    grid_in_flight = [(t, in_flight_kb(t0_unix + t)) for t in grid]
     levels = []
     for flows in range(options.max_cross + 1):
         start, end = flows * options.level_s, (flows + 1) * options.level_s
         start = max(start, MEASURE_AFTER_S)
         rates = [goodput[k] for k in goodput if start <= k - 1 and k <= end]
         rtts = [ms for t, ms in grid_srtt if start <= t < end and ms is not None]
-        windows = [kb for t, kb in grid_window if start <= t < end and kb is not None]
+        flights = [kb for t, kb in grid_in_flight if start <= t < end and kb is not None]
         delays = [ms for t, ms in queue if start <= t < end]
         inside = [s for s in samples if start <= s.t_unix - t0_unix < end]
         core_mbit = None
@@ -146,7 +147,7 @@ def scheme_report(
                 "goodput_mbps": _mean(rates),
                 "p95_srtt_ms": _p(rtts, 95),
                 "p50_srtt_ms": _p(rtts, 50),
-                "sender_window_mean_kb": _mean(windows),
+                "sender_in_flight_mean_kb": _mean(flights),
                 "p95_dsl_queue_ms": _p(delays, 95),
                 "mean_dsl_queue_ms": _mean(delays),
                 "core_mbit_sending_direction": core_mbit,
@@ -163,7 +164,7 @@ def scheme_report(
         "core_sending_dropped_queue": sending(last.core).dropped_queue if last else None,
         "queue_samples": len(samples),
         "srtt_samples": len(srtt),
-        "window_samples": len(window),
+        "in_flight_samples": len(in_flight),
     }
 
 
@@ -265,9 +266,9 @@ def relay_report(
 
 def plot_relay(name: str, split: dict[str, Any], out_dir: Path, title: str) -> Path:
     """The split run at the relay: its queue in the data's direction (every sample) over the goodput; what it
-    received, forwarded and dropped per second; the congestion windows of the data sender's end-to-end channel (its
-    qlog; its section to the relay, which caps what the channel sends, is not traced) and of the relay's downstream
-    section (its trace); cross-flow starts marked."""
+    received, forwarded and dropped per second; the data sender's bytes in flight end to end (its qlog: what its
+    section to the relay lets it send) and the relay's downstream section's window (its trace); cross-flow starts
+    marked."""
     relay = split["relay"]
     figure = Figure(figsize=(9, 8.6))
     queue_axes, rate_axes, window_axes = figure.subplots(3, 1, sharex=True)
@@ -308,21 +309,23 @@ def plot_relay(name: str, split: dict[str, Any], out_dir: Path, title: str) -> P
     rate_axes.legend(loc="lower right", fontsize="small")
     rate_axes.set_ylim(bottom=0)
     rate_axes.grid(alpha=0.3)
-    sender = [(p["t_s"], p["sender_window_kb"]) for p in split["timeline"] if p.get("sender_window_kb") is not None]
+    sender = [
+        (p["t_s"], p["sender_in_flight_kb"]) for p in split["timeline"] if p.get("sender_in_flight_kb") is not None
+    ]
     window_axes.plot(
         [t for t, _ in sender],
         [kb for _, kb in sender],
         color="#9467bd",
-        label=f"data sender's end-to-end channel ({split['sender_cc']}, its qlog), at each second's end",
+        label="data sender's bytes in flight end to end (its qlog), at each second's end",
     )
     window_axes.plot(
         [s["t_s"] for s in relay["samples"]],
         [s["window"] / 1000 for s in relay["samples"]],
         color="#2ca02c",
         linewidth=0.8,
-        label="relay's downstream section, 100 ms samples",
+        label="relay's downstream section's window, 100 ms samples",
     )
-    window_axes.set_ylabel("congestion window (kB)")
+    window_axes.set_ylabel("kB")
     window_axes.set_ylim(bottom=0)
     for axes in (queue_axes, rate_axes, window_axes):
         for index, flow in enumerate(split["cross_traffic"]):
