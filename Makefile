@@ -125,9 +125,10 @@ p4-check: deps ## Fail if the committed P4 artifacts are stale: source digests a
 fuzz: deps ## Run every cargo-fuzz target for FUZZ_SECONDS each (default 60); cumulative executions in build/fuzz/executions.json
 	@command -v cargo-fuzz >/dev/null || { echo "fuzz: installing cargo-fuzz"; $(CARGO) install --locked cargo-fuzz; }
 	@mkdir -p build/fuzz $(foreach t,$(FUZZ_TARGETS),host-agent/fuzz/corpus/$(t) build/fuzz/corpus/$(t))
-	@for v in testdata/wire/*.json; do \
+	@# The wire format's shared vectors seed the packet parser's corpus (when it is among the targets).
+	@case " $(FUZZ_TARGETS) " in *" parse_packet "*) for v in testdata/wire/*.json; do \
 	  $(PY) -c 'import json,sys; sys.stdout.buffer.write(bytes.fromhex(json.load(open(sys.argv[1]))["hex"]))' $$v \
-	    > build/fuzz/corpus/parse_packet/$$(basename $$v .json); done
+	    > build/fuzz/corpus/parse_packet/$$(basename $$v .json); done;; esac
 	@# cargo-fuzz needs nightly flags; without a nightly toolchain, let stable accept them.
 	@# Each run grows build/fuzz/corpus/<target>; the committed corpus keeps only what adds coverage (cmin).
 	@if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then toolchain=+nightly; else toolchain=; export RUSTC_BOOTSTRAP=1; fi; \
