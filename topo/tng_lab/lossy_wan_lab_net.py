@@ -19,12 +19,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from tng_lab import linkem
 from tng_lab.netns import run_directory
-from tng_lab.plan import Veth, namespace_commands, static_arp, veth_commands
+from tng_lab.plan import Veth, static_arp
 from tng_lab.procs import Child
-from tng_lab.relay_lab_net import bring_up
+from tng_lab.relay_lab_net import RoutedNet, bring_up
 
 SENDER, RELAY_A_LAN, RELAY_A_WAN = "10.21.1.2", "10.21.1.1", "10.21.2.1"
 RELAY_B_WAN, RELAY_B_NEAR, RECEIVER = "10.21.2.2", "10.21.3.1", "10.21.3.2"
@@ -58,19 +59,8 @@ class Links:
 
 
 @dataclass(frozen=True, slots=True)
-class Net:
-    prefix: str
-    run_dir: Path
-
-    def ns(self, role: str) -> str:
-        """`sender`, `relay-a`, `relay-b`, `receiver`, `link-lan`, `link-wan`."""
-        return f"{self.prefix}{role}"
-
-    def control(self, link: str) -> Path:
-        return self.run_dir / f"linkem-{link}.sock"
-
-    def namespaces(self) -> list[str]:
-        return [self.ns(role) for role in ("sender", "relay-a", "relay-b", "receiver", "link-lan", "link-wan")]
+class Net(RoutedNet):
+    ROLES: ClassVar[tuple[str, ...]] = ("sender", "relay-a", "relay-b", "receiver", "link-lan", "link-wan")
 
     def veths(self) -> list[Veth]:
         mac = "02:74:6c:21:{:02x}:{:02x}".format
@@ -86,11 +76,7 @@ class Net:
 
     def commands(self) -> list[list[str]]:
         """Everything after `ip netns add`: sysctls, veths, addresses, routes, static ARP, forwarding."""
-        commands = [command for ns in self.namespaces() for command in namespace_commands(ns)]
-        for veth in self.veths():
-            commands += veth_commands(veth)
-        macs = {(veth.a_ns, veth.a_if): veth.a_mac for veth in self.veths()}
-        macs.update({(veth.b_ns, veth.b_if): veth.b_mac for veth in self.veths()})
+        commands, macs = self.wiring()
         sender, relay_a, relay_b, receiver = (self.ns(role) for role in ("sender", "relay-a", "relay-b", "receiver"))
         # (ns, interface, address, the neighbour's ns and interface: across a linkem, the veth end beyond it)
         ends = [

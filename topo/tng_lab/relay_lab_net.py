@@ -22,7 +22,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar
 
 from tng_lab import linkem
 from tng_lab.linkem import LinkCounters
@@ -71,19 +71,42 @@ class Links:
 
 
 @dataclass(frozen=True, slots=True)
-class Net:
+class RoutedNet:
+    """The namespaces of one relay experiment's run (`ROLES`, each named with the run's prefix), linked by veths, some
+    through a linkem in a `link-<name>` namespace of its own; the subclass says which veths and how they route."""
+
     prefix: str
     run_dir: Path
+    ROLES: ClassVar[tuple[str, ...]] = ()
 
     def ns(self, role: str) -> str:
-        """`client`, `relay`, `server`, `cross`, `link-dsl`, `link-core`."""
         return f"{self.prefix}{role}"
 
     def control(self, link: str) -> Path:
         return self.run_dir / f"linkem-{link}.sock"
 
     def namespaces(self) -> list[str]:
-        return [self.ns(role) for role in ("client", "relay", "server", "cross", "link-dsl", "link-core")]
+        return [self.ns(role) for role in self.ROLES]
+
+    def veths(self) -> list[Veth]:
+        raise NotImplementedError
+
+    def commands(self) -> list[list[str]]:
+        raise NotImplementedError
+
+    def wiring(self) -> tuple[list[list[str]], dict[tuple[str, str], str]]:
+        """The commands that set up every namespace and veth, and each veth end's MAC by (namespace, interface)."""
+        commands = [command for ns in self.namespaces() for command in namespace_commands(ns)]
+        for veth in self.veths():
+            commands += veth_commands(veth)
+        macs = {(veth.a_ns, veth.a_if): veth.a_mac for veth in self.veths()}
+        macs.update({(veth.b_ns, veth.b_if): veth.b_mac for veth in self.veths()})
+        return commands, macs
+
+
+@dataclass(frozen=True, slots=True)
+class Net(RoutedNet):
+    ROLES: ClassVar[tuple[str, ...]] = ("client", "relay", "server", "cross", "link-dsl", "link-core")
 
     def veths(self) -> list[Veth]:
         mac = "02:74:6c:20:{:02x}:{:02x}".format
@@ -99,11 +122,7 @@ class Net:
 
     def commands(self) -> list[list[str]]:
         """Everything after `ip netns add`: sysctls, veths, addresses, routes, static ARP, forwarding."""
-        commands = [command for ns in self.namespaces() for command in namespace_commands(ns)]
-        for veth in self.veths():
-            commands += veth_commands(veth)
-        macs = {(veth.a_ns, veth.a_if): veth.a_mac for veth in self.veths()}
-        macs.update({(veth.b_ns, veth.b_if): veth.b_mac for veth in self.veths()})
+        commands, macs = self.wiring()
         client, relay, server, cross = (self.ns(role) for role in ("client", "relay", "server", "cross"))
         ends = [  # (host ns, its interface, its address, relay interface, relay address)
             (client, "dsl", CLIENT, "dsl", RELAY_DSL),
@@ -162,17 +181,8 @@ class QueueSampler:
             self._thread.join()
 
 
-class LabNet(Protocol):
-    """What bring_up needs of a relay experiment's network."""
-
-    def ns(self, role: str) -> str: ...
-    def control(self, link: str) -> Path: ...
-    def namespaces(self) -> list[str]: ...
-    def commands(self) -> list[list[str]]: ...
-
-
 def bring_up(
-    stack: ExitStack, net: LabNet, linkem_binary: Path, specs: dict[str, tuple[str, str]], logs: Path, seed: int
+    stack: ExitStack, net: RoutedNet, linkem_binary: Path, specs: dict[str, tuple[str, str]], logs: Path, seed: int
 ) -> dict[str, Child]:
     """Creates `net`'s namespaces, runs its commands and starts a linkem per link (`specs`: name -> (ab, ba)) in
     namespace `link-<name>`; returns the linkems by link name. `stack` tears everything down."""
