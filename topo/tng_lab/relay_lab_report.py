@@ -1,5 +1,6 @@
-"""What tng_lab.relay_lab measured, as numbers: the data sender's smoothed RTT and window from its qlog, a 1 s timeline,
-per-level goodput and p95 delays, and the split flow against end-to-end CUBIC at every level (Tng's targets)."""
+"""What tng_lab.relay_lab measured, as numbers: the data sender's smoothed RTT and bytes in flight from its qlog, a
+1 s timeline, per-level goodput and p95 delays, and the split flow against end-to-end CUBIC at every level (Tng's
+targets)."""
 
 from __future__ import annotations
 
