@@ -1,7 +1,7 @@
 //! Two endpoints driven through a fuzzed schedule: writes, time, drops, duplicates, byte mutations, jitter, loss,
 //! paths down and up, address changes, policy changes and closes, interpreted by the same code as tng-proto's
 //! `random_operations` proptest. Never a panic, never a byte delivered that was not sent at that offset, and after
-//! the network heals a live connection delivers everything.
+//! the network heals a live connection delivers everything (unless an end idles out within an idle timeout of it).
 
 #![no_main]
 

@@ -1,12 +1,15 @@
 //! Operation sequences on a two-path Pair, shared by the proptest (`random_operations.rs`) and the libFuzzer target
 //! (`host-agent/fuzz/fuzz_targets/operations.rs`): write streams, advance time, drop, duplicate, mutate, reorder,
 //! change addresses, take paths down and up, change policy, close. The protocol must never panic and never deliver a
-//! byte that was not sent at that offset; once the network heals, a live connection delivers everything.
+//! byte that was not sent at that offset; once the network heals, a live connection delivers everything (or an end
+//! closes by its idle timeout within one idle timeout of the heal: [`Healed`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tng_proto::{CcKind, EndpointConfig, HostPolicy, SchedulerKind, StreamId, TailLossMode, TransportConfig};
+use tng_proto::{
+    CcKind, ConnectionError, EndpointConfig, Event, HostPolicy, SchedulerKind, StreamId, TailLossMode, TransportConfig,
+};
 
 use super::{payload, Pair, PathConfig};
 
@@ -69,6 +72,18 @@ pub enum Op {
     },
 }
 
+/// How a schedule ended once the network healed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Healed {
+    /// Every stream written on the connection arrived.
+    Delivered,
+    /// The connection had already ended (closed by an operation, or not established) when the network healed.
+    AlreadyEnded,
+    /// An end closed by its idle timeout within one idle timeout of the heal, before a probe got through: its
+    /// silence began in the outage, so the timeout did its job.
+    IdledOut,
+}
+
 fn config(tail_loss: TailLossMode, key_updates: u64) -> (EndpointConfig, EndpointConfig) {
     let transport =
         TransportConfig { tail_loss, key_update_interval_packets: key_updates, ..TransportConfig::default() };
@@ -79,9 +94,10 @@ fn config(tail_loss: TailLossMode, key_updates: u64) -> (EndpointConfig, Endpoin
 }
 
 /// Runs `ops` on a fresh connection over two clean paths (10 and 35 ms); Err says which invariant broke.
-pub fn run(ops: Vec<Op>, seed: u64, alternate: bool) -> Result<(), String> {
+pub fn run(ops: Vec<Op>, seed: u64, alternate: bool) -> Result<Healed, String> {
     let mode = if alternate { TailLossMode::AlternatePath } else { TailLossMode::SamePath };
     let (client_config, server_config) = config(mode, 40);
+    let idle_timeout = client_config.transport.idle_timeout.min(server_config.transport.idle_timeout);
     let mut pair = Pair::new(client_config, server_config, vec![PathConfig::clean(10), PathConfig::clean(35)], seed);
     let (client, server) = pair.connect_and_wait();
     // What each side sent per stream: received bytes must always be a prefix of it.
@@ -155,19 +171,36 @@ pub fn run(ops: Vec<Op>, seed: u64, alternate: bool) -> Result<(), String> {
     pair.mutate_next = 0;
     let client_alive = pair.client.connection(client).is_some_and(|c| c.is_established());
     let server_alive = pair.server.connection(server).is_some_and(|c| c.is_established());
-    if client_alive && server_alive {
-        let complete = pair.run_until(Duration::from_secs(120), |pair| {
-            sent_by_client.iter().all(|(id, data)| {
-                pair.server_received.get(&(server, *id)).is_some_and(|r| r.finished && r.data == *data)
-            }) && sent_by_server.iter().all(|(id, data)| {
+    if !(client_alive && server_alive) {
+        check_prefixes(&pair, &sent_by_client, &sent_by_server)?;
+        return Ok(Healed::AlreadyEnded);
+    }
+    let delivered = |pair: &Pair| {
+        sent_by_client
+            .iter()
+            .all(|(id, data)| pair.server_received.get(&(server, *id)).is_some_and(|r| r.finished && r.data == *data))
+            && sent_by_server.iter().all(|(id, data)| {
                 pair.client_received.get(&(client, *id)).is_some_and(|r| r.finished && r.data == *data)
             })
-        });
-        if !complete {
+    };
+    // An end that heard nothing through the outage may time out before the next (backed-off) probe crosses the
+    // healed network; within one idle timeout of the heal that is the timeout's job, after it a liveness bug.
+    let events = (pair.client_events.len(), pair.server_events.len());
+    let mut outcome = Healed::Delivered;
+    if !pair.run_until(idle_timeout, &delivered) {
+        let idle = |(handle, event): &(_, Event), ours| {
+            *handle == ours && matches!(event, Event::Closed { reason: ConnectionError::IdleTimeout(_) })
+        };
+        let idled_out = pair.client_events[events.0..].iter().any(|e| idle(e, client))
+            || pair.server_events[events.1..].iter().any(|e| idle(e, server));
+        if idled_out {
+            outcome = Healed::IdledOut;
+        } else if !pair.run_until(Duration::from_secs(120), &delivered) {
             return Err("live connection did not deliver everything after the network healed".into());
         }
     }
-    check_prefixes(&pair, &sent_by_client, &sent_by_server)
+    check_prefixes(&pair, &sent_by_client, &sent_by_server)?;
+    Ok(outcome)
 }
 
 fn check_prefixes(
