@@ -59,7 +59,11 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
         }
         std::hint::black_box(x);
-        assert!(thread_cpu_time().unwrap() > before);
+        // The kernel adds a running thread's time at ticks and switches, so a loop between two ticks may not show
+        // yet; going to sleep is a switch.
+        std::thread::sleep(Duration::from_millis(2));
+        // 20 million dependent multiplications take far more than a millisecond on any CPU.
+        assert!(thread_cpu_time().unwrap() >= before + Duration::from_millis(1));
     }
 
     #[test]
