@@ -77,7 +77,7 @@ impl World {
 
     /// Moves everything the endpoints want to send now into the world's queues.
     fn collect(&mut self) {
-        while let Some(transmit) = self.server.poll_transmit(self.now) {
+        while let Some(transmit) = self.server.poll_datagram(self.now) {
             self.traffic.entry(transmit.remote).or_default().1 += transmit.payload.len() as u64;
             self.note_connection_id(&transmit.payload);
             if let Some(client) = (0..self.clients.len()).find(|&i| client_addr(i) == transmit.remote) {
@@ -85,7 +85,7 @@ impl World {
             }
         }
         for index in 0..self.clients.len() {
-            while let Some(transmit) = self.clients[index].poll_transmit(self.now) {
+            while let Some(transmit) = self.clients[index].poll_datagram(self.now) {
                 self.note_connection_id(&transmit.payload);
                 self.from_clients.push((index, transmit.payload));
             }
@@ -198,10 +198,10 @@ fn fresh_client_connects(world: &mut World) -> bool {
         if world.now >= deadline {
             break;
         }
-        while let Some(transmit) = client.poll_transmit(world.now) {
+        while let Some(transmit) = client.poll_datagram(world.now) {
             world.server.handle_datagram(world.now, server_addr(), address, None, &transmit.payload);
         }
-        while let Some(transmit) = world.server.poll_transmit(world.now) {
+        while let Some(transmit) = world.server.poll_datagram(world.now) {
             if transmit.remote == address {
                 client.handle_datagram(world.now, address, server_addr(), None, &transmit.payload);
             }

@@ -126,10 +126,10 @@ mod tests {
         let handle = client.connect(now, &[(client_addr, server_addr)], None).unwrap();
         for _ in 0..1000 {
             now += Duration::from_millis(1);
-            while let Some(t) = client.poll_transmit(now) {
+            while let Some(t) = client.poll_datagram(now) {
                 server.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
             }
-            while let Some(t) = server.poll_transmit(now) {
+            while let Some(t) = server.poll_datagram(now) {
                 client.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
             }
             client.handle_timeout(now);

@@ -27,20 +27,26 @@ fn main() {
     let mut accepted = Vec::new();
     let payload = vec![0x5au8; CHUNK];
     let mut read_buf = vec![0u8; CHUNK];
+    let mut datagram = Vec::new();
     let (mut packets, mut bytes, mut delivered) = (0u64, 0u64, 0u64);
     let mut measuring_since: Option<(Instant, u64, u64)> = None;
     let wall = Instant::now();
     loop {
         // Client -> server and server -> client, all that is ready.
         let mut moved = false;
-        while let Some(t) = client.poll_transmit(now) {
+        // One buffer for every datagram, as a driver's send batch is.
+        loop {
+            datagram.clear();
+            let Some(t) = client.poll_transmit(now, &mut datagram) else { break };
             packets += 1;
-            bytes += t.payload.len() as u64;
-            server.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
+            bytes += t.size as u64;
+            server.handle_datagram(now, t.remote, t.local, t.ecn, &datagram);
             moved = true;
         }
-        while let Some(t) = server.poll_transmit(now) {
-            client.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
+        loop {
+            datagram.clear();
+            let Some(t) = server.poll_transmit(now, &mut datagram) else { break };
+            client.handle_datagram(now, t.remote, t.local, t.ecn, &datagram);
             moved = true;
         }
         while let Some((_, event)) = client.poll_event() {

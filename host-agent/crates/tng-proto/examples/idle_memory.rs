@@ -108,11 +108,11 @@ fn main() {
 fn exchange(now: Time, client: &mut Endpoint, server: &mut Endpoint) {
     loop {
         let mut moved = false;
-        while let Some(t) = client.poll_transmit(now) {
+        while let Some(t) = client.poll_datagram(now) {
             server.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
             moved = true;
         }
-        while let Some(t) = server.poll_transmit(now) {
+        while let Some(t) = server.poll_datagram(now) {
             client.handle_datagram(now, t.remote, t.local, t.ecn, &t.payload);
             moved = true;
         }

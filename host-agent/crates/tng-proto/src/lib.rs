@@ -20,7 +20,7 @@ pub mod time;
 pub use cc::CcKind;
 pub use config::{EndpointConfig, HostPolicy, RetryPolicy, ServerConfig, TailLossMode, TransportConfig};
 pub use connection::{
-    ChannelState, ChannelStats, Connection, ConnectionHandle, ConnectionStats, EcnCodepoint, Event, Transmit,
+    ChannelState, ChannelStats, Connection, ConnectionHandle, ConnectionStats, Datagram, EcnCodepoint, Event, Transmit,
 };
 pub use endpoint::{Endpoint, EndpointStats};
 pub use error::{ConnectError, ConnectionError};

@@ -26,7 +26,7 @@ fn sent_after(endpoint: &mut Endpoint, now: Time, run: impl FnOnce(&mut Endpoint
     let before = endpoint.stats();
     run(endpoint);
     let mut senders = Vec::new();
-    while let Some(transmit) = endpoint.poll_transmit(now) {
+    while let Some(transmit) = endpoint.poll_datagram(now) {
         senders.push(connection_id_of(&transmit.payload));
     }
     let after = endpoint.stats();

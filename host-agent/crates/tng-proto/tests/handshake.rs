@@ -118,7 +118,7 @@ fn spoofed_hellos(count: usize) -> Vec<Vec<u8>> {
                 Endpoint::new(EndpointConfig::client(), StaticKeypair::from_seed(100 + i as u64), i as u64);
             let paths = [(addr("10.9.9.9:1000"), addr(common::SERVER))];
             attacker.connect(Time::ZERO, &paths, None).expect("connect");
-            attacker.poll_transmit(Time::ZERO).expect("stage 1").payload
+            attacker.poll_datagram(Time::ZERO).expect("stage 1").payload
         })
         .collect()
 }
@@ -135,14 +135,14 @@ fn flood(retry: RetryPolicy) -> (Endpoint, u64, u64) {
         for hello in &hellos {
             server.handle_datagram(now, server_addr, victim, None, hello);
             received += hello.len() as u64;
-            while let Some(transmit) = server.poll_transmit(now) {
+            while let Some(transmit) = server.poll_datagram(now) {
                 assert_eq!(transmit.remote, victim);
                 sent += transmit.payload.len() as u64;
             }
         }
         now += Duration::from_millis(100 * (round + 1));
         server.handle_timeout(now);
-        while let Some(transmit) = server.poll_transmit(now) {
+        while let Some(transmit) = server.poll_datagram(now) {
             sent += transmit.payload.len() as u64;
         }
     }
@@ -170,17 +170,17 @@ fn forged_or_expired_tokens_are_counted_and_answered_with_a_fresh_retry() {
     let mut server = Endpoint::new(server_with_retry(RetryPolicy::Always), StaticKeypair::from_seed(8), 8);
     let mut client = Endpoint::new(EndpointConfig::client(), StaticKeypair::from_seed(9), 9);
     client.connect(Time::ZERO, &[(client_addr, server_addr)], None).expect("connect");
-    let hello = client.poll_transmit(Time::ZERO).expect("stage 1");
+    let hello = client.poll_datagram(Time::ZERO).expect("stage 1");
     server.handle_datagram(Time::ZERO, server_addr, client_addr, None, &hello.payload);
-    let retry = server.poll_transmit(Time::ZERO).expect("retry");
+    let retry = server.poll_datagram(Time::ZERO).expect("retry");
     client.handle_datagram(Time::ZERO, client_addr, server_addr, None, &retry.payload);
-    let with_token = client.poll_transmit(Time::ZERO).expect("stage 1 with token");
+    let with_token = client.poll_datagram(Time::ZERO).expect("stage 1 with token");
     // Eleven seconds later the token has expired.
     let late = Time::ZERO + Duration::from_secs(11);
     server.handle_datagram(late, server_addr, client_addr, None, &with_token.payload);
     assert_eq!(server.stats().invalid_tokens, 1);
     assert_eq!(server.stats().handshakes_accepted, 0);
-    assert!(server.poll_transmit(late).is_some(), "a fresh retry");
+    assert!(server.poll_datagram(late).is_some(), "a fresh retry");
     // From another address the token does not verify either.
     server.handle_datagram(Time::ZERO, server_addr, addr("10.1.0.3:5000"), None, &with_token.payload);
     assert_eq!(server.stats().invalid_tokens, 2);

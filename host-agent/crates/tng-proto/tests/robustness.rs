@@ -73,10 +73,10 @@ fn snapshot(endpoint: &Endpoint, handle: ConnectionHandle) -> (Vec<(u64, u64)>, 
 /// Puts everything both endpoints want to send now on the network, so that what they want to send afterwards is
 /// caused by what happens next.
 fn flush(pair: &mut Pair) {
-    while let Some(out) = pair.client.poll_transmit(pair.now) {
+    while let Some(out) = pair.client.poll_datagram(pair.now) {
         pair.send(Datagram { to_server: true, from: out.local, to: out.remote, ecn: out.ecn, payload: out.payload });
     }
-    while let Some(out) = pair.server.poll_transmit(pair.now) {
+    while let Some(out) = pair.server.poll_datagram(pair.now) {
         pair.send(Datagram { to_server: false, from: out.local, to: out.remote, ecn: out.ecn, payload: out.payload });
     }
 }
@@ -121,8 +121,8 @@ fn ten_thousand_mutations_are_rejected_without_state_change() {
     assert!(server_after.0.replayed > server_before.0.replayed);
     assert!(!server_after.0.wire_errors.is_empty());
     // Nothing to send because of them either (no ACK, no challenge, no response).
-    assert!(pair.client.poll_transmit(pair.now).is_none());
-    assert!(pair.server.poll_transmit(pair.now).is_none());
+    assert!(pair.client.poll_datagram(pair.now).is_none());
+    assert!(pair.server.poll_datagram(pair.now).is_none());
 
     // The connection still delivers, correctly.
     let more = payload(80_000, 3);
@@ -186,12 +186,12 @@ fn a_spoofed_source_address_gets_at_most_three_times_what_it_sent() {
     // Take a fresh client packet and deliver it as if it came from the victim.
     let data = payload(20_000, 5);
     pair.client_send(client, data.clone());
-    let transmit = pair.client.poll_transmit(pair.now).expect("a data packet");
+    let transmit = pair.client.poll_datagram(pair.now).expect("a data packet");
     let spoofed_len = transmit.payload.len() as u64;
     pair.server.handle_datagram(pair.now, pair.server_addr, victim, None, &transmit.payload);
     let mut to_victim = 0u64;
     for _ in 0..1_000 {
-        let Some(out) = pair.server.poll_transmit(pair.now) else { break };
+        let Some(out) = pair.server.poll_datagram(pair.now) else { break };
         if out.remote == victim {
             to_victim += out.payload.len() as u64;
         } else {

@@ -7,12 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::{payload, Pair, PathConfig};
-use tng_proto::{ConnectionHandle, Transmit};
+use tng_proto::{ConnectionHandle, Datagram};
 
 /// The data packets the client sends now (full ones: the stream has more than a packet waiting); an ACK it owes
 /// goes too, whatever the room, and is not counted.
-fn drain(pair: &mut Pair) -> Vec<Transmit> {
-    std::iter::from_fn(|| pair.client.poll_transmit(pair.now))
+fn drain(pair: &mut Pair) -> Vec<Datagram> {
+    std::iter::from_fn(|| pair.client.poll_datagram(pair.now))
         .filter(|transmit| transmit.payload.len() > 1000)
         .collect()
 }

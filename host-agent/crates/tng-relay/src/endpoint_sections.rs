@@ -23,7 +23,7 @@ use tng_proto::cc::CcConfig;
 use tng_proto::{CcKind, EcnCodepoint, Endpoint, Time, Transmit};
 use tng_wire::{Feedback, FlowHeader, Packet, PacketType, Payload, Section, MAX_SECTION_INNER};
 
-use crate::relay::{encode, parse_section_ack, section_len};
+use crate::relay::{append, parse_section_ack, section_len};
 use crate::section_receiver::SectionReceiver;
 use crate::section_sender::SectionSender;
 
@@ -234,20 +234,23 @@ impl EndpointSections {
         }
     }
 
-    /// A datagram the endpoint sends: back unchanged if it goes straight to its peer, else kept for its section
-    /// (or dropped and counted when the section's queue is full or it cannot fit a SECTION).
-    pub fn on_transmit(&mut self, now: Time, transmit: Transmit) -> Option<Transmit> {
+    /// A datagram the endpoint wrote at the end of `buf`: back unchanged if it goes straight to its peer, else taken
+    /// out of `buf` and kept for its section (or dropped and counted when the section's queue is full or it cannot
+    /// fit a SECTION).
+    pub fn on_transmit(&mut self, now: Time, transmit: Transmit, buf: &mut Vec<u8>) -> Option<Transmit> {
         if self.routes.is_empty() && self.sections.is_empty() {
             return Some(transmit);
         }
-        let Ok(header) = FlowHeader::decode(&transmit.payload) else { return Some(transmit) };
+        let start = buf.len() - transmit.size;
+        let Ok(header) = FlowHeader::decode(&buf[start..]) else { return Some(transmit) };
         let key = (transmit.remote, header.connection_id);
         let route = match self.routes.get(&transmit.remote) {
             Some(&relay) => Some(((relay, header.connection_id), Some(transmit.remote))),
             None => self.sections.contains_key(&key).then_some((key, None)),
         };
         let Some((key, next_hop)) = route else { return Some(transmit) };
-        if transmit.payload.len() > MAX_SECTION_INNER {
+        let payload = buf.split_off(start);
+        if payload.len() > MAX_SECTION_INNER {
             self.stats.too_large += 1;
             return None;
         }
@@ -263,36 +266,37 @@ impl EndpointSections {
             self.stats.queue_full += 1;
             return None;
         }
-        end.waiting.push_back(transmit.payload);
+        end.waiting.push_back(payload);
         None
     }
 
     /// The next datagram for the sockets: section traffic first (SECTION_ACKs and waiting packets their section's
     /// window lets go), then the endpoint's own, each kept for its section if it goes through a relay. Before the
     /// endpoint is asked, every section whose room changed tells its channel how many packets it may hand over.
-    pub fn poll_transmit(&mut self, endpoint: &mut Endpoint, now: Time) -> Option<Transmit> {
+    /// Like [`Endpoint::poll_transmit`], the datagram is appended to `buf`.
+    pub fn poll_transmit(&mut self, endpoint: &mut Endpoint, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         loop {
-            if let Some(section) = self.poll_section(now) {
+            if let Some(section) = self.poll_section(now, buf) {
                 return Some(section);
             }
             self.tell_room(endpoint);
-            let transmit = endpoint.poll_transmit(now)?;
-            if let Some(direct) = self.on_transmit(now, transmit) {
+            let transmit = endpoint.poll_transmit(now, buf)?;
+            if let Some(direct) = self.on_transmit(now, transmit, buf) {
                 return Some(direct);
             }
         }
     }
 
-    /// The next section datagram to send, without asking the endpoint: SECTION_ACKs first, then waiting packets
-    /// their window has room for.
-    pub fn poll_section(&mut self, now: Time) -> Option<Transmit> {
+    /// The next section datagram to send, appended to `buf`, without asking the endpoint: SECTION_ACKs first, then
+    /// waiting packets their window has room for.
+    pub fn poll_section(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
         for (&(relay, connection_id), end) in &mut self.sections {
             if end.receiver.ack_due(now) {
                 if let Some(frames) = end.receiver.take_ack(now, Feedback::NEUTRAL) {
                     let number = end.acks_sent;
                     end.acks_sent += 1;
-                    let payload = encode(connection_id, number, Payload::SectionAck(&frames))?;
-                    return Some(Transmit { local: end.local, remote: relay, ecn: None, payload });
+                    let size = append(buf, connection_id, number, Payload::SectionAck(&frames))?;
+                    return Some(Transmit { local: end.local, remote: relay, ecn: None, size });
                 }
             }
             let fits = end.waiting.front().is_some_and(|inner| end.sender.can_send(section_len(inner.len())));
@@ -301,8 +305,8 @@ impl EndpointSections {
                 let number = end.sender.on_sent(now, section_len(inner.len()));
                 self.stats.sent += 1;
                 self.room_changed.insert((relay, connection_id));
-                let payload = encode(connection_id, number, Payload::Section(Section::new(end.next_hop, &inner)))?;
-                return Some(Transmit { local: end.local, remote: relay, ecn: None, payload });
+                let size = append(buf, connection_id, number, Payload::Section(Section::new(end.next_hop, &inner)))?;
+                return Some(Transmit { local: end.local, remote: relay, ecn: None, size });
             }
         }
         None
@@ -358,6 +362,7 @@ mod tests {
     use crate::section_receiver::MAX_ACK_DELAY;
 
     use super::*;
+    use tng_proto::Datagram;
 
     const ID: u64 = 0x77;
 
@@ -383,8 +388,22 @@ mod tests {
         packet(u64::from(seq), Payload::Data(&[seq; 100]))
     }
 
-    fn transmit(remote: SocketAddr, payload: Vec<u8>) -> Transmit {
-        Transmit { local: addr("10.0.0.1:1000"), remote, ecn: None, payload }
+    /// Hands `payload` to `sections` as the endpoint's latest datagram, written after another one in the buffer;
+    /// what comes back for the sockets (None: kept or dropped). The datagram before it always stays.
+    fn hand_over(sections: &mut EndpointSections, remote: SocketAddr, payload: Vec<u8>) -> Option<Datagram> {
+        let earlier = vec![0xee; 3];
+        let mut buf = earlier.clone();
+        let written = Datagram { local: addr("10.0.0.1:1000"), remote, ecn: None, payload }.write_to(&mut buf);
+        let direct = sections.on_transmit(Time::ZERO, written, &mut buf).map(|t| Datagram::split_from(t, &mut buf));
+        assert_eq!(buf, earlier, "only the latest datagram is taken out");
+        direct
+    }
+
+    fn next_section(sections: &mut EndpointSections, now: Time) -> Option<Datagram> {
+        let mut buf = Vec::new();
+        let transmit = sections.poll_section(now, &mut buf)?;
+        assert_eq!(transmit.size, buf.len());
+        Some(Datagram::split_from(transmit, &mut buf))
     }
 
     fn sections(queue_limit: usize) -> EndpointSections {
@@ -405,9 +424,9 @@ mod tests {
         let mut client = sections(8);
         client.route_through(server, relay);
         let other = addr("10.0.3.1:4433");
-        assert!(client.on_transmit(Time::ZERO, transmit(other, inner(9))).is_some(), "other peers go straight");
-        assert_eq!(client.on_transmit(Time::ZERO, transmit(server, inner(1))), None);
-        let sent = client.poll_section(Time::ZERO).expect("a SECTION");
+        assert!(hand_over(&mut client, other, inner(9)).is_some(), "other peers go straight");
+        assert_eq!(hand_over(&mut client, server, inner(1)), None);
+        let sent = next_section(&mut client, Time::ZERO).expect("a SECTION");
         assert_eq!(sent.remote, relay);
         assert_eq!(opened(&sent.payload), (Some(server), inner(1)));
         let answer = packet(0, Payload::Section(Section::new(None, &inner(2))));
@@ -431,18 +450,18 @@ mod tests {
         assert!(
             matches!(server.on_datagram(Time::ZERO, local, relay, &hello), Received::Unwrapped { remote, .. } if remote == relay)
         );
-        assert_eq!(server.on_transmit(Time::ZERO, transmit(relay, inner(2))), None);
+        assert_eq!(hand_over(&mut server, relay, inner(2)), None);
         // One SECTION waits up to MAX_ACK_DELAY for a second before it is acknowledged.
-        let section = server.poll_section(Time::ZERO).expect("the answer");
+        let section = next_section(&mut server, Time::ZERO).expect("the answer");
         assert_eq!(server.poll_timeout(), Some(Time::ZERO + MAX_ACK_DELAY));
-        let ack = server.poll_section(Time::ZERO + MAX_ACK_DELAY).expect("then the SECTION_ACK");
+        let ack = next_section(&mut server, Time::ZERO + MAX_ACK_DELAY).expect("then the SECTION_ACK");
         assert!(matches!(Packet::parse(&ack.payload).expect("parses").payload, Payload::SectionAck(_)));
         assert_eq!(
             (section.remote, opened(&section.payload)),
             (relay, (None, inner(2))),
             "no next hop: the relay knows"
         );
-        assert_eq!(server.poll_section(Time::ZERO), None);
+        assert_eq!(next_section(&mut server, Time::ZERO), None);
     }
 
     #[test]
@@ -467,11 +486,11 @@ mod tests {
         let mut client = sections(2);
         client.route_through(server, relay);
         for seq in 0..3 {
-            assert_eq!(client.on_transmit(Time::ZERO, transmit(server, inner(seq))), None);
+            assert_eq!(hand_over(&mut client, server, inner(seq)), None);
         }
         assert_eq!(client.stats().queue_full, 1);
         let big = packet(5, Payload::Data(&[0; MAX_SECTION_INNER]));
-        assert_eq!(client.on_transmit(Time::ZERO, transmit(server, big)), None);
+        assert_eq!(hand_over(&mut client, server, big), None);
         assert_eq!(client.stats().too_large, 1);
     }
 }

@@ -324,6 +324,13 @@ pub(crate) fn section_len(inner: usize) -> u64 {
 }
 
 pub(crate) fn encode(connection_id: u64, number: u64, payload: Payload<'_>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    append(&mut out, connection_id, number, payload)?;
+    Some(out)
+}
+
+/// Appends the relay packet to `out` and returns its length; `None` (nothing appended) if it cannot be encoded.
+pub(crate) fn append(out: &mut Vec<u8>, connection_id: u64, number: u64, payload: Payload<'_>) -> Option<usize> {
     let packet = Packet {
         flags: Flags::EMPTY,
         channel_id: 0,
@@ -332,9 +339,8 @@ pub(crate) fn encode(connection_id: u64, number: u64, payload: Payload<'_>) -> O
         feedback: Feedback::NEUTRAL,
         payload,
     };
-    let mut out = Vec::with_capacity(packet.encoded_len());
-    packet.encode(&mut out).ok()?;
-    Some(out)
+    packet.encode(out).ok()?;
+    Some(packet.encoded_len())
 }
 
 /// The ACK and the echoed feedback of a SECTION_ACK; `None` if it holds another frame, a malformed one, or no ACK.

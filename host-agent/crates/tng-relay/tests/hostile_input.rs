@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tng_proto::cc::CcConfig;
-use tng_proto::{CcKind, Time, Transmit};
+use tng_proto::{CcKind, Datagram, Time};
 use tng_relay::{EndpointSections, Received, Relay, RelayConfig};
 use tng_wire::{pn, Feedback, Flags, Packet, Payload, Section, MAX_PACKET};
 
@@ -110,16 +110,19 @@ proptest! {
             // The endpoint sends something to its relayed peer now and then, as a real one would.
             if let Input::Section { id, inner, .. } = &input {
                 let payload = data_packet(*id, inner);
-                let transmit = Transmit { local, remote: peer(1), ecn: None, payload };
-                prop_assert!(sections.on_transmit(now, transmit).is_none(), "a relayed peer's packets are kept");
+                let mut buf = Vec::new();
+                let transmit = Datagram { local, remote: peer(1), ecn: None, payload }.write_to(&mut buf);
+                prop_assert!(sections.on_transmit(now, transmit, &mut buf).is_none(), "a relayed peer's packets are kept");
+                prop_assert!(buf.is_empty(), "kept, not left for the sockets");
             }
             relay.handle_timeout(now);
             sections.handle_timeout(now);
             while let Some((_, datagram)) = relay.poll_transmit(now) {
                 assert_well_formed(&datagram)?;
             }
-            while let Some(transmit) = sections.poll_section(now) {
-                assert_well_formed(&transmit.payload)?;
+            let mut buf = Vec::new();
+            while let Some(transmit) = sections.poll_section(now, &mut buf) {
+                assert_well_formed(&buf[buf.len() - transmit.size..])?;
             }
         }
         prop_assert!(relay.connections() <= 4, "one per connection id at most: {}", relay.connections());

@@ -66,11 +66,13 @@ impl Host {
 
     fn transmit(&mut self, now: Time) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {
         let mut out = Vec::new();
-        while let Some(transmit) = self.sections.poll_transmit(&mut self.endpoint, now) {
-            if !is_section(&transmit.payload) {
+        loop {
+            let mut payload = Vec::new();
+            let Some(transmit) = self.sections.poll_transmit(&mut self.endpoint, now, &mut payload) else { break };
+            if !is_section(&payload) {
                 self.direct += 1;
             }
-            out.push((transmit.local, transmit.remote, transmit.payload));
+            out.push((transmit.local, transmit.remote, payload));
         }
         out
     }

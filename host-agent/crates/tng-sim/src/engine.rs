@@ -409,14 +409,16 @@ impl Simulation {
             let now = to_time(self.now);
             loop {
                 let Host { endpoint, sections, .. } = self.host(host);
-                let Some(transmit) = sections.poll_transmit(endpoint, now) else { break };
+                // Each datagram gets a buffer of its own: it travels alone through the simulated network.
+                let mut payload = Vec::new();
+                let Some(transmit) = sections.poll_transmit(endpoint, now, &mut payload) else { break };
                 if host == HostId::Server && !self.unsent_responses.is_empty() {
                     // A loss-recovery packet ends the first transmission: it must not count as part of a tail.
                     self.close_windows_where(|connection, response| {
                         recovery_transmissions(connection) > response.recovery_mark
                     });
                 }
-                self.send(host, transmit);
+                self.send(host, transmit, payload);
             }
             let mut handled_any = false;
             while let Some((handle, event)) = self.host(host).endpoint.poll_event() {
@@ -463,12 +465,12 @@ impl Simulation {
     }
 
     /// Puts a datagram `host` sent on the network.
-    fn send(&mut self, host: HostId, transmit: tng_proto::Transmit) {
+    fn send(&mut self, host: HostId, transmit: tng_proto::Transmit, payload: Vec<u8>) {
         let datagram = Datagram {
             source: transmit.local,
             destination: transmit.remote,
             ecn: ecn_from_proto(transmit.ecn),
-            payload: transmit.payload,
+            payload,
         };
         let progress = self.network.send(self.now, host, datagram);
         self.follow(progress);

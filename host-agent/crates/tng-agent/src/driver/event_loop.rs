@@ -8,7 +8,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time, Transmit};
+use tng_proto::{ConnectionHandle, Endpoint, Event, Identity, ReadOutcome, StreamError, StreamId, Time};
 use tng_relay::EndpointSections;
 use tokio::sync::{broadcast, mpsc, watch};
 
@@ -216,51 +216,54 @@ impl Driver {
         }
     }
 
-    /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO).
+    /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO): the
+    /// endpoint writes each datagram straight after the previous one in the batch buffer.
     async fn flush(&mut self) {
         let now = self.now();
-        let mut pending: Option<Transmit> = self.sections.poll_transmit(&mut self.endpoint, now);
+        let mut batch = std::mem::take(&mut self.send_batch);
+        batch.clear();
+        let mut pending = self.sections.poll_transmit(&mut self.endpoint, now, &mut batch);
         while let Some(first) = pending.take() {
+            // `batch` holds `first` alone here.
             let Some(socket) = self.socket_for(first.local) else {
                 tracing::debug!("no socket for local address {}; dropping a datagram", first.local);
-                pending = self.sections.poll_transmit(&mut self.endpoint, now);
+                batch.clear();
+                pending = self.sections.poll_transmit(&mut self.endpoint, now, &mut batch);
                 continue;
             };
-            let segment = first.payload.len();
-            let mut contents = std::mem::take(&mut self.send_batch);
-            contents.clear();
-            contents.extend_from_slice(&first.payload);
+            let segment = first.size;
             let mut segments = 1;
             // Only the last datagram of a GSO send may be shorter than the segment size.
             let mut full = true;
-            loop {
-                let next = self.sections.poll_transmit(&mut self.endpoint, now);
-                match next {
+            let batched = loop {
+                let before = batch.len();
+                match self.sections.poll_transmit(&mut self.endpoint, now, &mut batch) {
                     Some(t)
                         if full
                             && segments < socket.max_segments()
                             && t.local == first.local
                             && t.remote == first.remote
                             && t.ecn == first.ecn
-                            && t.payload.len() <= segment
-                            && contents.len() + t.payload.len() <= MAX_GSO_BYTES =>
+                            && t.size <= segment
+                            && batch.len() <= MAX_GSO_BYTES =>
                     {
-                        full = t.payload.len() == segment;
-                        contents.extend_from_slice(&t.payload);
+                        full = t.size == segment;
                         segments += 1;
                     }
                     other => {
                         pending = other;
-                        break;
+                        break before;
                     }
                 }
-            }
-            if let Err(err) = socket.send(first.local, first.remote, first.ecn, &contents, segment).await {
+            };
+            if let Err(err) = socket.send(first.local, first.remote, first.ecn, &batch[..batched], segment).await {
                 // A lost datagram is the flow layer's business; say why once in a while.
                 tracing::debug!("send from {} to {}: {err}", first.local, first.remote);
             }
-            self.send_batch = contents;
+            // The datagram that did not fit starts the next batch.
+            batch.drain(..batched);
         }
+        self.send_batch = batch;
     }
 
     /// A connection about to open to a server without a relay route takes the relay its policy names, if any; the

@@ -66,7 +66,7 @@ fn sources(server: SocketAddr, addresses: u8, ports: usize) -> (Vec<UdpSocket>, 
         .map(|socket| {
             endpoint.connect(Time::ZERO, &[(socket.local_addr().unwrap(), server)], None).expect("a client connection");
             // The first datagram of a new connection is its stage-1 INITIAL.
-            endpoint.poll_transmit(Time::ZERO).expect("an INITIAL").payload
+            endpoint.poll_datagram(Time::ZERO).expect("an INITIAL").payload
         })
         .collect();
     (sockets, initials)
@@ -124,7 +124,7 @@ pub fn handshake(server: SocketAddr, identity: Identity, seed: u64) -> Result<Du
     endpoint.connect(now(), &[(local, server)], Some(identity)).map_err(|error| format!("{error:?}"))?;
     let mut buffer = [0u8; 2048];
     while started.elapsed() < Duration::from_secs(20) {
-        while let Some(transmit) = endpoint.poll_transmit(now()) {
+        while let Some(transmit) = endpoint.poll_datagram(now()) {
             socket.send_to(&transmit.payload, transmit.remote).map_err(|error| error.to_string())?;
         }
         while let Some((_, event)) = endpoint.poll_event() {

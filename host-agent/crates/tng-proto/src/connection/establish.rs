@@ -354,16 +354,16 @@ impl Connection {
     }
 
     /// The next handshake datagram, if one is due.
-    pub(super) fn poll_handshake_transmit(&mut self, now: Time) -> Option<Transmit> {
+    pub(super) fn poll_handshake_transmit(&mut self, now: Time, out: &mut Vec<u8>) -> Option<Transmit> {
         match &mut self.state {
             State::ClientHello(handshake) if handshake.hello_due => {
                 handshake.hello_due = false;
                 handshake.first_sent.get_or_insert(now);
                 let datagram =
                     initial_datagram(handshake.provisional_id, Stage::ClientHello, &handshake.token, &handshake.hello)?;
-                Some(Transmit { local: handshake.local, remote: handshake.remote, ecn: None, payload: datagram })
+                Some(write_datagram(out, (handshake.local, handshake.remote), &datagram))
             }
-            State::ClientFinishDue(_) => self.finish_handshake(now),
+            State::ClientFinishDue(_) => self.finish_handshake(now, out),
             State::ServerHello(handshake) if handshake.reply_due => {
                 handshake.reply_due = false;
                 let len = handshake.reply.len() as u64;
@@ -374,18 +374,13 @@ impl Connection {
                     }
                     budget.sent += len;
                 }
-                Some(Transmit {
-                    local: handshake.local,
-                    remote: handshake.remote,
-                    ecn: None,
-                    payload: handshake.reply.clone(),
-                })
+                Some(write_datagram(out, (handshake.local, handshake.remote), &handshake.reply))
             }
             State::Established => {
                 let finish = self.finish.as_mut().filter(|finish| finish.due)?;
                 finish.due = false;
                 let &(local, remote) = self.planned_paths.first()?;
-                Some(Transmit { local, remote, ecn: None, payload: finish.datagram.clone() })
+                Some(write_datagram(out, (local, remote), &finish.datagram))
             }
             _ => None,
         }
@@ -394,7 +389,7 @@ impl Connection {
     /// Client: writes stage 3 with our limits and whatever frames the application queued, derives the keys and
     /// opens every channel at once (Viscous): channel 0 on the handshake path, validated by the handshake, the
     /// others validated by PATH_CHALLENGE.
-    fn finish_handshake(&mut self, now: Time) -> Option<Transmit> {
+    fn finish_handshake(&mut self, now: Time, out: &mut Vec<u8>) -> Option<Transmit> {
         let State::ClientFinishDue(mut handshake) = std::mem::replace(&mut self.state, State::Established) else {
             return None;
         };
@@ -444,12 +439,19 @@ impl Connection {
         self.events.push_back(Event::ChannelUp(0));
         let resend_at =
             now + self.channels.get(&0).map_or(self.config.initial_rtt, |c| c.rtt.pto_base(self.config.max_ack_delay));
-        self.finish = Some(UnconfirmedFinish { datagram: datagram.clone(), due: false, resend_at, attempts: 0 });
-        Some(Transmit { local, remote, ecn: None, payload: datagram })
+        let transmit = write_datagram(out, (local, remote), &datagram);
+        self.finish = Some(UnconfirmedFinish { datagram, due: false, resend_at, attempts: 0 });
+        Some(transmit)
     }
 
     /// Client: the server sealed a packet, so it has the keys: stop repeating stage 3.
     pub(super) fn confirm_handshake(&mut self) {
         self.finish = None;
     }
+}
+
+/// A handshake datagram (kept by its state for repeats) appended to the caller's buffer.
+fn write_datagram(out: &mut Vec<u8>, (local, remote): (SocketAddr, SocketAddr), datagram: &[u8]) -> Transmit {
+    out.extend_from_slice(datagram);
+    Transmit { local, remote, ecn: None, size: datagram.len() }
 }

@@ -89,15 +89,41 @@ pub enum Event {
     Closed { reason: ConnectionError },
 }
 
-/// A datagram to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A datagram to send, written at the end of the caller's buffer: its bytes are the buffer's last `size` bytes. A
+/// driver that batches (GSO) lets datagrams to one destination pile up in one buffer and copies none of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     /// Send from this local address (the socket bound to it).
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// The ECN codepoint to set in the IP header.
     pub ecn: Option<EcnCodepoint>,
+    pub size: usize,
+}
+
+/// A datagram with bytes of its own, for callers that keep datagrams apart (queues, simulators, tests).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    /// Send from this local address (the socket bound to it).
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// The ECN codepoint to set in the IP header.
+    pub ecn: Option<EcnCodepoint>,
     pub payload: Vec<u8>,
+}
+
+impl Datagram {
+    /// The datagram `transmit` wrote at the end of `buf`, taken out of it.
+    pub fn split_from(transmit: Transmit, buf: &mut Vec<u8>) -> Datagram {
+        let payload = buf.split_off(buf.len() - transmit.size);
+        Datagram { local: transmit.local, remote: transmit.remote, ecn: transmit.ecn, payload }
+    }
+
+    /// Appends the bytes to `buf` and says where they go.
+    pub fn write_to(&self, buf: &mut Vec<u8>) -> Transmit {
+        buf.extend_from_slice(&self.payload);
+        Transmit { local: self.local, remote: self.remote, ecn: self.ecn, size: self.payload.len() }
+    }
 }
 
 /// A snapshot of a connection's counters and flow state.

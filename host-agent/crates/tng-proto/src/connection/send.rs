@@ -48,40 +48,52 @@ enum Tracking {
     Data(Contents),
 }
 
-/// A packet under construction, in the buffer it leaves in: room for the header, then the plaintext frames, sealed
-/// in place. The state behind its ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix is consumed only if the packet
-/// really leaves.
-struct Plaintext {
-    packet: Vec<u8>,
+/// A packet under construction at the end of the caller's buffer: room for the header, then the plaintext frames,
+/// sealed in place. The state behind its ACK, FEEDBACK_ECHO and DELIVERY_FORECAST prefix is consumed only if the
+/// packet really leaves; one that does not takes its bytes back out of the buffer.
+struct Plaintext<'a> {
+    packet: &'a mut Vec<u8>,
+    /// Where this packet starts in the buffer (the datagrams before it are the caller's).
+    start: usize,
+    sealed: bool,
     with_ack: bool,
     with_echo: bool,
     with_forecast: bool,
 }
 
-impl Plaintext {
-    /// An empty plaintext with room for `frames` bytes of frames and the tag, allocated once.
-    fn with_room(frames: usize) -> Plaintext {
-        let mut packet = Vec::with_capacity(HEADER_LEN + frames + TAG_LEN);
-        packet.resize(HEADER_LEN, 0);
-        Plaintext { packet, with_ack: false, with_echo: false, with_forecast: false }
+impl<'a> Plaintext<'a> {
+    /// An empty plaintext at the end of `buf`, with room for `frames` bytes of frames and the tag.
+    fn with_room(buf: &'a mut Vec<u8>, frames: usize) -> Plaintext<'a> {
+        let start = buf.len();
+        buf.reserve(HEADER_LEN + frames + TAG_LEN);
+        buf.resize(start + HEADER_LEN, 0);
+        Plaintext { packet: buf, start, sealed: false, with_ack: false, with_echo: false, with_forecast: false }
     }
 
     /// Bytes of frames so far.
     fn len(&self) -> usize {
-        self.packet.len() - HEADER_LEN
+        self.packet.len() - self.start - HEADER_LEN
     }
 
     fn frames(&self) -> &[u8] {
-        &self.packet[HEADER_LEN..]
+        &self.packet[self.start + HEADER_LEN..]
+    }
+}
+
+impl Drop for Plaintext<'_> {
+    fn drop(&mut self) {
+        if !self.sealed {
+            self.packet.truncate(self.start);
+        }
     }
 }
 
 impl Connection {
     /// The next datagram to send, if any.
-    pub(crate) fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
-        if let Some(transmit) = self.poll_handshake_transmit(now) {
+    pub(crate) fn poll_transmit(&mut self, now: Time, out: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some(transmit) = self.poll_handshake_transmit(now, out) {
             if let Some(sink) = self.qlog.sink() {
-                let length = transmit.payload.len();
+                let length = transmit.size;
                 let event = QlogEvent::PacketSent {
                     channel: 0,
                     packet_type: PacketType::Initial,
@@ -95,7 +107,7 @@ impl Connection {
         }
         match self.state {
             State::Established => {}
-            State::Closing { .. } => return self.poll_close(now),
+            State::Closing { .. } => return self.poll_close(now, out),
             _ => return None,
         }
         let interval = self.config.key_update_interval_packets;
@@ -109,13 +121,13 @@ impl Connection {
                 Some((&id, _)) => id,
                 None => break,
             };
-            if let Some(transmit) = self.poll_channel_control(now, id) {
+            if let Some(transmit) = self.poll_channel_control(now, id, out) {
                 self.cursor = id.wrapping_add(1);
                 return Some(transmit);
             }
             next = id.wrapping_add(1);
         }
-        self.poll_data(now)
+        self.poll_data(now, out)
     }
 
     /// When a pacer (a channel's, or the rate cap) next lets data out, if data waits only for that: later than
@@ -153,14 +165,14 @@ impl Connection {
     }
 
     /// CLOSE packets owed while closing.
-    fn poll_close(&mut self, now: Time) -> Option<Transmit> {
+    fn poll_close(&mut self, now: Time, out: &mut Vec<u8>) -> Option<Transmit> {
         let id = self.channels.values().find(|channel| channel.close_pending).map(|channel| channel.id)?;
         let (code, reason) = self.close_frame.clone().unwrap_or_default();
         let room = self.max_plaintext().saturating_sub(16);
         let reason = reason.as_bytes();
         let reason = &reason[..reason.len().min(room)];
-        let mut plaintext = Plaintext::with_room(room + 16);
-        Frame::Close { error_code: code, reason }.encode(&mut plaintext.packet);
+        let plaintext = Plaintext::with_room(out, room + 16);
+        Frame::Close { error_code: code, reason }.encode(plaintext.packet);
         if let Some(channel) = self.channels.get_mut(&id) {
             channel.close_pending = false;
         }
@@ -169,8 +181,8 @@ impl Connection {
     }
 
     /// PROBE packets, tail-loss probes, PINGs and due ACKs of one channel.
-    fn poll_channel_control(&mut self, now: Time, id: u8) -> Option<Transmit> {
-        if let Some(transmit) = self.poll_probe_packet(now, id) {
+    fn poll_channel_control(&mut self, now: Time, id: u8, out: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some(transmit) = self.poll_probe_packet(now, id, out) {
             return Some(transmit);
         }
         let channel = self.channels.get(&id)?;
@@ -180,17 +192,17 @@ impl Connection {
                 channel.probes_pending -= 1;
                 channel.counters.tail_loss_probes += 1;
             }
-            return self.send_data(now, id, Purpose::Probe);
+            return self.send_data(now, id, Purpose::Probe, out);
         }
         if active && channel.ping_pending {
             if let Some(channel) = self.channels.get_mut(&id) {
                 channel.ping_pending = false;
             }
-            return self.send_data(now, id, Purpose::Ping);
+            return self.send_data(now, id, Purpose::Ping, out);
         }
         let ack_due = channel.received.ack_deadline(self.config.max_ack_delay).is_some_and(|due| due <= now);
         if ack_due || channel.forecast_due {
-            let plaintext = self.plaintext_with_prefix(now, id);
+            let plaintext = self.plaintext_with_prefix(now, id, out);
             let path = (channel.local, channel.remote);
             let transmit = self.seal(now, id, PacketType::Ack, plaintext, Tracking::AckOnly, path);
             if transmit.is_none() {
@@ -207,7 +219,7 @@ impl Connection {
     }
 
     /// A PROBE packet: owed PATH_RESPONSEs and a due PATH_CHALLENGE that go to the same addresses.
-    fn poll_probe_packet(&mut self, now: Time, id: u8) -> Option<Transmit> {
+    fn poll_probe_packet(&mut self, now: Time, id: u8, out: &mut Vec<u8>) -> Option<Transmit> {
         let channel = self.channels.get(&id)?;
         let challenge = channel.challenge.filter(|_| channel.probe_pending);
         let path = match (channel.responses.first(), challenge) {
@@ -215,13 +227,13 @@ impl Connection {
             (None, Some(challenge)) => (challenge.local, challenge.remote),
             (None, None) => return None,
         };
-        let mut plaintext = Plaintext::with_room(self.max_plaintext());
+        let plaintext = Plaintext::with_room(out, self.max_plaintext());
         for response in channel.responses.iter().filter(|response| (response.local, response.remote) == path) {
-            Frame::PathResponse(response.token).encode(&mut plaintext.packet);
+            Frame::PathResponse(response.token).encode(plaintext.packet);
         }
         let with_challenge = challenge.filter(|challenge| (challenge.local, challenge.remote) == path);
         if let Some(challenge) = with_challenge {
-            Frame::PathChallenge(challenge.token).encode(&mut plaintext.packet);
+            Frame::PathChallenge(challenge.token).encode(plaintext.packet);
         }
         let transmit = self.seal(now, id, PacketType::Probe, plaintext, Tracking::Untracked, path);
         let reprobe = self.config.reprobe_interval;
@@ -244,7 +256,7 @@ impl Connection {
 
     /// New data on the channel the scheduler picks; it sees every channel (validation, window, pacer, standby)
     /// and the rate cap gates them all.
-    fn poll_data(&mut self, now: Time) -> Option<Transmit> {
+    fn poll_data(&mut self, now: Time, out: &mut Vec<u8>) -> Option<Transmit> {
         if !self.has_data_to_send(now) {
             self.note_out_of_data();
             return None;
@@ -270,16 +282,16 @@ impl Connection {
         if channel.state != ChannelState::Active || channel.pacer.delay(now, mtu, rate, mtu).is_some() {
             return None;
         }
-        self.send_data(now, id, Purpose::Data)
+        self.send_data(now, id, Purpose::Data, out)
     }
 
     /// A DATA packet on channel `id` with a piggybacked ACK: control frames and stream data, or just a PING.
-    fn send_data(&mut self, now: Time, id: u8, purpose: Purpose) -> Option<Transmit> {
+    fn send_data(&mut self, now: Time, id: u8, purpose: Purpose, out: &mut Vec<u8>) -> Option<Transmit> {
         let max_plaintext = self.max_plaintext();
         let channel = self.channels.get(&id)?;
         let path = (channel.local, channel.remote);
         // The prefix goes first, where the receiver looks for it; the body's frames follow in the same buffer.
-        let mut plaintext = self.plaintext_with_prefix(now, id);
+        let plaintext = self.plaintext_with_prefix(now, id, out);
         let prefix_len = plaintext.len();
         let body_len = |plaintext: &Plaintext| plaintext.len() - prefix_len;
         let mut control = Vec::new();
@@ -289,7 +301,7 @@ impl Connection {
             if body_len(&plaintext) + encoded.encoded_len() > budget {
                 break;
             }
-            encoded.encode(&mut plaintext.packet);
+            encoded.encode(plaintext.packet);
             if let Some(frame) = self.control.pop_front() {
                 control.push(frame);
             }
@@ -299,7 +311,7 @@ impl Connection {
         if let Some(streams) = self.streams.as_mut().filter(|_| purpose != Purpose::Ping) {
             let retransmitted_before = streams.bytes_retransmitted();
             let room = budget.saturating_sub(body_len(&plaintext));
-            streams.write_frames(now, room, &mut plaintext.packet, &mut chunks);
+            streams.write_frames(now, room, plaintext.packet, &mut chunks);
             retransmission = streams.bytes_retransmitted() > retransmitted_before;
         }
         if body_len(&plaintext) == 0 {
@@ -308,7 +320,7 @@ impl Connection {
                 self.note_out_of_data();
                 return None;
             }
-            Frame::Ping.encode(&mut plaintext.packet);
+            Frame::Ping.encode(plaintext.packet);
             // Nothing left to repeat: one PING elicits the ACK, further probes would only repeat it.
             if let Some(channel) = self.channels.get_mut(&id) {
                 channel.probes_pending = 0;
@@ -321,20 +333,20 @@ impl Connection {
 
     /// A plaintext that starts with the ACK, FEEDBACK_ECHO and DELIVERY_FORECAST the channel owes (not yet marked
     /// as sent), with room for a full packet.
-    fn plaintext_with_prefix(&self, now: Time, id: u8) -> Plaintext {
-        let mut plaintext = Plaintext::with_room(self.max_plaintext());
+    fn plaintext_with_prefix<'a>(&self, now: Time, id: u8, out: &'a mut Vec<u8>) -> Plaintext<'a> {
+        let mut plaintext = Plaintext::with_room(out, self.max_plaintext());
         if let Some(channel) = self.channels.get(&id) {
             if let Some(ack) = channel.received.ack_frame(now).filter(|_| channel.received.awaits_ack()) {
-                Frame::Ack(ack).encode(&mut plaintext.packet);
+                Frame::Ack(ack).encode(plaintext.packet);
                 plaintext.with_ack = true;
             }
             if let Some(feedback) = channel.received.feedback().peek() {
                 Frame::FeedbackEcho { max_queue_level: feedback.queue_level, min_rate_hint: feedback.rate_hint }
-                    .encode(&mut plaintext.packet);
+                    .encode(plaintext.packet);
                 plaintext.with_echo = true;
             }
             if let Some(forecast) = due_forecast(channel) {
-                forecast.encode(&mut plaintext.packet);
+                forecast.encode(plaintext.packet);
                 plaintext.with_forecast = true;
             }
         }
@@ -348,14 +360,14 @@ impl Connection {
         now: Time,
         id: u8,
         packet_type: PacketType,
-        mut plaintext: Plaintext,
+        mut plaintext: Plaintext<'_>,
         tracking: Tracking,
         (local, remote): (SocketAddr, SocketAddr),
     ) -> Option<Transmit> {
         let ecn = self.config.ecn;
         let connection_id = self.connection_id;
         let mtu = self.max_datagram_size();
-        let size = (plaintext.packet.len() + TAG_LEN) as u64;
+        let size = (plaintext.len() + HEADER_LEN + TAG_LEN) as u64;
         let channel = self.channels.get_mut(&id)?;
         if channel.budget_for((local, remote)).is_some_and(|budget| !budget.allows(size)) {
             self.amplification_limited_bytes += size;
@@ -383,12 +395,14 @@ impl Connection {
         };
         // The trace reads the frames, which sealing turns into ciphertext.
         let traced_frames = self.qlog.is_on().then(|| plaintext.frames().to_vec());
-        plaintext.packet[..HEADER_LEN].copy_from_slice(&header.encode());
+        let start = plaintext.start;
+        plaintext.packet[start..start + HEADER_LEN].copy_from_slice(&header.encode());
         let nonce = packet_nonce(id, packet_number);
-        if !protection.seal(nonce, &header.associated_data(), &mut plaintext.packet, HEADER_LEN) {
+        if !protection.seal(nonce, &header.associated_data(), plaintext.packet, start + HEADER_LEN) {
             return None;
         }
-        let datagram = plaintext.packet;
+        plaintext.sealed = true;
+        let datagram_len = plaintext.packet.len() - start;
         let acked_up_to = if plaintext.with_ack { channel.received.largest_acknowledged() } else { None };
         if plaintext.with_ack {
             channel.received.on_ack_sent();
@@ -449,9 +463,9 @@ impl Connection {
             budget.sent += size;
         }
         if let Some(frames) = traced_frames {
-            self.trace_sent(now, (id, packet_type, packet_number), datagram.len(), &frames);
+            self.trace_sent(now, (id, packet_type, packet_number), datagram_len, &frames);
         }
-        Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), payload: datagram })
+        Some(Transmit { local, remote, ecn: ecn.then_some(EcnCodepoint::Ect0), size: datagram_len })
     }
 
     fn max_plaintext(&self) -> usize {
@@ -484,5 +498,23 @@ fn channel_view(channel: &Channel, mtu: u64, weight: u32) -> ChannelView {
         validated: channel.state == ChannelState::Active,
         weight,
         standby: channel.standby,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_that_does_not_leave_takes_its_bytes_back_out_of_the_buffer() {
+        let mut ping = Vec::new();
+        Frame::Ping.encode(&mut ping);
+        let mut buf = b"an earlier datagram".to_vec();
+        {
+            let plaintext = Plaintext::with_room(&mut buf, 64);
+            Frame::Ping.encode(plaintext.packet);
+            assert_eq!(plaintext.frames(), &ping[..], "a PING after the header's room");
+        }
+        assert_eq!(buf, b"an earlier datagram");
     }
 }

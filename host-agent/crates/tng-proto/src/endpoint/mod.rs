@@ -17,7 +17,7 @@ use rand_core::{RngCore, SeedableRng};
 use tng_wire::{Feedback, Flags, Packet, Payload, Stage};
 
 use crate::config::{EndpointConfig, RetryPolicy};
-use crate::connection::{Connection, ConnectionHandle, ConnectionStats, EcnCodepoint, Event, Transmit};
+use crate::connection::{Connection, ConnectionHandle, ConnectionStats, Datagram, EcnCodepoint, Event, Transmit};
 use crate::error::{ConnectError, ConnectionError};
 use crate::identity::{Identity, StaticKeypair};
 use crate::retry::TokenKey;
@@ -52,7 +52,7 @@ pub struct Endpoint {
     connections: BTreeMap<ConnectionHandle, Box<Entry>>,
     by_id: BTreeMap<u64, ConnectionHandle>,
     hellos: BTreeMap<(u64, SocketAddr), ConnectionHandle>,
-    stateless: VecDeque<Transmit>,
+    stateless: VecDeque<Datagram>,
     events: VecDeque<(ConnectionHandle, Event)>,
     local_addresses: Vec<SocketAddr>,
     next_handle: u64,
@@ -241,13 +241,15 @@ impl Endpoint {
         let mut payload = Vec::with_capacity(packet.encoded_len());
         if packet.encode(&mut payload).is_ok() {
             self.stats.retries_sent += 1;
-            self.stateless.push_back(Transmit { local, remote, ecn: None, payload });
+            self.stateless.push_back(Datagram { local, remote, ecn: None, payload });
         }
     }
 
-    /// The next datagram to send, if any. Connections take turns.
-    pub fn poll_transmit(&mut self, now: Time) -> Option<Transmit> {
-        if let Some(transmit) = self.stateless.pop_front() {
+    /// Appends the next datagram to send, if any, to `buf` (after what it holds: a batch being gathered) and says
+    /// where it goes and how long it is. Connections take turns.
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some(datagram) = self.stateless.pop_front() {
+            let transmit = datagram.write_to(buf);
             self.count_sent(&transmit);
             return Some(transmit);
         }
@@ -259,7 +261,7 @@ impl Endpoint {
             Work::dequeued(&mut entry.marks);
             self.stats.transmit_polls += 1;
             entry.connection.advance(now);
-            let transmit = entry.connection.poll_transmit(now);
+            let transmit = entry.connection.poll_transmit(now, buf);
             self.settle(handle, transmit.is_some());
             if let Some(transmit) = transmit {
                 self.count_sent(&transmit);
@@ -269,9 +271,16 @@ impl Endpoint {
         None
     }
 
+    /// [`Endpoint::poll_transmit`] into a buffer of the datagram's own.
+    pub fn poll_datagram(&mut self, now: Time) -> Option<Datagram> {
+        let mut buf = Vec::new();
+        let transmit = self.poll_transmit(now, &mut buf)?;
+        Some(Datagram::split_from(transmit, &mut buf))
+    }
+
     fn count_sent(&mut self, transmit: &Transmit) {
         self.stats.datagrams_sent += 1;
-        self.stats.bytes_sent += transmit.payload.len() as u64;
+        self.stats.bytes_sent += transmit.size as u64;
     }
 
     /// When [`Endpoint::handle_timeout`] next has work, if ever.

@@ -13,7 +13,6 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tng_proto::{
     ConnectionHandle, EcnCodepoint, Endpoint, EndpointConfig, Event, ReadOutcome, StaticKeypair, StreamId, Time,
-    Transmit,
 };
 
 pub mod operations;
@@ -298,11 +297,15 @@ impl Pair {
     fn collect_transmits(&mut self) {
         let mut outgoing = Vec::new();
         for _ in 0..10_000 {
-            let Some(Transmit { local, remote, ecn, payload }) = self.client.poll_transmit(self.now) else { break };
+            let Some(tng_proto::Datagram { local, remote, ecn, payload }) = self.client.poll_datagram(self.now) else {
+                break;
+            };
             outgoing.push(Datagram { to_server: true, from: local, to: remote, ecn, payload });
         }
         for _ in 0..10_000 {
-            let Some(Transmit { local, remote, ecn, payload }) = self.server.poll_transmit(self.now) else { break };
+            let Some(tng_proto::Datagram { local, remote, ecn, payload }) = self.server.poll_datagram(self.now) else {
+                break;
+            };
             outgoing.push(Datagram { to_server: false, from: local, to: remote, ecn, payload });
         }
         for datagram in outgoing {
