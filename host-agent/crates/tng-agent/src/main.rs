@@ -177,7 +177,10 @@ fn main() -> ExitCode {
     };
     let cli = Cli::parse_from(args);
     tracing_subscriber::fmt().with_max_level(cli.log_level).with_writer(std::io::stderr).init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One thread: the endpoint is one task and every stream, socket and timer talks to it, so a second thread buys
+    // no parallelism, only cross-thread wakeups (on loopback: 8.2 against 6.7 Gbit/s, and a server answering 10^4
+    // connections' requests at 54 % of a core where two threads managed three quarters of the rate on both cores).
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => return fail(&err.into()),
     };
