@@ -45,7 +45,8 @@ fn main() -> Result<()> {
     rustls::crypto::ring::default_provider()
         .install_default()
         .map_err(|_| anyhow::anyhow!("a rustls crypto provider was already installed"))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // The runtime tng runs on (one thread), so that the benchmark compares the two stacks, not two runtimes.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match Cli::parse().role {
         Role::Server { listen } => runtime.block_on(serve(listen)),
         Role::Client { connect, duration } => {
