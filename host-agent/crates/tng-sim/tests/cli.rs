@@ -73,7 +73,9 @@ fn json_output_has_the_promised_fields_and_is_reproducible() {
 
     let other_seed = json_run(&path, &["--seed", "2"]);
     assert_ne!(other_seed, report, "another seed, other random decisions");
-    let timed = tng_sim(&["run", path.to_str().expect("utf-8"), "--json"]);
+    // Long enough (some 10^4 events) that the thread's CPU time, which the kernel adds up at its ticks and context
+    // switches, has moved during the measured part: the 1.5 s run can finish between two ticks on a fast host.
+    let timed = tng_sim(&["run", path.to_str().expect("utf-8"), "--json", "--set", "duration_s=20"]);
     let timed: serde_json::Value = serde_json::from_slice(&timed.stdout).expect("JSON");
     assert!(timed["events_per_sec"].as_f64().is_some_and(|rate| rate > 0.0));
     assert!(
