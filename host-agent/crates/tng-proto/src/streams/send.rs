@@ -315,7 +315,16 @@ impl SendStream {
 
     /// Takes the chunk [`SendStream::next_chunk`] announced, with at most `max_len` bytes.
     pub fn take_chunk(&mut self, max_len: u64, connection_credit: u64) -> Option<Chunk> {
-        let (range, kind) = match self.next_kind(connection_credit)? {
+        let next = self.next_kind(connection_credit)?;
+        // A chunk's bytes are one slice of the buffer: it ends where the buffer's segment does.
+        let max_len = match next {
+            NextKind::Retransmission => {
+                self.retransmit.first().map_or(max_len, |r| max_len.min(self.contiguous(r.start)))
+            }
+            NextKind::NewData => max_len.min(self.contiguous(self.sent_end)),
+            NextKind::LoneFin | NextKind::Probe => max_len,
+        };
+        let (range, kind) = match next {
             NextKind::Retransmission => (self.retransmit.pop_front(max_len)?, ChunkKind::Retransmission),
             NextKind::NewData => {
                 let end = self.new_data_end(connection_credit).min(self.sent_end.saturating_add(max_len));
@@ -338,6 +347,12 @@ impl SendStream {
             _ => false,
         };
         Some(Chunk { range, fin, kind })
+    }
+
+    /// Buffered bytes from stream offset `offset` that one slice of the buffer holds.
+    fn contiguous(&self, offset: u64) -> u64 {
+        let start = usize::try_from(offset.saturating_sub(self.acked_offset)).unwrap_or(usize::MAX);
+        self.buffer.slice(start, usize::MAX).len() as u64
     }
 
     /// The bytes of `range`, which [`SendStream::take_chunk`] just returned.
