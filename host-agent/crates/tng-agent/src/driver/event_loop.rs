@@ -33,6 +33,18 @@ struct PendingWrite {
     data: Vec<u8>,
     written: usize,
     reply: Reply<()>,
+    /// A finish asked for while the write waited: it ends the stream once the write's last byte is in.
+    finish: Option<Reply<()>>,
+}
+
+impl PendingWrite {
+    /// Answers the write, and the finish waiting behind it, with the error that ended it.
+    fn fail(self, error: impl Fn() -> anyhow::Error) {
+        let _ = self.reply.send(Err(error()));
+        if let Some(finish) = self.finish {
+            let _ = finish.send(Err(error()));
+        }
+    }
 }
 
 pub(super) struct Driver {
@@ -53,7 +65,8 @@ pub(super) struct Driver {
     opening: HashMap<ConnectionHandle, Vec<Reply<StreamId>>>,
     accepting: VecDeque<Reply<(ConnectionHandle, StreamId)>>,
     incoming: VecDeque<(ConnectionHandle, StreamId)>,
-    writes: HashMap<(ConnectionHandle, StreamId), PendingWrite>,
+    /// Writes waiting for room in their stream's send buffer, oldest first.
+    writes: HashMap<(ConnectionHandle, StreamId), VecDeque<PendingWrite>>,
     reads: HashMap<(ConnectionHandle, StreamId), Reply<Option<Vec<u8>>>>,
     closed: ClosedReasons,
     policies: PolicyResolver,
@@ -308,15 +321,20 @@ impl Driver {
                 None => self.accepting.push_back(reply),
             },
             Command::Write { conn, id, data, reply } => {
-                self.writes.insert((conn, id), PendingWrite { data, written: 0, reply });
+                self.writes.entry((conn, id)).or_default().push_back(PendingWrite {
+                    data,
+                    written: 0,
+                    reply,
+                    finish: None,
+                });
                 self.progress_write(conn, id);
             }
             Command::Finish { conn, id, reply } => {
-                let result = match self.endpoint.connection(conn) {
-                    Some(c) => c.finish(id).map_err(anyhow::Error::from),
-                    None => Err(self.gone(conn)),
-                };
-                let _ = reply.send(result);
+                match self.writes.get_mut(&(conn, id)).and_then(|queue| queue.back_mut()) {
+                    // Commands arrive in order: the stream ends after the bytes written before the finish.
+                    Some(last) => last.finish = Some(reply),
+                    None => self.finish(conn, id, reply),
+                }
             }
             Command::Abandon { conn, id } => {
                 if let Some(c) = self.endpoint.connection(conn) {
@@ -324,8 +342,8 @@ impl Driver {
                     let _ = c.reset(id, ABANDONED);
                     let _ = c.stop_sending(id, ABANDONED);
                 }
-                if let Some(pending) = self.writes.remove(&(conn, id)) {
-                    let _ = pending.reply.send(Err(anyhow!("stream {id} was abandoned")));
+                for pending in self.writes.remove(&(conn, id)).unwrap_or_default() {
+                    pending.fail(|| anyhow!("stream {id} was abandoned"));
                 }
                 if let Some(reply) = self.reads.remove(&(conn, id)) {
                     let _ = reply.send(Err(anyhow!("stream {id} was abandoned")));
@@ -421,28 +439,50 @@ impl Driver {
         }
     }
 
+    /// Moves parked writes of the stream into its send buffer, oldest first, until one does not fit.
     fn progress_write(&mut self, conn: ConnectionHandle, id: StreamId) {
-        let Some(mut pending) = self.writes.remove(&(conn, id)) else { return };
+        let Some(mut queue) = self.writes.remove(&(conn, id)) else { return };
         let now = self.now();
         let Some(c) = self.endpoint.connection(conn) else {
-            let _ = pending.reply.send(Err(self.gone(conn)));
+            let gone = self.gone(conn);
+            for pending in queue {
+                pending.fail(|| anyhow!("{gone:#}"));
+            }
             return;
         };
-        while pending.written < pending.data.len() {
-            match c.write(now, id, &pending.data[pending.written..]) {
-                Ok(0) | Err(StreamError::Blocked(_)) => {
-                    // Resumed by StreamWritable.
-                    self.writes.insert((conn, id), pending);
-                    return;
-                }
-                Ok(n) => pending.written += n,
-                Err(err) => {
-                    let _ = pending.reply.send(Err(err.into()));
-                    return;
+        while let Some(mut pending) = queue.pop_front() {
+            while pending.written < pending.data.len() {
+                match c.write(now, id, &pending.data[pending.written..]) {
+                    Ok(0) | Err(StreamError::Blocked(_)) => {
+                        // Resumed by StreamWritable.
+                        queue.push_front(pending);
+                        self.writes.insert((conn, id), queue);
+                        return;
+                    }
+                    Ok(n) => pending.written += n,
+                    Err(err) => {
+                        let err = anyhow::Error::from(err);
+                        pending.fail(|| anyhow!("{err:#}"));
+                        for pending in queue {
+                            pending.fail(|| anyhow!("{err:#}"));
+                        }
+                        return;
+                    }
                 }
             }
+            let _ = pending.reply.send(Ok(()));
+            if let Some(reply) = pending.finish {
+                let _ = reply.send(c.finish(id).map_err(anyhow::Error::from));
+            }
         }
-        let _ = pending.reply.send(Ok(()));
+    }
+
+    fn finish(&mut self, conn: ConnectionHandle, id: StreamId, reply: Reply<()>) {
+        let result = match self.endpoint.connection(conn) {
+            Some(c) => c.finish(id).map_err(anyhow::Error::from),
+            None => Err(self.gone(conn)),
+        };
+        let _ = reply.send(result);
     }
 
     fn progress_read(&mut self, conn: ConnectionHandle, id: StreamId) {
@@ -535,8 +575,8 @@ impl Driver {
         }
         let writes: Vec<_> = self.writes.keys().filter(|(c, _)| *c == conn).copied().collect();
         for key in writes {
-            if let Some(pending) = self.writes.remove(&key) {
-                let _ = pending.reply.send(Err(error(self)));
+            for pending in self.writes.remove(&key).unwrap_or_default() {
+                pending.fail(|| error(self));
             }
         }
         let reads: Vec<_> = self.reads.keys().filter(|(c, _)| *c == conn).copied().collect();

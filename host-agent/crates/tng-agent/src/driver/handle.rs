@@ -14,6 +14,9 @@ use crate::netlink;
 use crate::policy::Policy;
 use crate::resolver::LocalPolicies;
 
+/// Where the driver's answer to a request arrives.
+pub(super) type Answer<T> = oneshot::Receiver<Result<T>>;
+
 /// Connection announcements a slow listener may lag behind (it then misses the oldest).
 const CONNECTED_BACKLOG: usize = 256;
 
@@ -50,9 +53,15 @@ impl Agent {
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T> {
+        self.request(make).await.map_err(|_| anyhow!("the tng driver has stopped"))?
+    }
+
+    /// Sends a request; its answer arrives on the returned channel, which closes unanswered if the driver stopped.
+    fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Answer<T> {
         let (reply, answer) = oneshot::channel();
-        self.commands.send(make(reply)).map_err(|_| anyhow!("the tng driver has stopped"))?;
-        answer.await.map_err(|_| anyhow!("the tng driver has stopped"))?
+        // A send to a stopped driver drops `reply`, which closes `answer`.
+        let _ = self.commands.send(make(reply));
+        answer
     }
 
     /// Connects over `paths` (handshake on the first) and waits for the handshake to finish.
@@ -130,16 +139,17 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Queues all of `data`; returns once the connection took it (its send buffer applies backpressure).
-    pub async fn write_all(&self, data: Vec<u8>) -> Result<()> {
+    /// Hands `data` to the driver without waiting: the answer comes once the connection took all of it (its send
+    /// buffer applies backpressure). The driver takes a stream's writes in the order they were sent.
+    pub(super) fn start_write(&self, data: Vec<u8>) -> Answer<()> {
         let (conn, id) = (self.conn, self.id);
-        self.agent.ask(|reply| Command::Write { conn, id, data, reply }).await
+        self.agent.request(|reply| Command::Write { conn, id, data, reply })
     }
 
-    /// Ends the sending half.
-    pub async fn finish(&self) -> Result<()> {
+    /// Asks the driver to end the sending half after the bytes written before, without waiting.
+    pub(super) fn start_finish(&self) -> Answer<()> {
         let (conn, id) = (self.conn, self.id);
-        self.agent.ask(|reply| Command::Finish { conn, id, reply }).await
+        self.agent.request(|reply| Command::Finish { conn, id, reply })
     }
 
     /// The next bytes in order, or `None` once the peer finished the stream.
