@@ -242,9 +242,9 @@ impl Channel {
             return u64::MAX; // the section's window paces: its packets leave as its acknowledgements come
         }
         let srtt = self.rtt.smoothed().max(Duration::from_millis(1));
-        let floor = u64::try_from(u128::from(max_datagram_size) * 1_000_000_000 / srtt.as_nanos().max(1))
-            .unwrap_or(u64::MAX)
-            .max(1);
+        // In u64: asked for several times per packet, and a 128-bit division costs several times a 64-bit one.
+        let srtt_nanos = u64::try_from(srtt.as_nanos()).unwrap_or(u64::MAX);
+        let floor = (max_datagram_size.saturating_mul(1_000_000_000) / srtt_nanos).max(1);
         self.cc.pacing_rate(self.rtt.smoothed()).max(floor)
     }
 

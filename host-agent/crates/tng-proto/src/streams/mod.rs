@@ -63,10 +63,11 @@ mod state;
 #[allow(clippy::single_range_in_vec_init)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Duration;
 
+use rustc_hash::FxHashMap;
 use tng_wire::Frame;
 
 use crate::time::Time;
@@ -157,7 +158,7 @@ pub struct StreamStats {
 pub struct Streams {
     side: Side,
     config: StreamConfig,
-    streams: HashMap<StreamId, Stream>,
+    streams: FxHashMap<StreamId, Stream>,
     /// Index of the next stream we open.
     next_local: u64,
     /// Index of the next peer stream to be opened implicitly.
@@ -227,7 +228,7 @@ impl Streams {
         let limits = config.limits();
         Streams {
             side,
-            streams: HashMap::new(),
+            streams: FxHashMap::default(),
             next_local: 0,
             next_remote: 0,
             peer_max_streams: peer.max_streams.min(MAX_STREAM_COUNT),
