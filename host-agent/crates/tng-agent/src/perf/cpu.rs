@@ -57,6 +57,9 @@ mod tests {
         }
         assert!(x != 1);
         let percent = clock.percent();
-        assert!(percent > 0.0 && percent <= 200.0, "cpu_percent {percent} out of range");
+        // The process's other test threads count too, so it may use every core; a quarter more covers the clock
+        // ticks (10 ms) the CPU time is counted in.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(percent > 0.0 && percent <= 125.0 * cores, "cpu_percent {percent} out of range");
     }
 }
