@@ -1,8 +1,7 @@
 //! Socket-style code (`AsyncRead + AsyncWrite`) over a tng stream: each write goes to the driver as it is, with a
 //! bounded number of bytes waiting for the driver's answer; what the stream delivers comes through a channel that
-//! also carries its failure. A stream that failed (its connection lost, the peer's reset)
-//! is a read error, never the clean end of file that a finished stream is: a relay must not pass a transfer cut
-//! short on as a complete one.
+//! also carries its failure. A stream that failed (its connection lost, the peer's reset) is a read error, never
+//! the clean end of file that a finished stream is: a relay must not pass a transfer cut short on as a complete one.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -12,7 +11,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::io::StreamReader;
 
@@ -79,14 +78,16 @@ impl StreamIo {
             let result = ready!(Pin::new(answer).poll(cx));
             self.writing_bytes -= *size;
             self.writing.pop_front();
-            result.unwrap_or_else(|_| Err(anyhow::anyhow!("the tng driver has stopped"))).map_err(broken_pipe)?;
+            answered(result)?;
         }
         Poll::Ready(Ok(()))
     }
 }
 
-fn broken_pipe(err: anyhow::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, format!("{err:#}"))
+/// The driver's answer as the socket's result: a failed write or finish, or a driver that stopped, is a broken pipe.
+fn answered(answer: Result<anyhow::Result<()>, oneshot::error::RecvError>) -> io::Result<()> {
+    let result = answer.unwrap_or_else(|_| Err(anyhow::anyhow!("the tng driver has stopped")));
+    result.map_err(|err| io::Error::new(io::ErrorKind::BrokenPipe, format!("{err:#}")))
 }
 
 impl Drop for StreamIo {
@@ -136,7 +137,7 @@ impl AsyncWrite for StreamIo {
         if let Some(answer) = this.finishing.as_mut() {
             let result = ready!(Pin::new(answer).poll(cx));
             this.finishing = None;
-            result.unwrap_or_else(|_| Err(anyhow::anyhow!("the tng driver has stopped"))).map_err(broken_pipe)?;
+            answered(result)?;
         }
         Poll::Ready(Ok(()))
     }

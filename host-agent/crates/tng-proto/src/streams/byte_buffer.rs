@@ -7,9 +7,9 @@
 //! An emptied buffer gives its memory back, except up to [`SPARES`] whole segments that it keeps for its next bytes:
 //! a busy stream drains its buffer again and again (a receiver whose application reads all there is), and handing
 //! the segments back each time made the allocator return their pages to the kernel and fault them in again (a bulk
-//! receiver took 77,000 page faults a second, 7 % of its samples; with four spares about 3,000). Only a stream that
-//! filled a whole segment keeps any, a stream of small writes holds nothing once drained, and
-//! [`ByteBuffer::clear`] frees them all.
+//! receiver took 77,000 page faults a second, 7 % of its samples; with four spares about 3,000). Only segments that
+//! grew to full size are kept, so a stream of small writes holds nothing once drained; [`ByteBuffer::clear`] frees
+//! them all.
 
 use std::collections::VecDeque;
 
