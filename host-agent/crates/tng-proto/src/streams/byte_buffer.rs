@@ -9,7 +9,8 @@
 //! the segments back each time made the allocator return their pages to the kernel and fault them in again (a bulk
 //! receiver took 77,000 page faults a second, 7 % of its samples; with four spares about 3,000). Only segments that
 //! grew to full size are kept, so a stream of small writes holds nothing once drained; [`ByteBuffer::clear`] frees
-//! them all.
+//! them all, which the streams call when their half ends. A stream left open and idle after a bulk transfer keeps
+//! its spares (up to 256 KiB per direction) until it ends.
 
 use std::collections::VecDeque;
 

@@ -243,6 +243,8 @@ impl RecvStream {
         }
         if self.final_size == Some(self.read_offset) {
             self.state = RecvState::Finished;
+            // The spare segments the buffer kept for more bytes: none will come.
+            self.buffer.clear();
             return Ok(ReadOutcome::Finished);
         }
         self.readable_signalled = false;

@@ -416,6 +416,10 @@ impl SendStream {
             self.acked_offset = first.end;
         }
         outcome.finished = self.is_done();
+        if outcome.finished {
+            // The spare segments the buffer kept for more writes: none will come.
+            self.buffer.clear();
+        }
         Ok(outcome)
     }
 
