@@ -13,6 +13,7 @@ use tng_proto::{CcKind, Time};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::sockopt;
+use crate::tx_timestamps::WriteRoundTrips;
 
 /// Longest the sender goes without reading the kernel's state while it has data to send: the ACKs it reads
 /// arrive on the kernel's schedule, so the controller hears of them at most this late.
@@ -33,6 +34,7 @@ pub struct AlccSocket {
     socket: OwnedFd,
     kind: CcKind,
     sender: AlccSender,
+    round_trips: WriteRoundTrips,
     mss: u64,
     started: Instant,
     pacing_cap: u64,
@@ -44,10 +46,13 @@ impl AlccSocket {
         let info = sockopt::alcc_tcp_info(&socket).context("cannot read TCP_INFO")?;
         let sender = AlccSender::new(kind, info.snd_mss, Time::ZERO)?;
         sockopt::set_notsent_lowat(&socket, NOTSENT_LOWAT).context("cannot set TCP_NOTSENT_LOWAT")?;
+        let round_trips =
+            WriteRoundTrips::enable(&socket).context("cannot enable transmit timestamps (SO_TIMESTAMPING)")?;
         let mut alcc = AlccSocket {
             socket,
             kind,
             sender,
+            round_trips,
             mss: u64::from(info.snd_mss.max(1)),
             started: Instant::now(),
             pacing_cap: 0,
@@ -57,8 +62,12 @@ impl AlccSocket {
     }
 
     /// Reads the kernel's state, feeds it to the controller, updates the pacing cap, and returns how many of the
-    /// `pending` bytes may be written now: zero rather than a sliver of a segment while more is pending.
+    /// `pending` bytes may be written now: the controller's allowance, in whole segments.
     pub fn writable(&mut self, pending: usize) -> Result<usize> {
+        // The timestamps first: every round trip read is then of bytes the TCP_INFO below counts as acknowledged.
+        for rtt in self.round_trips.drain(&self.socket).context("cannot read transmit timestamps")? {
+            self.sender.on_write_round_trip(rtt);
+        }
         let info = sockopt::alcc_tcp_info(&self.socket).context("cannot read TCP_INFO")?;
         let now = Time::ZERO + self.started.elapsed();
         self.sender.on_tcp_info(now, &info);
@@ -67,9 +76,13 @@ impl AlccSocket {
             sockopt::set_max_pacing_rate(&self.socket, rate).context("cannot set SO_MAX_PACING_RATE")?;
             self.pacing_cap = rate;
         }
-        let allowance = usize::try_from(self.sender.allowance()).unwrap_or(usize::MAX);
-        let smallest = usize::try_from(self.mss).unwrap_or(usize::MAX).min(pending);
-        Ok(if allowance >= smallest { allowance.min(pending) } else { 0 })
+        Ok(usize::try_from(self.sender.allowance()).unwrap_or(usize::MAX).min(pending))
+    }
+
+    /// The most bytes within `bytes` that fill whole segments.
+    pub fn whole_segments(&self, bytes: usize) -> usize {
+        let mss = usize::try_from(self.mss).unwrap_or(usize::MAX);
+        bytes - bytes % mss
     }
 
     /// `bytes` were written to the socket.

@@ -18,6 +18,7 @@ mod resolver;
 mod service;
 mod sockopt;
 mod subscription;
+mod tx_timestamps;
 mod udp;
 
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, the
 //! kernel state and send limits ALCC works with, and forced UDP buffer sizes for the daemon.
-#![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; with ifaddrs.rs the only unsafe code of the agent.
+#![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; with ifaddrs.rs and tx_timestamps.rs the only unsafe code of the agent.
 
 use std::io;
 use std::os::fd::AsRawFd;

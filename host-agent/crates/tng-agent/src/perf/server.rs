@@ -151,7 +151,7 @@ pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counter
     Ok(())
 }
 
-/// ALCC counters of a run's connections: samples and forecasts add up, peaks are the largest of any connection.
+/// ALCC counters of a run's connections: samples, forecasts and round trips add up, peaks are the largest of any connection.
 fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
     let run = run.unwrap_or_default();
     AlccStats {
@@ -159,6 +159,7 @@ fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
         peak_window: run.peak_window.max(connection.peak_window),
         peak_kernel_bytes: run.peak_kernel_bytes.max(connection.peak_kernel_bytes),
         forecasts: run.forecasts + connection.forecasts,
+        round_trips: run.round_trips + connection.round_trips,
     }
 }
 
@@ -292,6 +293,8 @@ async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut
     // gets a buffer of its size: a server answering thousands of them a second would spend its time zeroing chunks.
     let mut chunk = vec![0u8; 1 + size.min(CHUNK as u64) as usize];
     chunk[0] = DATA_FOLLOWS;
+    // Under ALCC every write is sent as it is made: a chunk of whole segments leaves no short packet at its end.
+    let chunk_len = alcc.as_ref().map(|alcc| alcc.whole_segments(CHUNK)).filter(|&len| len > 1).unwrap_or(CHUNK);
     let mut status = 1;
     let mut offset = 0u64;
     let (mut reader, mut writer) = tokio::io::split(io);
@@ -299,7 +302,7 @@ async fn send_pattern(io: &mut impl ByteStream, size: u64, mut alcc: Option<&mut
     let mut upstream = [0u8; 512];
     let mut forecasts = alcc.as_ref().filter(|alcc| alcc.wants_forecasts()).map(|_| ForecastMessages::default());
     while status > 0 || offset < size {
-        let len = (size - offset).min(CHUNK as u64) as usize;
+        let len = (size - offset).min((chunk_len - status) as u64) as usize;
         let end = status + len;
         fill_pattern(offset, &mut chunk[status..end]);
         let mut pos = 0;
@@ -384,7 +387,8 @@ mod tests {
         let stats = SenderStats::decode(stats.as_slice().try_into().expect("stats length"));
         let alcc = stats.alcc.expect("the server reports what ALCC saw");
         assert!(alcc.samples > 0, "{alcc:?}");
-        assert!(alcc.peak_kernel_bytes > 0 && alcc.peak_kernel_bytes <= alcc.peak_window, "{alcc:?}");
+        // The allowance is whole segments: the kernel holds less than one beyond the window (loopback's are < 64 KiB).
+        assert!(alcc.peak_kernel_bytes > 0 && alcc.peak_kernel_bytes < alcc.peak_window + 65_536, "{alcc:?}");
     }
 
     #[tokio::test]
