@@ -137,7 +137,12 @@ pub fn force_buffer_sizes(socket: &impl AsRawFd, bytes: usize) -> io::Result<()>
 }
 
 /// `setsockopt` with a plain integer value.
-fn setsockopt<T: Copy>(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T: Copy>(
+    socket: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
     // SAFETY: `value` is valid for reads of its size for the duration of the call, and that size is passed.
     let rc = unsafe {
         libc::setsockopt(

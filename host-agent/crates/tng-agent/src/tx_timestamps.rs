@@ -37,20 +37,7 @@ impl WriteRoundTrips {
             | libc::SOF_TIMESTAMPING_SOFTWARE
             | libc::SOF_TIMESTAMPING_OPT_ID
             | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-        let value = flags as libc::c_int;
-        // SAFETY: `value` is valid for reads of its size for the duration of the call, and that size is passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPING,
-                std::ptr::from_ref(&value).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::sockopt::setsockopt(socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &(flags as libc::c_int))?;
         Ok(WriteRoundTrips::default())
     }
 
