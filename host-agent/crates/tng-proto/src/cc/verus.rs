@@ -56,6 +56,8 @@ pub struct Verus {
     max_delay: Option<f64>,
     /// Smallest RTT seen (ms).
     min_delay: f64,
+    /// The most packets in flight lately, to tell whether the window is in use.
+    in_flight: InFlightPeak,
     /// The delay estimate (ms).
     delay_estimate: f64,
     last_ack: Time,
@@ -79,6 +81,7 @@ impl Verus {
             epoch_max_delay: None,
             max_delay: None,
             min_delay: f64::INFINITY,
+            in_flight: InFlightPeak::default(),
             delay_estimate: 0.0,
             last_ack: now,
             loss_phase: false,
@@ -113,6 +116,17 @@ impl Verus {
         self.epoch_end = now + EPOCH;
     }
 
+    /// Whether the sender filled its window within the last round trip or so: to within two packets, or to half of
+    /// it in slow start, which doubles it per round trip. Verus raises its delay estimate, and slow start its window,
+    /// only then. A sender held below its window by something else (the application, or under ALCC the kernel's own
+    /// controller) sees no delay rise whatever its window, and would otherwise ratchet the window up without bound,
+    /// as RFC 7661 says of any window that is not used: over kernel cubic it reached the profile's cap of 100,000
+    /// packets while the kernel held 272 kB.
+    fn window_in_use(&self) -> bool {
+        let filled = if self.slow_start { self.window / 2.0 } else { self.window - 2.0 };
+        self.in_flight.peak() >= filled
+    }
+
     /// Runs the epoch that ended, if one did: the delay estimate moves, and the window follows it on the profile.
     fn run_epoch(&mut self, now: Time) {
         if self.slow_start || now < self.epoch_end {
@@ -127,7 +141,7 @@ impl Verus {
             self.delay_estimate = (self.delay_estimate - DELTA_INCREASE_MS).max(self.min_delay);
         } else if epoch_max > previous {
             self.delay_estimate = (self.delay_estimate - DELTA_DECREASE_MS).max(self.min_delay);
-        } else {
+        } else if self.window_in_use() {
             self.delay_estimate += DELTA_INCREASE_MS;
         }
         if let Some(window) = self.profile.window_for(self.delay_estimate) {
@@ -146,9 +160,35 @@ impl Verus {
     }
 }
 
+/// The most packets in flight at a send over the current and the previous round trip.
+#[derive(Clone, Copy, Debug, Default)]
+struct InFlightPeak {
+    /// The latest RTT sample: how long a period lasts.
+    round: Duration,
+    started: Time,
+    current: f64,
+    previous: f64,
+}
+
+impl InFlightPeak {
+    fn record(&mut self, now: Time, packets: f64) {
+        if now.saturating_since(self.started) >= self.round {
+            self.previous = self.current;
+            self.current = 0.0;
+            self.started = now;
+        }
+        self.current = self.current.max(packets);
+    }
+
+    fn peak(&self) -> f64 {
+        self.current.max(self.previous)
+    }
+}
+
 impl CongestionController for Verus {
-    fn on_sent(&mut self, now: Time, _bytes: u64, _bytes_in_flight: u64) {
+    fn on_sent(&mut self, now: Time, _bytes: u64, bytes_in_flight: u64) {
         self.run_epoch(now);
+        self.in_flight.record(now, bytes_in_flight as f64 / self.mss as f64);
         self.sent_windows.push_back((now, self.window));
     }
 
@@ -157,6 +197,7 @@ impl CongestionController for Verus {
         self.last_ack = now;
         let sent_window = self.window_at_send(ack.sent_time).unwrap_or(self.window);
         let Some(rtt) = ack.rtt.filter(|rtt| !rtt.is_zero()) else { return };
+        self.in_flight.round = rtt.max(EPOCH);
         let delay = rtt.as_secs_f64() * 1e3;
         self.min_delay = self.min_delay.min(delay);
         self.epoch_max_delay = Some(self.epoch_max_delay.map_or(delay, |max| max.max(delay)));
@@ -169,7 +210,9 @@ impl CongestionController for Verus {
         }
         if self.slow_start {
             self.profile.record(sent_window, delay);
-            self.window += packets;
+            if self.window_in_use() {
+                self.window += packets;
+            }
             if delay > SLOW_START_EXIT_DELAY_MS {
                 self.exit_slow_start(now);
             }
@@ -273,6 +316,9 @@ mod tests {
         verus.last_ack = now;
         verus.epoch_end = now + EPOCH;
         verus.next_refit = now + PROFILE_REFIT_INTERVAL;
+        // It fills its window.
+        verus.in_flight =
+            InFlightPeak { round: Duration::from_millis(60), started: now, current: 60.0, previous: 60.0 };
         verus
     }
 
@@ -353,9 +399,33 @@ mod tests {
     }
 
     #[test]
+    fn a_window_the_sender_does_not_fill_neither_grows_nor_raises_the_estimate() {
+        // Slow start: two packets in flight of a ten-packet window (something else holds the sender back).
+        let mut verus = Verus::new(&config(), Time::ZERO);
+        let initial = verus.window;
+        verus.on_sent(Time::ZERO, MSS, 2 * MSS);
+        let now = Time::from_millis(40);
+        verus.on_ack(now, &ack(now, Time::ZERO));
+        assert_eq!(verus.window, initial, "an unused window does not grow");
+        verus.on_sent(now, MSS, initial as u64 * MSS);
+        verus.on_ack(now, &ack(now, Time::ZERO));
+        assert_eq!(verus.window, initial + 1.0, "a used one does");
+
+        // Past slow start: a steady delay raises the estimate only while the window is in flight.
+        let mut now = Time::from_millis(10_000);
+        let mut verus = settled(now);
+        verus.in_flight = InFlightPeak::default();
+        verus.on_sent(now, MSS, 5 * MSS);
+        assert_eq!(epoch_with_delay(&mut verus, &mut now, 60).0, 60.0, "5 packets in flight of about 20");
+        verus.on_sent(now, MSS, 20 * MSS);
+        assert_eq!(epoch_with_delay(&mut verus, &mut now, 60).0, 62.0);
+    }
+
+    #[test]
     fn slow_start_grows_per_ack_and_ends_above_half_a_second() {
         let mut verus = Verus::new(&config(), Time::ZERO);
         let initial = verus.window;
+        verus.on_sent(Time::ZERO, MSS, initial as u64 * MSS);
         let mut now = Time::from_millis(100);
         verus.on_ack(now, &ack(now, Time::ZERO));
         assert_eq!(verus.window, initial + 1.0);
