@@ -1,5 +1,5 @@
 //! The host's interface addresses (getifaddrs), for registering a socket bound to the unspecified address.
-#![allow(unsafe_code)] // getifaddrs hands out a C linked list; this, sockopt.rs and tx_timestamps.rs are the agent's only unsafe code.
+#![allow(unsafe_code)] // getifaddrs hands out a C linked list; this and sockopt.rs are the agent's only unsafe code.
 
 use std::net::IpAddr;
 

@@ -18,7 +18,6 @@ mod resolver;
 mod service;
 mod sockopt;
 mod subscription;
-mod tx_timestamps;
 mod udp;
 
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, the
 //! kernel state and send limits ALCC works with, and forced UDP buffer sizes for the daemon.
-#![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; with ifaddrs.rs and tx_timestamps.rs the only unsafe code of the agent.
+#![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; with ifaddrs.rs the only unsafe code of the agent.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -97,6 +97,11 @@ pub fn set_notsent_lowat(socket: &impl AsRawFd, bytes: u32) -> io::Result<()> {
     setsockopt(socket, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &value)
 }
 
+/// `TCP_QUICKACK`: the kernel sends any ACK it is delaying now and acknowledges at once until it decides otherwise.
+pub fn quick_ack(socket: &impl AsRawFd) -> io::Result<()> {
+    setsockopt(socket, libc::IPPROTO_TCP, libc::TCP_QUICKACK, &(1 as libc::c_int))
+}
+
 /// `SO_MAX_PACING_RATE`: the kernel paces the socket at no more than `bytes_per_second`.
 pub fn set_max_pacing_rate(socket: &impl AsRawFd, bytes_per_second: u64) -> io::Result<()> {
     setsockopt(socket, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_second)
@@ -137,12 +142,7 @@ pub fn force_buffer_sizes(socket: &impl AsRawFd, bytes: usize) -> io::Result<()>
 }
 
 /// `setsockopt` with a plain integer value.
-pub(crate) fn setsockopt<T: Copy>(
-    socket: &impl AsRawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: &T,
-) -> io::Result<()> {
+fn setsockopt<T: Copy>(socket: &impl AsRawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` is valid for reads of its size for the duration of the call, and that size is passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -203,6 +203,10 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         set_notsent_lowat(&client, 16_384).unwrap();
         set_max_pacing_rate(&client, 1_250_000).unwrap();
+        quick_ack(&client).unwrap();
+        let mut quick = [0u8; 4];
+        let len = getsockopt(&client, libc::IPPROTO_TCP, libc::TCP_QUICKACK, &mut quick).unwrap();
+        assert_eq!((len, i32::from_ne_bytes(quick)), (4, 1), "quick ACKs on");
         let mut buf = [0u8; 4];
         let len = getsockopt(&client, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, &mut buf).unwrap();
         assert_eq!((len, i32::from_ne_bytes(buf)), (4, 16_384));

@@ -70,7 +70,6 @@ fn alcc_controllers_bound_the_kernels_bytes_by_their_window_over_cubic() {
             kernel > 0 && kernel < window + 1448,
             "the kernel held {kernel} bytes, the window peaked at {window}: {report}"
         );
-        assert!(stats["round_trips"].as_u64().unwrap() > 10, "RTTs measured from transmit timestamps: {report}");
         let forecasts = stats["forecasts"].as_u64().unwrap();
         if alcc == "sprout" {
             // One per 20 ms tick from the client over 4 s.

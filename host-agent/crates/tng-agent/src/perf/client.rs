@@ -125,8 +125,6 @@ pub struct AlccReport {
     pub peak_kernel_bytes: u64,
     /// Forecasts of the link this client sent and the server's controller took (Sprout's; 0 for the others).
     pub forecasts: u64,
-    /// Write round trips the server measured from its kernel's transmit timestamps: the controller's RTT samples.
-    pub round_trips: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,7 +210,6 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
             peak_window_bytes: stats.peak_window,
             peak_kernel_bytes: stats.peak_kernel_bytes,
             forecasts: stats.forecasts,
-            round_trips: stats.round_trips,
         }),
         started_unix_s,
         duration_s: elapsed,
@@ -339,7 +336,7 @@ async fn receive(
             Err(_) => 0,
         };
         if let Some(forecasts) = forecasts.as_deref_mut() {
-            forecasts.on_read(read);
+            forecasts.on_read(read)?;
             if let Some(message) = forecasts.poll_message() {
                 stream.write_all(&message).await?;
             }

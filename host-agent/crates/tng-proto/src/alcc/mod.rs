@@ -9,11 +9,8 @@
 //! kernel module. Sans-IO: the driver reads the socket and passes `now`.
 //!
 //! What TCP_INFO cannot tell, and how the adapter stands in for it:
-//! - Per-ACK RTT samples: the kernel exposes its smoothed RTT (gain 1/8 per ACK, each sample taken from the *oldest*
-//!   segment an ACK covers, so a stretch ACK over a burst reports the burst's longest wait) and its windowed
-//!   minimum. The driver measures round trips itself instead, one per write, from the kernel's transmit timestamps
-//!   ([`AlccSender::on_write_round_trip`]): when the write's last byte left and when an ACK covered it. Those are
-//!   what the controller hears; the smoothed RTT stands in only until the first of them arrives.
+//! - Per-ACK RTT samples: the kernel exposes its smoothed RTT (gain 1/8 per ACK) and its windowed minimum. The
+//!   smoothed RTT is each sample's RTT, so a controller sees queueing a few ACKs late.
 //! - Send times of acknowledged and lost bytes: acknowledged bytes left one RTT ago, lost bytes one RTT before the
 //!   retransmission was counted.
 //!
@@ -115,8 +112,6 @@ pub struct AlccStats {
     pub peak_kernel_bytes: u64,
     /// Forecasts from the receiver the controller took (Sprout's).
     pub forecasts: u64,
-    /// Write round trips the driver measured and the controller took as RTT samples.
-    pub round_trips: u64,
 }
 
 /// One TCP connection's application-level controller.
@@ -128,15 +123,8 @@ pub struct AlccSender {
     last: Option<TcpInfoSample>,
     /// Bytes in the kernel (in flight plus unsent) at the last sample, plus what was written since.
     kernel_bytes: u64,
-    /// Round trips of writes measured since the last acknowledgement the controller heard of, oldest first.
-    round_trips: Vec<Duration>,
-    /// The latest of them the controller heard: the sample of acknowledged bytes no newer round trip came with.
-    latest_round_trip: Option<Duration>,
     stats: AlccStats,
 }
-
-/// Most measured round trips kept for the next acknowledgement; more means the kernel's state was not read.
-const MAX_PENDING_ROUND_TRIPS: usize = 1024;
 
 impl AlccSender {
     /// A controller of `kind` for a connection whose segments carry `mss` bytes, started at `now`.
@@ -148,31 +136,12 @@ impl AlccSender {
         let config = CcConfig { max_datagram_size: mss, ..CcConfig::default() };
         let controller = new_controller(kind, &config, now);
         let stats = AlccStats { peak_window: controller.window(), ..AlccStats::default() };
-        Ok(AlccSender {
-            controller,
-            mss,
-            last: None,
-            kernel_bytes: 0,
-            round_trips: Vec::new(),
-            latest_round_trip: None,
-            stats,
-        })
-    }
-
-    /// A write's round trip, measured by the driver: from when its last byte left to when an ACK covered it. The
-    /// next acknowledged bytes carry it to the controller as their RTT sample.
-    pub fn on_write_round_trip(&mut self, rtt: Duration) {
-        if self.round_trips.len() < MAX_PENDING_ROUND_TRIPS && !rtt.is_zero() {
-            self.round_trips.push(rtt);
-            self.stats.round_trips += 1;
-        }
+        Ok(AlccSender { controller, mss, last: None, kernel_bytes: 0, stats })
     }
 
     /// Feeds the kernel's state at `now` to the controller as the events since the previous state: bytes
-    /// acknowledged, bytes retransmitted (a loss), bytes sent. The acknowledged bytes reach the controller as one ACK
-    /// per write round trip measured since (their bytes shared evenly), else as one ACK whose RTT sample is the
-    /// latest round trip measured before (an ACK that covered no write's end), or the smoothed RTT while none was.
-    /// The first state only sets the baseline.
+    /// acknowledged (one ACK carrying them all, with the smoothed RTT as its sample), bytes retransmitted (a loss),
+    /// bytes sent. The first state only sets the baseline.
     pub fn on_tcp_info(&mut self, now: Time, info: &TcpInfoSample) {
         let in_flight = info.in_flight_bytes();
         self.kernel_bytes = in_flight + u64::from(info.notsent_bytes);
@@ -185,25 +154,14 @@ impl AlccSender {
             let ack = AckSample {
                 bytes_acked: acked,
                 sent_time: now - srtt,
-                rtt: Some(self.latest_round_trip.unwrap_or(srtt)),
+                rtt: Some(srtt),
                 srtt,
                 min_rtt: info.min_rtt(),
                 delivery_rate: (info.delivery_rate > 0).then_some(info.delivery_rate),
                 app_limited: false,
                 bytes_in_flight: in_flight,
             };
-            let samples = std::mem::take(&mut self.round_trips);
-            self.latest_round_trip = samples.last().copied().or(self.latest_round_trip);
-            if samples.is_empty() {
-                self.controller.on_ack(now, &ack);
-            }
-            let count = samples.len() as u64;
-            for (index, rtt) in samples.into_iter().enumerate() {
-                // Shares that sum to `acked` exactly: the first ones take the remainder.
-                let share = acked / count + u64::from((index as u64) < acked % count);
-                let sample = AckSample { bytes_acked: share, sent_time: now - rtt, rtt: Some(rtt), ..ack };
-                self.controller.on_ack(now, &sample);
-            }
+            self.controller.on_ack(now, &ack);
         }
         let retransmitted = info.bytes_retrans.saturating_sub(last.bytes_retrans);
         if retransmitted > 0 {
@@ -405,45 +363,6 @@ mod tests {
         let peak = alcc.stats().peak_window;
         assert!(alcc.window() < peak, "the window fell from its peak {peak} as the queue grew: {}", alcc.window());
         assert_eq!(alcc.name(), "copa");
-    }
-
-    #[test]
-    fn measured_write_round_trips_replace_the_smoothed_rtt() {
-        // The smoothed RTT climbs 10 ms per round trip (a stretch ACK's oldest segment waited longer each time), but
-        // the writes' own round trips stay at the minimum: no queue. Copa hears the round trips and keeps growing.
-        let run = |measured: bool| {
-            let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
-            let (mut sent, mut now) = (0u64, 0u64);
-            alcc.on_tcp_info(at(now), &info(0, 0, 40));
-            for round in 0..20u32 {
-                now += 40;
-                sent += alcc.allowance();
-                alcc.on_written(alcc.allowance());
-                if measured {
-                    alcc.on_write_round_trip(Duration::from_millis(40));
-                    alcc.on_write_round_trip(Duration::from_millis(41));
-                }
-                alcc.on_tcp_info(at(now), &TcpInfoSample { min_rtt_us: 40_000, ..info(sent, sent, 40 + 10 * round) });
-            }
-            alcc
-        };
-        let (smoothed, measured) = (run(false), run(true));
-        assert!(smoothed.window() < smoothed.stats().peak_window, "the smoothed RTT looks like a queue");
-        assert_eq!(measured.window(), measured.stats().peak_window, "the measured round trips show none");
-        assert_eq!((smoothed.stats().round_trips, measured.stats().round_trips), (0, 40));
-    }
-
-    #[test]
-    fn round_trips_measured_before_their_bytes_are_acknowledged_wait_for_them() {
-        let mut alcc = AlccSender::new(CcKind::Copa, MSS, at(0)).unwrap();
-        alcc.on_tcp_info(at(0), &info(0, 0, 40));
-        alcc.on_written(alcc.allowance());
-        alcc.on_write_round_trip(Duration::from_millis(40));
-        alcc.on_tcp_info(at(1), &info(10_000, 0, 40));
-        assert_eq!(alcc.round_trips, [Duration::from_millis(40)], "nothing acknowledged yet: the sample waits");
-        alcc.on_tcp_info(at(40), &info(10_000, 10_000, 40));
-        assert!(alcc.round_trips.is_empty());
-        assert_eq!(alcc.latest_round_trip, Some(Duration::from_millis(40)));
     }
 
     #[test]
