@@ -82,6 +82,7 @@ fn downloads_through_the_proxy_under_alcc_copa_and_verus_cross_a_tbf_bottleneck_
         assert!(kernel > 0 && kernel < window + 1448, "the kernel held more than the window: {report}");
     }
     let _ = std::fs::remove_file(&key);
+    let _ = std::fs::remove_file(&control);
 }
 
 /// Starts `tng proxy --alcc {alcc}` on 10.77.0.2:`listen` in the server namespace, downloads through it from the
