@@ -33,7 +33,6 @@ pub struct AlccSocket {
     socket: OwnedFd,
     kind: CcKind,
     sender: AlccSender,
-    mss: u64,
     started: Instant,
     pacing_cap: u64,
 }
@@ -44,14 +43,7 @@ impl AlccSocket {
         let info = sockopt::alcc_tcp_info(&socket).context("cannot read TCP_INFO")?;
         let sender = AlccSender::new(kind, info.snd_mss, Time::ZERO)?;
         sockopt::set_notsent_lowat(&socket, NOTSENT_LOWAT).context("cannot set TCP_NOTSENT_LOWAT")?;
-        let mut alcc = AlccSocket {
-            socket,
-            kind,
-            sender,
-            mss: u64::from(info.snd_mss.max(1)),
-            started: Instant::now(),
-            pacing_cap: 0,
-        };
+        let mut alcc = AlccSocket { socket, kind, sender, started: Instant::now(), pacing_cap: 0 };
         alcc.sender.on_tcp_info(Time::ZERO, &info);
         Ok(alcc)
     }
@@ -72,8 +64,7 @@ impl AlccSocket {
 
     /// The most bytes within `bytes` that fill whole segments.
     pub fn whole_segments(&self, bytes: usize) -> usize {
-        let mss = usize::try_from(self.mss).unwrap_or(usize::MAX);
-        bytes - bytes % mss
+        usize::try_from(self.sender.whole_segments(bytes as u64)).unwrap_or(bytes)
     }
 
     /// `bytes` were written to the socket.

@@ -192,6 +192,11 @@ impl AlccSender {
         room.div_ceil(self.mss).saturating_mul(self.mss)
     }
 
+    /// The most bytes within `bytes` that fill whole segments.
+    pub fn whole_segments(&self, bytes: u64) -> u64 {
+        bytes - bytes % self.mss
+    }
+
     /// The application wrote `bytes` to the socket.
     pub fn on_written(&mut self, bytes: u64) {
         self.kernel_bytes += bytes;
@@ -326,6 +331,7 @@ mod tests {
         assert_eq!(alcc.allowance(), window - 5 * mss);
         alcc.on_written(100);
         assert_eq!(alcc.allowance(), window - 5 * mss, "room for part of a segment is room for a whole one");
+        assert_eq!(alcc.whole_segments(5 * mss + 100), 5 * mss);
         alcc.on_written(window);
         assert_eq!(alcc.allowance(), 0, "never negative");
     }
