@@ -1,5 +1,6 @@
 /*
- * TNA: flow -> policy and the new-flow digest, as v1model/classify.p4. The seen-flow bit arrays are one
+ * TNA: flow -> policy and the new-flow digest, as v1model/classify.p4, in two controls: the policy lookups run on
+ * every packet beside the checks, the rest once the packet is accepted. The seen-flow bit arrays are one
  * RegisterAction each (test and set in one access); the digest is packed by the ingress deparser (pipeline_io.p4)
  * from md.new_flow when ingress sets digest_type.
  */
@@ -13,31 +14,7 @@
 #include "shared/size.p4"
 #include "tna/header.p4"
 
-control Classify(inout tng_headers_t hdr,
-                 inout tng_metadata_t md,
-                 in ingress_intrinsic_metadata_t ig_intr_md,
-                 inout ingress_intrinsic_metadata_for_deparser_t dprsr_md,
-                 out new_flow_digest_t new_flow) {
-    Counter<bit<64>, policy_id_t>(POLICY_COUNT, CounterType_t.PACKETS_AND_BYTES) policy_packets;
-    Register<bit<8>, bit<16>>(SEEN_FLOW_CELLS, 0) seen_flows_a;
-    Register<bit<8>, bit<16>>(SEEN_FLOW_CELLS, 0) seen_flows_b;
-    Hash<bit<16>>(HashAlgorithm_t.CRC32) cell_hash_a;
-    Hash<bit<16>>(HashAlgorithm_t.CRC16) cell_hash_b;
-
-    /* Returns the bit before setting it. */
-    RegisterAction<bit<8>, bit<16>, bit<8>>(seen_flows_a) test_and_set_a = {
-        void apply(inout bit<8> seen, out bit<8> before) {
-            before = seen;
-            seen = 1;
-        }
-    };
-    RegisterAction<bit<8>, bit<16>, bit<8>>(seen_flows_b) test_and_set_b = {
-        void apply(inout bit<8> seen, out bit<8> before) {
-            before = seen;
-            seen = 1;
-        }
-    };
-
+control Classify(inout tng_headers_t hdr, inout tng_metadata_t md) {
     action set_policy(policy_id_t policy) {
         md.policy = policy;
     }
@@ -70,7 +47,6 @@ control Classify(inout tng_headers_t hdr,
     }
 
     apply {
-        new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         bool by_connection = false;
         if (hdr.wire.tng_flow.isValid()) {
             by_connection = connection_policy.apply().hit;
@@ -78,8 +54,43 @@ control Classify(inout tng_headers_t hdr,
         if (!by_connection) {
             flow_policy.apply();
         }
-        policy_packets.count(md.policy);
+    }
+}
 
+/* The part of v1model's Classify that keeps state, applied once the packet's verdict is known (Tofino places a block
+ * no earlier than what any of its statements waits for, so the lookups above are a control of their own). Its
+ * objects keep the names of v1model's (ingress.classify.*). */
+control NewFlows(in tng_headers_t hdr,
+                 in tng_metadata_t md,
+                 in ingress_intrinsic_metadata_t ig_intr_md,
+                 inout ingress_intrinsic_metadata_for_deparser_t dprsr_md,
+                 out new_flow_digest_t new_flow) {
+    @name(".ingress.classify.policy_packets")
+    Counter<bit<64>, policy_id_t>(POLICY_COUNT, CounterType_t.PACKETS_AND_BYTES) policy_packets;
+    @name(".ingress.classify.seen_flows_a")
+    Register<bit<8>, bit<16>>(SEEN_FLOW_CELLS, 0) seen_flows_a;
+    @name(".ingress.classify.seen_flows_b")
+    Register<bit<8>, bit<16>>(SEEN_FLOW_CELLS, 0) seen_flows_b;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) cell_hash_a;
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) cell_hash_b;
+
+    /* Returns the bit before setting it. */
+    RegisterAction<bit<8>, bit<16>, bit<8>>(seen_flows_a) test_and_set_a = {
+        void apply(inout bit<8> seen, out bit<8> before) {
+            before = seen;
+            seen = 1;
+        }
+    };
+    RegisterAction<bit<8>, bit<16>, bit<8>>(seen_flows_b) test_and_set_b = {
+        void apply(inout bit<8> seen, out bit<8> before) {
+            before = seen;
+            seen = 1;
+        }
+    };
+
+    apply {
+        new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
+        policy_packets.count(md.policy);
         if (!md.injected) {
             bit<16> cell_a = cell_hash_a.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
                                               md.l4_src_port, md.l4_dst_port});

@@ -1,8 +1,12 @@
 /*
- * TNA: the wire checks of v1model/parser.p4 and v1model/drop_reason.p4, as one control over the extracted fields
- * (Tofino's parser cannot raise custom errors). The rules are checked in wire-format section 8's order, so a packet
- * gets the same reason as on v1model; a frame that ends inside a header the parser needed is PACKET_TOO_SHORT unless
- * an earlier length rule already names its fault (on v1model those rules run before the short header is extracted).
+ * TNA: the wire checks of v1model/parser.p4 and v1model/drop_reason.p4 over the extracted fields (Tofino's parser
+ * cannot raise custom errors), with the packet's first failing rule in wire-format section 8's order as its reason, so
+ * that a packet gets the same reason as on v1model; a frame that ends inside a header the parser needed is
+ * PACKET_TOO_SHORT unless an earlier length rule already names its fault (on v1model those rules run before the short
+ * header is extracted).
+ * v1model's parser stops at the first failing rule; here every rule is a one-bit finding computed side by side (each
+ * `if` on an earlier result would cost a pipeline stage), and one ternary table whose entries are the rules in order
+ * turns the findings into the reason: the first entry that matches is the first rule that fails.
  */
 #ifndef TNG_TNA_DROP_REASON_P4
 #define TNG_TNA_DROP_REASON_P4
@@ -19,18 +23,46 @@
 #define PAYLOAD_BELOW_SECTION 4
 #define PAYLOAD_BELOW_INITIAL 8
 
+/* What the packet type asks of the rest of the packet. */
+typedef bit<3> tng_kind_t;
+const tng_kind_t TNG_KIND_UNKNOWN = 0;
+const tng_kind_t TNG_KIND_INITIAL = 1;
+const tng_kind_t TNG_KIND_RETRY = 2;
+const tng_kind_t TNG_KIND_SECTION = 3;
+const tng_kind_t TNG_KIND_SECTION_ACK = 4;
+const tng_kind_t TNG_KIND_SEALED = 5;  // data, ACK, probe, close: an AEAD-sealed payload
+
+/* An INITIAL's handshake stage. */
+typedef bit<2> stage_kind_t;
+const stage_kind_t STAGE_KIND_UNKNOWN = 0;
+const stage_kind_t STAGE_KIND_CLIENT = 1;
+const stage_kind_t STAGE_KIND_SERVER = 2;
+
 control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_checksum_error,
                        out drop_reason_t reason) {
-    /* Tofino's gateways compare a field with a constant (and read a few bytes): a comparison of two fields becomes
-     * their difference, computed by an action of its own (one operation per field per action). */
+    /* Tofino's gateways compare a field with a constant: a comparison of two fields becomes their difference,
+     * computed by an action of its own (one operation per field per action), an order comparison a range table. */
     bit<16> length_mismatch = 0;   // UDP length - payload_length: the headers' length when they agree
     bit<16> handshake_bytes = 0;   // INITIAL: token + noise lengths
-    bit<16> handshake_spare = 0;   // INITIAL: payload - token - noise; RETRY: payload - token (bit 15: negative)
-    bool tng = false;
+    bit<16> initial_spare = 0;     // INITIAL: payload - token - noise (bit 15: negative)
+    bit<16> retry_spare = 0;       // RETRY: payload - token
 
-    /* Order comparisons as constant range tables (TCAM): a gateway compares a 16-bit field for equality, not order. */
+    /* The findings, one bit each (1: the rule fails), and what the rules ask of the packet. */
+    bit<1> tng = 0;
     bit<1> udp_too_large = 0;
     bit<1> udp_too_short = 0;
+    bit<1> parser_partial = 0;
+    bit<1> parser_failed = 0;
+    bit<1> bad_version = 0;
+    bit<1> reserved_flags = 0;
+    bit<1> length_mismatched = 0;
+    bit<1> spare_short = 0;
+    bit<1> retry_mismatched = 0;
+    bit<1> bad_section_version = 0;
+    bit<1> payload_empty = 0;
+    bit<1> checksum_failed = 0;
+    tng_kind_t kind = TNG_KIND_UNKNOWN;
+    stage_kind_t stage = STAGE_KIND_UNKNOWN;
 
     @hidden
     action udp_length_is(bit<1> too_large, bit<1> too_short) {
@@ -82,9 +114,56 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
         size = 4;
     }
 
-    /* INITIAL: fewer spare bytes than its prefix, or negative ones (the token and noise overrun the payload). */
-    bit<1> spare_short = 0;
+    @hidden
+    action kind_is(tng_kind_t packet_kind) {
+        kind = packet_kind;
+    }
 
+    @hidden
+    table packet_kinds {
+        key = {
+            hdr.tng_flow.packet_type: exact;
+        }
+        actions = {
+            kind_is;
+        }
+        const entries = {
+            TNG_TYPE_INITIAL: kind_is(TNG_KIND_INITIAL);
+            TNG_TYPE_RETRY: kind_is(TNG_KIND_RETRY);
+            TNG_TYPE_DATA: kind_is(TNG_KIND_SEALED);
+            TNG_TYPE_ACK: kind_is(TNG_KIND_SEALED);
+            TNG_TYPE_PROBE: kind_is(TNG_KIND_SEALED);
+            TNG_TYPE_CLOSE: kind_is(TNG_KIND_SEALED);
+            TNG_TYPE_SECTION: kind_is(TNG_KIND_SECTION);
+            TNG_TYPE_SECTION_ACK: kind_is(TNG_KIND_SECTION_ACK);
+        }
+        const default_action = kind_is(TNG_KIND_UNKNOWN);
+        size = 8;
+    }
+
+    @hidden
+    action stage_is(stage_kind_t stage_kind) {
+        stage = stage_kind;
+    }
+
+    @hidden
+    table initial_stages {
+        key = {
+            hdr.tng_initial.stage: exact;
+        }
+        actions = {
+            stage_is;
+        }
+        const entries = {
+            TNG_STAGE_CLIENT_HELLO: stage_is(STAGE_KIND_CLIENT);
+            TNG_STAGE_SERVER: stage_is(STAGE_KIND_SERVER);
+            TNG_STAGE_CLIENT_FINISH: stage_is(STAGE_KIND_CLIENT);
+        }
+        const default_action = stage_is(STAGE_KIND_UNKNOWN);
+        size = 3;
+    }
+
+    /* INITIAL: fewer spare bytes than its prefix, or negative ones (the token and noise overrun the payload). */
     @hidden
     action spare_is_short(bit<1> short) {
         spare_short = short;
@@ -93,7 +172,7 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
     @hidden
     table spare_bounds {
         key = {
-            handshake_spare: range;
+            initial_spare: range;
         }
         actions = {
             spare_is_short;
@@ -118,85 +197,121 @@ control WireDropReason(in headers_t hdr, in bit<16> parser_err, in bool ipv4_che
 
     @hidden
     action take_initial_spare() {
-        handshake_spare = hdr.tng_flow.payload_length - handshake_bytes;
+        initial_spare = hdr.tng_flow.payload_length - handshake_bytes;
     }
 
     @hidden
     action take_retry_spare() {
-        handshake_spare = hdr.tng_flow.payload_length - hdr.tng_retry.token_length;
+        retry_spare = hdr.tng_flow.payload_length - hdr.tng_retry.token_length;
+    }
+
+    @hidden
+    action drop_for(drop_reason_t rule) {
+        reason = rule;
+    }
+
+    /* The rules in wire-format section 8's order (entry order is priority: the first failing rule names the
+     * reason). Each finding column is 1 where its rule fails; the validity columns say which headers a rule reads. */
+    @hidden
+    table rules {
+        key = {
+            tng: ternary;
+            udp_too_large: ternary;
+            udp_too_short: ternary;
+            parser_partial: ternary;
+            parser_failed: ternary;
+            hdr.tng_flow.isValid(): ternary;
+            bad_version: ternary;
+            kind: ternary;
+            reserved_flags: ternary;
+            length_mismatched: ternary;
+            payload_below: ternary;
+            spare_short: ternary;
+            stage: ternary;
+            retry_mismatched: ternary;
+            bad_section_version: ternary;
+            payload_empty: ternary;
+            checksum_failed: ternary;
+        }
+        actions = {
+            drop_for;
+        }
+        /* tng, too large, too short, partial, failed, flow, version, kind, flags, mismatch, below, spare, stage,
+         * retry, section version, empty, checksum */
+        const entries = {
+            (1, 1, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_TOO_LARGE);
+            (1, _, 1, _, _, _, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_TRUNCATED_HEADER);
+            (_, _, _, 1, _, _, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_PACKET_TOO_SHORT);
+            (_, _, _, _, 1, _, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_OTHER_PARSER_ERROR);
+            (_, _, _, _, _, true, 1, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_BAD_VERSION);
+            (_, _, _, _, _, true, _, TNG_KIND_UNKNOWN, _, _, _, _, _, _, _, _, _): drop_for(DROP_UNKNOWN_TYPE);
+            (_, _, _, _, _, true, _, _, 1, _, _, _, _, _, _, _, _): drop_for(DROP_RESERVED_FLAGS);
+            (_, _, _, _, _, true, _, _, _, 1, _, _, _, _, _, _, _): drop_for(DROP_LENGTH_MISMATCH);
+            (_, _, _, _, _, true, _, TNG_KIND_INITIAL, _, _, PAYLOAD_BELOW_PREFIX &&& PAYLOAD_BELOW_PREFIX, _, _, _, _,
+             _, _): drop_for(DROP_HANDSHAKE_LENGTH);
+            (_, _, _, _, _, true, _, TNG_KIND_INITIAL, _, _, _, 1, _, _, _, _, _): drop_for(DROP_HANDSHAKE_LENGTH);
+            (_, _, _, _, _, true, _, TNG_KIND_INITIAL, _, _, _, _, STAGE_KIND_UNKNOWN, _, _, _, _):
+                drop_for(DROP_BAD_STAGE);
+            (_, _, _, _, _, true, _, TNG_KIND_INITIAL, _, _, PAYLOAD_BELOW_INITIAL &&& PAYLOAD_BELOW_INITIAL, _,
+             STAGE_KIND_CLIENT, _, _, _, _): drop_for(DROP_INITIAL_TOO_SMALL);
+            (_, _, _, _, _, true, _, TNG_KIND_RETRY, _, _, _, _, _, 1, _, _, _): drop_for(DROP_HANDSHAKE_LENGTH);
+            (_, _, _, _, _, true, _, TNG_KIND_SECTION, _, _, PAYLOAD_BELOW_SECTION &&& PAYLOAD_BELOW_SECTION, _, _, _,
+             _, _, _): drop_for(DROP_BAD_SECTION);
+            (_, _, _, _, _, true, _, TNG_KIND_SECTION, _, _, _, _, _, _, 1, _, _): drop_for(DROP_BAD_SECTION);
+            (_, _, _, _, _, true, _, TNG_KIND_SECTION_ACK, _, _, _, _, _, _, _, 1, _): drop_for(DROP_BAD_SECTION);
+            (_, _, _, _, _, true, _, TNG_KIND_SEALED, _, _, PAYLOAD_BELOW_TAG &&& PAYLOAD_BELOW_TAG, _, _, _, _, _,
+             _): drop_for(DROP_SHORT_SEALED_PAYLOAD);
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 1): drop_for(DROP_IPV4_CHECKSUM);
+        }
+        const default_action = drop_for(DROP_REASON_NONE);
+        size = 18;
     }
 
     apply {
-        reason = DROP_REASON_NONE;
-        if (hdr.udp.isValid()) {
-            if (hdr.udp.dst_port == TNG_UDP_PORT) {
-                tng = true;
-            } else if (hdr.udp.src_port == TNG_UDP_PORT) {
-                tng = true;
-            }
+        /* Findings side by side: none reads another's result, so they share the first stages. */
+        if (hdr.udp.isValid() && hdr.udp.dst_port == TNG_UDP_PORT) {
+            tng = 1;
         }
-        bit<16> payload = hdr.tng_flow.payload_length;
-        udp_length_bounds.apply();
-        payload_bounds.apply();
-        if (tng) {
-            if (udp_too_large == 1) {
-                reason = DROP_TOO_LARGE;
-            } else if (udp_too_short == 1) {
-                reason = DROP_TRUNCATED_HEADER;
-            }
-        }
-        if (reason != DROP_REASON_NONE) {
-            return;
+        if (hdr.udp.isValid() && hdr.udp.src_port == TNG_UDP_PORT) {
+            tng = 1;
         }
         if ((parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
-            reason = DROP_PACKET_TOO_SHORT;
-        } else if (parser_err != PARSER_ERROR_OK) {
-            reason = DROP_OTHER_PARSER_ERROR;
-        } else if (hdr.tng_flow.isValid()) {
-            take_length_mismatch();
-            if (hdr.tng_flow.version != TNG_VERSION) {
-                reason = DROP_BAD_VERSION;
-            } else if (hdr.tng_flow.packet_type < TNG_TYPE_INITIAL || hdr.tng_flow.packet_type > TNG_TYPE_SECTION_ACK) {
-                reason = DROP_UNKNOWN_TYPE;
-            } else if ((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) != 0) {
-                reason = DROP_RESERVED_FLAGS;
-            } else if (length_mismatch != UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
-                reason = DROP_LENGTH_MISMATCH;
-            } else if (hdr.tng_initial.isValid()) {
-                take_handshake_bytes();
-                take_initial_spare();
-                spare_bounds.apply();
-                if ((payload_below & PAYLOAD_BELOW_PREFIX) != 0 || spare_short == 1) {
-                    reason = DROP_HANDSHAKE_LENGTH;
-                } else if (hdr.tng_initial.stage < TNG_STAGE_CLIENT_HELLO
-                           || hdr.tng_initial.stage > TNG_STAGE_CLIENT_FINISH) {
-                    reason = DROP_BAD_STAGE;
-                } else if (hdr.tng_initial.stage != TNG_STAGE_SERVER) {
-                    if ((payload_below & PAYLOAD_BELOW_INITIAL) != 0) {
-                        reason = DROP_INITIAL_TOO_SMALL;
-                    }
-                }
-            } else if (hdr.tng_retry.isValid()) {
-                take_retry_spare();
-                if (handshake_spare != TNG_RETRY_PREFIX_BYTES) {
-                    reason = DROP_HANDSHAKE_LENGTH;
-                }
-            } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION) {
-                if ((payload_below & PAYLOAD_BELOW_SECTION) != 0
-                        || hdr.tng_section.section_version != TNG_SECTION_VERSION) {
-                    reason = DROP_BAD_SECTION;
-                }
-            } else if (hdr.tng_flow.packet_type == TNG_TYPE_SECTION_ACK) {
-                if (payload == 0) {
-                    reason = DROP_BAD_SECTION;
-                }
-            } else if ((payload_below & PAYLOAD_BELOW_TAG) != 0) {
-                reason = DROP_SHORT_SEALED_PAYLOAD;
-            }
+            parser_partial = 1;
         }
-        if (reason == DROP_REASON_NONE && ipv4_checksum_error) {
-            reason = DROP_IPV4_CHECKSUM;
+        if (parser_err != PARSER_ERROR_OK) {
+            parser_failed = 1;
         }
+        if (hdr.tng_flow.version != TNG_VERSION) {
+            bad_version = 1;
+        }
+        if ((hdr.tng_flow.flags & TNG_FLAGS_RESERVED) != 0) {
+            reserved_flags = 1;
+        }
+        if (hdr.tng_section.section_version != TNG_SECTION_VERSION) {
+            bad_section_version = 1;
+        }
+        if (hdr.tng_flow.payload_length == 0) {
+            payload_empty = 1;
+        }
+        if (ipv4_checksum_error) {
+            checksum_failed = 1;
+        }
+        udp_length_bounds.apply();
+        payload_bounds.apply();
+        packet_kinds.apply();
+        initial_stages.apply();
+        take_length_mismatch();
+        take_handshake_bytes();
+        take_retry_spare();
+        take_initial_spare();
+        spare_bounds.apply();
+        if (length_mismatch != UDP_HEADER_BYTES + TNG_FLOW_HEADER_BYTES) {
+            length_mismatched = 1;
+        }
+        if (retry_spare != TNG_RETRY_PREFIX_BYTES) {
+            retry_mismatched = 1;
+        }
+        rules.apply();
     }
 }
 

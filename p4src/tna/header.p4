@@ -68,11 +68,6 @@ struct tna_ingress_metadata_t {
      * them back as they leave. */
     bit<16>        tcp_residual;
     bool           tcp_rewritten;
-    /* Steps of the length checks, one action each (tna/tng.p4). */
-    bit<16>        ip_header_bytes;
-    bit<16>        l4_bytes;
-    bit<16>        tcp_header_bytes;
-    bit<16>        udp_spare_bytes;
     helper_mirror_t helper_mirror;
     /* The mirror session of a copy for the helper: Tofino's deparser reads it from a field, not a constant. */
     MirrorId_t     helper_session;

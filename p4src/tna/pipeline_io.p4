@@ -39,10 +39,6 @@ parser TngIngressParser(packet_in packet,
         md.ipv4_checksum_error = false;
         md.tcp_residual = 0;
         md.tcp_rewritten = false;
-        md.ip_header_bytes = 0;
-        md.l4_bytes = 0;
-        md.tcp_header_bytes = 0;
-        md.udp_spare_bytes = 0;
         md.helper_session = 0;
         md.new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         transition select(ig_intr_md.ingress_port) {

@@ -24,16 +24,28 @@
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
+/* The steering modes, as the policy's action in `modes` names them. */
+typedef bit<3> steering_mode_t;
+const steering_mode_t STEERING_FLOW_HASH = 0;
+const steering_mode_t STEERING_WEIGHTED = 1;
+const steering_mode_t STEERING_QDEPL = 2;
+const steering_mode_t STEERING_QDEPL_MEASURED = 3;
+const steering_mode_t STEERING_LOWEST_RTT = 4;
+const steering_mode_t STEERING_EARLIEST_ARRIVAL = 5;
+const steering_mode_t STEERING_LTE_ONLY = 6;
+const steering_mode_t STEERING_WIFI_ONLY = 7;
+
 control Steering(inout tng_headers_t hdr,
                  inout tng_metadata_t md,
                  inout ingress_intrinsic_metadata_for_tm_t tm_md,
                  in queue_report_t report) {
-    Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) steered;
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) lte_queue_delay;   // the LTE link's last reported queueing time
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) wifi_queue_delay;
     Hash<bit<1>>(HashAlgorithm_t.CRC32) flow_hash;
     Random<bit<16>>() draw;
 
+    /* What the policy's mode asks (set by its action, read by the choice below). */
+    steering_mode_t mode = STEERING_FLOW_HASH;
     bit<16> lte_fraction = 0x8000;
     link_t preferred = LINK_LTE;
     bit<32> spill = 0;
@@ -41,48 +53,40 @@ control Steering(inout tng_headers_t hdr,
     bit<32> wifi_delay = 0;
     bit<32> lte_packet_time = 1;
     bit<32> wifi_packet_time = 1;
-    /* What a decision compares the links' queueing times with; the times read; their margin past the bound, whose
-     * sign (bit 31) decides (Tofino's gateways compare fields with constants only; one operation per action). */
-    bit<32> bound = 0;
+
+    /* Every mode's comparison is computed on every steered packet, side by side, and one table picks the link from
+     * the mode and the signs (bit 31) of the differences: Tofino's gateways compare fields with constants only, an
+     * action does one operation per field, and each step that reads an earlier one's result is a stage of its own. */
+    bit<1> hash_link = 0;
+    bit<32> random_draw = 0;
     bit<32> lte_delay_now = 0;
     bit<32> wifi_delay_now = 0;
-    bit<32> margin = 0;
+    bit<32> delay_difference = 0;    // LTE's queueing time less Wi-Fi's
+    bit<1> delay_tie = 0;
+    bit<32> draw_below_fraction = 0; // negative when the draw falls below the LTE share
+    bit<32> spill_less_lte = 0;      // lowest-rtt-first: the spill bound less each link's queueing time
+    bit<32> spill_less_wifi = 0;
+    bit<32> wifi_terms = 0;          // earliest-arrival's terms besides the queueing times
+    bit<32> lte_terms = 0;
+    bit<32> terms_difference = 0;
+    bit<32> arrival_margin = 0;      // negative when LTE's packet would arrive first
 
     @hidden
     action take_delay_difference() {
-        margin = lte_delay_now - wifi_delay_now;
+        delay_difference = lte_delay_now - wifi_delay_now;
     }
-
-    @hidden
-    action take_margin_past_bound() {
-        margin = margin - bound;
-    }
-
-    @hidden
-    action take_bound_less_lte() {
-        margin = bound - lte_delay_now;
-    }
-
-    @hidden
-    action take_bound_less_wifi() {
-        margin = bound - wifi_delay_now;
-    }
-
-    /* A 16-bit draw, and its difference with the LTE share: negative (bit 31) when the draw falls below it. Tofino's
-     * gateways compare fields with constants only. */
-    bit<32> random_draw = 0;
-    bit<32> draw_below_fraction = 0;
 
     @hidden
     action take_draw_below_fraction() {
         draw_below_fraction = random_draw - (bit<32>)lte_fraction;
     }
 
-    /* Earliest-arrival's terms besides the queueing times. */
-    bit<32> wifi_terms = 0;
-    bit<32> lte_terms = 0;
+    @hidden
+    action take_spill_margins() {
+        spill_less_lte = spill - lte_delay_now;
+        spill_less_wifi = spill - wifi_delay_now;
+    }
 
-    /* An action per step: a Tofino action runs in one stage, and each of its fields takes one operation. */
     @hidden
     action sum_earliest_terms() {
         wifi_terms = wifi_packet_time + wifi_delay;
@@ -90,32 +94,50 @@ control Steering(inout tng_headers_t hdr,
     }
 
     @hidden
-    action bound_by_earliest_terms() {
-        bound = wifi_terms - lte_terms;
+    action take_terms_difference() {
+        terms_difference = wifi_terms - lte_terms;
     }
 
-    action steer_flow_hash() {}
+    @hidden
+    action take_arrival_margin() {
+        arrival_margin = delay_difference - terms_difference;
+    }
+
+    action steer_flow_hash() {
+        mode = STEERING_FLOW_HASH;
+    }
 
     action steer_weighted(bit<16> lte_fraction_of_65536) {
+        mode = STEERING_WEIGHTED;
         lte_fraction = lte_fraction_of_65536;
     }
 
     action steer_qdepl(bit<16> lte_fraction_of_65536) {
+        mode = STEERING_QDEPL;
         lte_fraction = lte_fraction_of_65536;
     }
 
-    action steer_qdepl_measured() {}
+    action steer_qdepl_measured() {
+        mode = STEERING_QDEPL_MEASURED;
+    }
 
     action steer_lowest_rtt(link_t preferred_link, bit<32> spill_backlog_us) {
+        mode = STEERING_LOWEST_RTT;
         preferred = preferred_link;
         spill = spill_backlog_us;
     }
 
-    action steer_earliest_arrival() {}
+    action steer_earliest_arrival() {
+        mode = STEERING_EARLIEST_ARRIVAL;
+    }
 
-    action steer_lte_only() {}
+    action steer_lte_only() {
+        mode = STEERING_LTE_ONLY;
+    }
 
-    action steer_wifi_only() {}
+    action steer_wifi_only() {
+        mode = STEERING_WIFI_ONLY;
+    }
 
     table modes {
         key = {
@@ -205,6 +227,67 @@ control Steering(inout tng_headers_t hdr,
         }
     };
 
+    @hidden
+    action to_lte() {
+        tm_md.ucast_egress_port = md.lte_port;
+        hdr.wire.ethernet.dst_addr = md.lte_dst_mac;
+    }
+
+    @hidden
+    action to_wifi() {
+        tm_md.ucast_egress_port = md.wifi_port;
+        hdr.wire.ethernet.dst_addr = md.wifi_dst_mac;
+    }
+
+    /* The modes' decisions (entry order is priority):
+     *   flow-hash: the hash bit; weighted: LTE when the draw is below the share;
+     *   qdepl: LTE when its queueing time is shorter, or equal and the draw below the share (measured: half the
+     *   draws); lowest-rtt-first: the preferred link unless its queueing time exceeds the spill bound;
+     *   earliest-arrival: LTE when its arrival margin is negative (Wi-Fi on a tie). */
+    @hidden
+    table choices {
+        key = {
+            mode: ternary;
+            hash_link: ternary;
+            draw_below_fraction[31:31]: ternary;
+            random_draw[15:15]: ternary;
+            delay_difference[31:31]: ternary;
+            delay_tie: ternary;
+            preferred: ternary;
+            spill_less_lte[31:31]: ternary;
+            spill_less_wifi[31:31]: ternary;
+            arrival_margin[31:31]: ternary;
+        }
+        actions = {
+            to_lte;
+            to_wifi;
+        }
+        /* mode, hash, draw below share, draw's top bit, LTE shorter, tie, preferred, LTE spills, Wi-Fi spills,
+         * LTE earlier */
+        const entries = {
+            (STEERING_FLOW_HASH, 0, _, _, _, _, _, _, _, _): to_lte();
+            (STEERING_FLOW_HASH, 1, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_WEIGHTED, _, 1, _, _, _, _, _, _, _): to_lte();
+            (STEERING_WEIGHTED, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_QDEPL, _, _, _, 1, _, _, _, _, _): to_lte();
+            (STEERING_QDEPL, _, 1, _, _, 1, _, _, _, _): to_lte();
+            (STEERING_QDEPL, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_QDEPL_MEASURED, _, _, _, 1, _, _, _, _, _): to_lte();
+            (STEERING_QDEPL_MEASURED, _, _, 0, _, 1, _, _, _, _): to_lte();
+            (STEERING_QDEPL_MEASURED, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, LINK_LTE, 1, _, _): to_wifi();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, LINK_LTE, _, _, _): to_lte();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, _, _, 1, _): to_lte();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, _, 1): to_lte();
+            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_LTE_ONLY, _, _, _, _, _, _, _, _, _): to_lte();
+            (STEERING_WIFI_ONLY, _, _, _, _, _, _, _, _, _): to_wifi();
+        }
+        const default_action = to_lte();
+        size = 18;
+    }
+
     apply {
         if (report.isValid()) {
             if (queue_report_links.apply().hit) {
@@ -216,91 +299,23 @@ control Steering(inout tng_headers_t hdr,
             }
             return;
         }
-        link_t link = LINK_LTE;
-        bool compare = false;
-        bool spill_check = false;
         link_state.apply();
+        modes.apply();
         random_draw = (bit<32>)draw.get();
-        switch (modes.apply().action_run) {
-            steer_flow_hash: {
-                link = (link_t)flow_hash.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
-                                              md.l4_src_port, md.l4_dst_port});
-            }
-            steer_weighted: {
-                take_draw_below_fraction();
-                if (draw_below_fraction[31:31] == 0) {
-                    link = LINK_WIFI;
-                }
-            }
-            steer_qdepl: {
-                take_draw_below_fraction();
-                if (draw_below_fraction[31:31] == 1) {
-                    bound = 1;
-                }
-                compare = true;
-            }
-            steer_qdepl_measured: {
-                if (random_draw < 0x8000) {
-                    bound = 1;
-                }
-                compare = true;
-            }
-            steer_lowest_rtt: {
-                bound = spill;
-                spill_check = true;
-            }
-            steer_earliest_arrival: {
-                sum_earliest_terms();
-                bound_by_earliest_terms();
-                compare = true;
-            }
-            steer_wifi_only: {
-                link = LINK_WIFI;
-            }
-            steer_lte_only: {
-                link = LINK_LTE;
-            }
+        hash_link = flow_hash.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
+                                   md.l4_src_port, md.l4_dst_port});
+        lte_delay_now = read_lte_delay.execute(md.lte_port);
+        wifi_delay_now = read_wifi_delay.execute(md.lte_port);
+        take_delay_difference();
+        if (delay_difference == 0) {
+            delay_tie = 1;
         }
-
-        if (compare || spill_check) {
-            lte_delay_now = read_lte_delay.execute(md.lte_port);
-            wifi_delay_now = read_wifi_delay.execute(md.lte_port);
-        }
-        /* LTE when its queueing time less Wi-Fi's is below the bound: the difference of the links' other terms
-         * (earliest-arrival), or 1 when a tie goes to LTE and 0 when it goes to Wi-Fi (qdepl). */
-        if (compare) {
-            take_delay_difference();
-            take_margin_past_bound();
-            if (margin[31:31] == 1) {
-                link = LINK_LTE;
-            } else {
-                link = LINK_WIFI;
-            }
-        }
-        /* Lowest-rtt-first: the preferred link while its queueing time is within the bound (spill_backlog). */
-        if (spill_check) {
-            if (preferred == LINK_LTE) {
-                take_bound_less_lte();
-                if (margin[31:31] == 1) {
-                    link = LINK_WIFI;
-                }
-            } else {
-                link = LINK_WIFI;
-                take_bound_less_wifi();
-                if (margin[31:31] == 1) {
-                    link = LINK_LTE;
-                }
-            }
-        }
-
-        if (link == LINK_LTE) {
-            tm_md.ucast_egress_port = md.lte_port;
-            hdr.wire.ethernet.dst_addr = md.lte_dst_mac;
-        } else {
-            tm_md.ucast_egress_port = md.wifi_port;
-            hdr.wire.ethernet.dst_addr = md.wifi_dst_mac;
-        }
-        steered.count(tm_md.ucast_egress_port);
+        take_draw_below_fraction();
+        take_spill_margins();
+        sum_earliest_terms();
+        take_terms_difference();
+        take_arrival_margin();
+        choices.apply();
     }
 }
 

@@ -20,6 +20,7 @@
 #include "tna/drop_reason.p4"
 #include "tna/forwarding.p4"
 #include "tna/header.p4"
+#include "tna/local_drop_reason.p4"
 #include "tna/pipeline_io.p4"
 #include "tna/port_state.p4"
 #include "tna/queue_report.p4"
@@ -35,98 +36,20 @@ control ingress(inout tna_headers_t hdr,
 
     Counter<bit<64>, bit<8>>(DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) drops;
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) forwarded;
+    /* Steering's count of accepted packets per chosen port, kept here with the other counts of accepted packets
+     * (Steering runs before the verdict). */
+    @name(".ingress.steering.steered")
+    Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) steered;
     WireDropReason() wire_drop_reason;
+    LocalDropReason() local_drop_reason;
     Forwarding() forwarding;
     Classify() classify;
+    NewFlows() new_flows;
     Steering() steering;
     Visible() visible;
 
     action set_port_role(port_role_t role) {
         md.tng.role = role;
-    }
-
-    /* The lengths the wire checks and VISIBLE need. Header lengths come from constant tables rather than shifts of
-     * the 4-bit length fields (an operation on them asks their containers for an alignment the deparsed headers cannot
-     * give); each difference is an action of its own (a Tofino action runs in one stage, one operation per field),
-     * and its sign (bit 15, for lengths below 32 KiB) answers a comparison: Tofino's gateways compare fields with
-     * constants only. */
-    @hidden
-    action ipv4_header_bytes(bit<16> bytes) {
-        md.ip_header_bytes = bytes;
-    }
-
-    @hidden
-    table ipv4_header_length {
-        key = {
-            hdr.tng.wire.ipv4.ihl: exact;
-        }
-        actions = {
-            ipv4_header_bytes;
-        }
-        const entries = {
-            0: ipv4_header_bytes(0);
-            1: ipv4_header_bytes(4);
-            2: ipv4_header_bytes(8);
-            3: ipv4_header_bytes(12);
-            4: ipv4_header_bytes(16);
-            5: ipv4_header_bytes(20);
-            6: ipv4_header_bytes(24);
-            7: ipv4_header_bytes(28);
-            8: ipv4_header_bytes(32);
-            9: ipv4_header_bytes(36);
-            10: ipv4_header_bytes(40);
-            11: ipv4_header_bytes(44);
-            12: ipv4_header_bytes(48);
-            13: ipv4_header_bytes(52);
-            14: ipv4_header_bytes(56);
-            15: ipv4_header_bytes(60);
-        }
-        size = 16;
-    }
-
-    @hidden
-    action tcp_header_bytes(bit<16> bytes) {
-        md.tcp_header_bytes = bytes;
-    }
-
-    @hidden
-    table tcp_header_length {
-        key = {
-            hdr.tng.wire.tcp.data_offset: exact;
-        }
-        actions = {
-            tcp_header_bytes;
-        }
-        const entries = {
-            0: tcp_header_bytes(0);
-            1: tcp_header_bytes(4);
-            2: tcp_header_bytes(8);
-            3: tcp_header_bytes(12);
-            4: tcp_header_bytes(16);
-            5: tcp_header_bytes(20);
-            6: tcp_header_bytes(24);
-            7: tcp_header_bytes(28);
-            8: tcp_header_bytes(32);
-            9: tcp_header_bytes(36);
-            10: tcp_header_bytes(40);
-            11: tcp_header_bytes(44);
-            12: tcp_header_bytes(48);
-            13: tcp_header_bytes(52);
-            14: tcp_header_bytes(56);
-            15: tcp_header_bytes(60);
-        }
-        size = 16;
-    }
-
-    @hidden
-    action take_l4_length() {
-        md.l4_bytes = hdr.tng.wire.ipv4.total_len - md.ip_header_bytes;
-    }
-
-    @hidden
-    action take_l4_spares() {
-        md.tng.tcp_payload_bytes = md.l4_bytes - md.tcp_header_bytes;
-        md.udp_spare_bytes = md.l4_bytes - hdr.tng.wire.udp.length;
     }
 
     table port_role {
@@ -149,90 +72,63 @@ control ingress(inout tna_headers_t hdr,
         bool report = hdr.queue_report.isValid();
         bool helper_frame = hdr.tng.helper.isValid();
         bool sent_out = false;
+        drop_reason_t reason = DROP_REASON_NONE;
+        /* Tofino spends a stage on every step that reads an earlier step's result and places a block no earlier than
+         * what its statements wait for, so the lookups (packet-out, forwarding, classification, steering) come first
+         * and run side by side with the checks; only what keeps state or counts (the seen-flow bits, VISIBLE,
+         * counters) waits for the verdict. A packet-out to a port leaves by it unchanged; one to the CPU port is
+         * routed as injected. */
         if (report) {
             ig_dprsr_md.drop_ctl = 1;
-        } else {
-            drop_reason_t reason;
-            wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, reason);
-
-            if (reason == DROP_REASON_NONE && hdr.tng.packet_out.isValid()) {
-                port_num_t out_port = hdr.tng.packet_out.egress_port;
-                hdr.tng.packet_out.setInvalid();
-                if (out_port != TNA_CPU_PORT) {
-                    ig_tm_md.ucast_egress_port = out_port;
-                    md.tng.bypass = true;
-                    ig_tm_md.bypass_egress = 1;
-                    sent_out = true;
-                } else {
-                    md.tng.injected = true;
-                }
+        } else if (hdr.tng.packet_out.isValid() && hdr.tng.packet_out.egress_port != TNA_CPU_PORT) {
+            ig_tm_md.ucast_egress_port = hdr.tng.packet_out.egress_port;
+            md.tng.bypass = true;
+            ig_tm_md.bypass_egress = 1;
+            sent_out = true;
+        }
+        drop_reason_t forwarding_reason = DROP_REASON_NONE;
+        if (!report && !helper_frame && !sent_out) {
+            if (hdr.tng.wire.tcp.isValid()) {
+                md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+                md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
+            } else if (hdr.tng.wire.udp.isValid()) {
+                md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+                md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
             }
-            /* No return after a packet-out: it is counted by the forwarded counter's one call site below (Tofino
-             * uses a counter from two places only when they exclude each other, and a return does not tell it). */
-            if (!sent_out) {
-                port_role.apply();
-                if (md.tng.role == ROLE_HELPER) {
-                    md.tng.injected = true;
-                }
-
-                if (reason == DROP_REASON_NONE) {
-                    if (!hdr.tng.wire.ipv4.isValid()) {
-                        reason = DROP_NO_ROUTE;
-                    } else {
-                        /* IPv4 total length within the frame (the parser extracted the headers it covers) and
-                         * covering its header; TCP data offset and UDP length within it. */
-                        ipv4_header_length.apply();
-                        tcp_header_length.apply();
-                        take_l4_length();
-                        take_l4_spares();
-                        /* A negative difference (bit 15) is a length beyond what contains it. */
-                        if (md.l4_bytes[15:15] == 1) {
-                            reason = DROP_BAD_LENGTH;
-                        } else if (hdr.tng.wire.tcp.isValid()) {
-                            if (hdr.tng.wire.tcp.data_offset < TCP_DATA_OFFSET_MIN
-                                    || md.tng.tcp_payload_bytes[15:15] == 1) {
-                                reason = DROP_BAD_LENGTH;
-                            }
-                        } else if (hdr.tng.wire.udp.isValid()) {
-                            if (hdr.tng.wire.udp.length < UDP_HEADER_BYTES || md.udp_spare_bytes[15:15] == 1) {
-                                reason = DROP_BAD_LENGTH;
-                            }
-                        }
-                    }
-                }
-                if (reason == DROP_REASON_NONE && helper_frame
-                    && !(md.tng.injected && hdr.tng.helper.reason == HELPER_COPIES_HELD
-                         && hdr.tng.wire.tcp.isValid())) {
-                    reason = DROP_HELPER_FRAME;
-                }
-                if (reason == DROP_REASON_NONE && !helper_frame) {
-                    if (hdr.tng.wire.tcp.isValid()) {
-                        md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
-                        md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
-                    } else if (hdr.tng.wire.udp.isValid()) {
-                        md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
-                        md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
-                    }
-                    forwarding.apply(hdr.tng, md.tng, ig_tm_md, reason);
-                }
-                if (reason != DROP_REASON_NONE) {
-                    drops.count(reason);
-                    ig_dprsr_md.drop_ctl = 1;
-                    return;
-                }
-
-                if (!helper_frame) {
-                    classify.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
-                }
-            }
+            forwarding.apply(hdr.tng, md.tng, ig_tm_md, forwarding_reason);
+            classify.apply(hdr.tng, md.tng);
         }
         if (report || (!helper_frame && md.tng.lwip)) {
             steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
         }
-        if (report) {
-            return;
+        port_role.apply();
+        if (md.tng.role == ROLE_HELPER || hdr.tng.packet_out.isValid()) {
+            md.tng.injected = true;
         }
-        if (!sent_out) {
+        drop_reason_t wire_reason;
+        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, wire_reason);
+        drop_reason_t local_reason;
+        local_drop_reason.apply(hdr.tng, sent_out, md.tng.injected, forwarding_reason, local_reason,
+                                md.tng.tcp_payload_bytes);
+        reason = wire_reason;
+        if (wire_reason == DROP_REASON_NONE) {
+            reason = local_reason;
+        }
+        hdr.tng.packet_out.setInvalid();
+        /* Each late step has a condition of its own: a condition over a block is placed no earlier than what any of
+         * the block's statements waits for. */
+        bool accepted = !report && reason == DROP_REASON_NONE;
+        if (!report && reason != DROP_REASON_NONE) {
+            drops.count(reason);
+            ig_dprsr_md.drop_ctl = 1;
+        }
+        if (accepted && !helper_frame && !sent_out) {
+            new_flows.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
+        }
+        if (accepted && !helper_frame && !sent_out && md.tng.lwip) {
+            steered.count(ig_tm_md.ucast_egress_port);
+        }
+        if (accepted && !sent_out) {
             visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
             md.helper_mirror.setValid();
             md.helper_mirror.kind = BRIDGE_KIND_HELPER_COPY;
@@ -241,10 +137,10 @@ control ingress(inout tna_headers_t hdr,
             md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
             md.helper_session = (MirrorId_t)HELPER_CLONE_SESSION;
         }
-        if (ig_dprsr_md.drop_ctl == 0) {
+        if (accepted && ig_dprsr_md.drop_ctl == 0) {
             forwarded.count(ig_tm_md.ucast_egress_port);
         }
-        if (ig_dprsr_md.drop_ctl == 0 && !sent_out) {
+        if (accepted && ig_dprsr_md.drop_ctl == 0 && !sent_out) {
             hdr.bridged.setValid();
             hdr.bridged.kind = BRIDGE_KIND_FORWARDED;
             hdr.bridged.policy = md.tng.policy;
