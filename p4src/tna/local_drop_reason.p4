@@ -3,8 +3,9 @@
  * route), lengths (IPv4 total length covering its header, TCP data offset and UDP length within it), helper frames
  * that are not the helper's confirmations of copies, then forwarding's verdict (no route, TTL expired). A packet-out
  * sent to a port skips them all. As in WireDropReason, the findings are computed side by side and one ternary table
- * takes the first rule that fails. Unlike v1model, the IPv4 total length is not checked against the frame: Tofino's
- * ingress does not know the packet's length.
+ * takes the first rule that fails; its result is the packet's reason, the wire checks' when one of them failed.
+ * Unlike v1model, the IPv4 total length is not checked against the frame: Tofino's ingress does not know the
+ * packet's length.
  */
 #ifndef TNG_TNA_LOCAL_DROP_REASON_P4
 #define TNG_TNA_LOCAL_DROP_REASON_P4
@@ -16,6 +17,7 @@
 #include "shared/pipeline_header.p4"
 
 control LocalDropReason(in tng_headers_t hdr,
+                        in drop_reason_t wire_reason,
                         in bool sent_out,
                         in bool injected,
                         in drop_reason_t forwarding_reason,
@@ -31,7 +33,6 @@ control LocalDropReason(in tng_headers_t hdr,
     bit<16> udp_spare_bytes = 0;
     bit<1> tcp_offset_short = 0;
     bit<1> udp_length_short = 0;
-    bit<1> copies_held = 0;
 
     @hidden
     action ipv4_header_bytes(bit<16> bytes) {
@@ -139,11 +140,19 @@ control LocalDropReason(in tng_headers_t hdr,
         reason = rule;
     }
 
-    /* The rules in order (entry order is priority). A helper frame is taken only as the helper's confirmation of
-     * copies (from the helper, reason "copies held", carrying the TCP segment), which VISIBLE drops. */
+    @hidden
+    action keep_wire_reason() {
+        reason = wire_reason;
+    }
+
+    /* The packet's reason: the wire checks' if one failed, else the first of these rules that fails (entry order is
+     * priority; every rule is for packets that passed the wire checks and were not sent out by a packet-out). A
+     * helper frame is taken only as the helper's confirmation of copies (from the helper, reason "copies held",
+     * carrying the TCP segment), which VISIBLE drops. */
     @hidden
     table rules {
         key = {
+            wire_reason: ternary;
             sent_out: ternary;
             hdr.wire.ipv4.isValid(): ternary;
             l4_bytes[15:15]: ternary;
@@ -155,35 +164,36 @@ control LocalDropReason(in tng_headers_t hdr,
             udp_spare_bytes[15:15]: ternary;
             hdr.helper.isValid(): ternary;
             injected: ternary;
-            copies_held: ternary;
+            hdr.helper.reason: ternary;
             forwarding_reason: ternary;
         }
         actions = {
             drop_for;
+            keep_wire_reason;
         }
-        /* sent out, IPv4, IPv4 short, TCP, offset short, TCP short, UDP, UDP length short, UDP beyond, helper,
-         * injected, copies held, forwarding */
+        /* wire, sent out, IPv4, IPv4 short, TCP, offset short, TCP short, UDP, UDP length short, UDP beyond, helper,
+         * injected, helper reason, forwarding */
         const entries = {
-            (false, false, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_NO_ROUTE);
-            (false, true, 1, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
-            (false, true, _, true, 1, _, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
-            (false, true, _, true, _, 1, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
-            (false, true, _, false, _, _, true, 1, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
-            (false, true, _, false, _, _, true, _, 1, _, _, _, _): drop_for(DROP_BAD_LENGTH);
-            (false, _, _, _, _, _, _, _, _, true, false, _, _): drop_for(DROP_HELPER_FRAME);
-            (false, _, _, _, _, _, _, _, _, true, _, 0, _): drop_for(DROP_HELPER_FRAME);
-            (false, _, _, false, _, _, _, _, _, true, _, _, _): drop_for(DROP_HELPER_FRAME);
-            (false, _, _, _, _, _, _, _, _, false, _, _, DROP_NO_ROUTE): drop_for(DROP_NO_ROUTE);
-            (false, _, _, _, _, _, _, _, _, false, _, _, DROP_TTL_EXPIRED): drop_for(DROP_TTL_EXPIRED);
+            (DROP_REASON_NONE, false, false, _, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_NO_ROUTE);
+            (DROP_REASON_NONE, false, true, 1, _, _, _, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
+            (DROP_REASON_NONE, false, true, _, true, 1, _, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
+            (DROP_REASON_NONE, false, true, _, true, _, 1, _, _, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
+            (DROP_REASON_NONE, false, true, _, false, _, _, true, 1, _, _, _, _, _): drop_for(DROP_BAD_LENGTH);
+            (DROP_REASON_NONE, false, true, _, false, _, _, true, _, 1, _, _, _, _): drop_for(DROP_BAD_LENGTH);
+            (DROP_REASON_NONE, false, _, _, _, _, _, _, _, _, true, false, _, _): drop_for(DROP_HELPER_FRAME);
+            (DROP_REASON_NONE, false, _, _, false, _, _, _, _, _, true, _, _, _): drop_for(DROP_HELPER_FRAME);
+            (DROP_REASON_NONE, false, _, _, _, _, _, _, _, _, true, _, HELPER_COPIES_HELD, _):
+                drop_for(DROP_REASON_NONE);
+            (DROP_REASON_NONE, false, _, _, _, _, _, _, _, _, true, _, _, _): drop_for(DROP_HELPER_FRAME);
+            (DROP_REASON_NONE, false, _, _, _, _, _, _, _, _, false, _, _, DROP_NO_ROUTE): drop_for(DROP_NO_ROUTE);
+            (DROP_REASON_NONE, false, _, _, _, _, _, _, _, _, false, _, _, DROP_TTL_EXPIRED):
+                drop_for(DROP_TTL_EXPIRED);
         }
-        const default_action = drop_for(DROP_REASON_NONE);
-        size = 11;
+        const default_action = keep_wire_reason();
+        size = 12;
     }
 
     apply {
-        if (hdr.helper.reason == HELPER_COPIES_HELD) {
-            copies_held = 1;
-        }
         ipv4_header_length.apply();
         tcp_header_length.apply();
         udp_header_bound.apply();

@@ -96,6 +96,8 @@ parser TngIngressParser(packet_in packet,
      * after the deposit) the options, which the ingress deparser adds back as they leave. */
     state parse_tcp {
         packet.extract(hdr.tng.wire.tcp);
+        md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+        md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
         tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
         transition select(hdr.tng.wire.tcp.data_offset) {
@@ -109,6 +111,8 @@ parser TngIngressParser(packet_in packet,
 
     state parse_udp {
         packet.extract(hdr.tng.wire.udp);
+        md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+        md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
         transition select(hdr.tng.wire.udp.dst_port, hdr.tng.wire.udp.src_port) {
             (TNG_UDP_PORT, _): parse_tng_flow;
             (_, TNG_UDP_PORT): parse_tng_flow;
@@ -310,6 +314,8 @@ parser TngEgressParser(packet_in packet,
     /* Tofino subtracts a field from a checksum in the state that extracts it. */
     state parse_udp {
         packet.extract(hdr.tng.wire.udp);
+        md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
+        md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
         udp_checksum.subtract({hdr.tng.wire.udp.checksum});
         transition select(hdr.tng.wire.udp.dst_port, hdr.tng.wire.udp.src_port) {
             (TNG_UDP_PORT, _): parse_tng_flow;

@@ -34,6 +34,8 @@ const steering_mode_t STEERING_LOWEST_RTT = 4;
 const steering_mode_t STEERING_EARLIEST_ARRIVAL = 5;
 const steering_mode_t STEERING_LTE_ONLY = 6;
 const steering_mode_t STEERING_WIFI_ONLY = 7;
+/* A negative 32-bit difference, as a ternary value and mask. */
+#define LTE_SHORTER 0x80000000 &&& 0x80000000
 
 control Steering(inout tng_headers_t hdr,
                  inout tng_metadata_t md,
@@ -62,7 +64,6 @@ control Steering(inout tng_headers_t hdr,
     bit<32> lte_delay_now = 0;
     bit<32> wifi_delay_now = 0;
     bit<32> delay_difference = 0;    // LTE's queueing time less Wi-Fi's
-    bit<1> delay_tie = 0;
     bit<32> draw_below_fraction = 0; // negative when the draw falls below the LTE share
     bit<32> spill_less_lte = 0;      // lowest-rtt-first: the spill bound less each link's queueing time
     bit<32> spill_less_wifi = 0;
@@ -71,24 +72,13 @@ control Steering(inout tng_headers_t hdr,
     bit<32> terms_difference = 0;
     bit<32> arrival_margin = 0;      // negative when LTE's packet would arrive first
 
+    /* Every difference that needs only what the tables and registers read, in one action (one operation per field). */
     @hidden
-    action take_delay_difference() {
+    action take_differences() {
         delay_difference = lte_delay_now - wifi_delay_now;
-    }
-
-    @hidden
-    action take_draw_below_fraction() {
         draw_below_fraction = random_draw - (bit<32>)lte_fraction;
-    }
-
-    @hidden
-    action take_spill_margins() {
         spill_less_lte = spill - lte_delay_now;
         spill_less_wifi = spill - wifi_delay_now;
-    }
-
-    @hidden
-    action sum_earliest_terms() {
         wifi_terms = wifi_packet_time + wifi_delay;
         lte_terms = lte_packet_time + lte_delay;
     }
@@ -251,8 +241,7 @@ control Steering(inout tng_headers_t hdr,
             hash_link: ternary;
             draw_below_fraction[31:31]: ternary;
             random_draw[15:15]: ternary;
-            delay_difference[31:31]: ternary;
-            delay_tie: ternary;
+            delay_difference: ternary;
             preferred: ternary;
             spill_less_lte[31:31]: ternary;
             spill_less_wifi[31:31]: ternary;
@@ -262,27 +251,27 @@ control Steering(inout tng_headers_t hdr,
             to_lte;
             to_wifi;
         }
-        /* mode, hash, draw below share, draw's top bit, LTE shorter, tie, preferred, LTE spills, Wi-Fi spills,
-         * LTE earlier */
+        /* mode, hash, draw below share, draw's top bit, LTE's queueing time less Wi-Fi's (LTE_SHORTER: negative; 0: a
+         * tie), preferred, LTE spills, Wi-Fi spills, LTE earlier */
         const entries = {
-            (STEERING_FLOW_HASH, 0, _, _, _, _, _, _, _, _): to_lte();
-            (STEERING_FLOW_HASH, 1, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_WEIGHTED, _, 1, _, _, _, _, _, _, _): to_lte();
-            (STEERING_WEIGHTED, _, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_QDEPL, _, _, _, 1, _, _, _, _, _): to_lte();
-            (STEERING_QDEPL, _, 1, _, _, 1, _, _, _, _): to_lte();
-            (STEERING_QDEPL, _, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_QDEPL_MEASURED, _, _, _, 1, _, _, _, _, _): to_lte();
-            (STEERING_QDEPL_MEASURED, _, _, 0, _, 1, _, _, _, _): to_lte();
-            (STEERING_QDEPL_MEASURED, _, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_LOWEST_RTT, _, _, _, _, _, LINK_LTE, 1, _, _): to_wifi();
-            (STEERING_LOWEST_RTT, _, _, _, _, _, LINK_LTE, _, _, _): to_lte();
-            (STEERING_LOWEST_RTT, _, _, _, _, _, _, _, 1, _): to_lte();
-            (STEERING_LOWEST_RTT, _, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, _, 1): to_lte();
-            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, _, _): to_wifi();
-            (STEERING_LTE_ONLY, _, _, _, _, _, _, _, _, _): to_lte();
-            (STEERING_WIFI_ONLY, _, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_FLOW_HASH, 0, _, _, _, _, _, _, _): to_lte();
+            (STEERING_FLOW_HASH, 1, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_WEIGHTED, _, 1, _, _, _, _, _, _): to_lte();
+            (STEERING_WEIGHTED, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_QDEPL, _, _, _, LTE_SHORTER, _, _, _, _): to_lte();
+            (STEERING_QDEPL, _, 1, _, 0, _, _, _, _): to_lte();
+            (STEERING_QDEPL, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_QDEPL_MEASURED, _, _, _, LTE_SHORTER, _, _, _, _): to_lte();
+            (STEERING_QDEPL_MEASURED, _, _, 0, 0, _, _, _, _): to_lte();
+            (STEERING_QDEPL_MEASURED, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_LOWEST_RTT, _, _, _, _, LINK_LTE, 1, _, _): to_wifi();
+            (STEERING_LOWEST_RTT, _, _, _, _, LINK_LTE, _, _, _): to_lte();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, _, 1, _): to_lte();
+            (STEERING_LOWEST_RTT, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, 1): to_lte();
+            (STEERING_EARLIEST_ARRIVAL, _, _, _, _, _, _, _, _): to_wifi();
+            (STEERING_LTE_ONLY, _, _, _, _, _, _, _, _): to_lte();
+            (STEERING_WIFI_ONLY, _, _, _, _, _, _, _, _): to_wifi();
         }
         const default_action = to_lte();
         size = 18;
@@ -306,13 +295,7 @@ control Steering(inout tng_headers_t hdr,
                                    md.l4_src_port, md.l4_dst_port});
         lte_delay_now = read_lte_delay.execute(md.lte_port);
         wifi_delay_now = read_wifi_delay.execute(md.lte_port);
-        take_delay_difference();
-        if (delay_difference == 0) {
-            delay_tie = 1;
-        }
-        take_draw_below_fraction();
-        take_spill_margins();
-        sum_earliest_terms();
+        take_differences();
         take_terms_difference();
         take_arrival_margin();
         choices.apply();

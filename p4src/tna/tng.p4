@@ -74,10 +74,12 @@ control ingress(inout tna_headers_t hdr,
         bool sent_out = false;
         drop_reason_t reason = DROP_REASON_NONE;
         /* Tofino spends a stage on every step that reads an earlier step's result and places a block no earlier than
-         * what its statements wait for, so the lookups (packet-out, forwarding, classification, steering) come first
-         * and run side by side with the checks; only what keeps state or counts (the seen-flow bits, VISIBLE,
+         * what its statements wait for, so the checks and the lookups (packet-out, forwarding, classification,
+         * steering) run on every packet side by side; only what keeps state or counts (the seen-flow bits, VISIBLE,
          * counters) waits for the verdict. A packet-out to a port leaves by it unchanged; one to the CPU port is
          * routed as injected. */
+        drop_reason_t wire_reason;
+        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, wire_reason);
         if (report) {
             ig_dprsr_md.drop_ctl = 1;
         } else if (hdr.tng.packet_out.isValid() && hdr.tng.packet_out.egress_port != TNA_CPU_PORT) {
@@ -88,33 +90,19 @@ control ingress(inout tna_headers_t hdr,
         }
         drop_reason_t forwarding_reason = DROP_REASON_NONE;
         if (!report && !helper_frame && !sent_out) {
-            if (hdr.tng.wire.tcp.isValid()) {
-                md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
-                md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
-            } else if (hdr.tng.wire.udp.isValid()) {
-                md.tng.l4_src_port = hdr.tng.wire.udp.src_port;
-                md.tng.l4_dst_port = hdr.tng.wire.udp.dst_port;
-            }
             forwarding.apply(hdr.tng, md.tng, ig_tm_md, forwarding_reason);
             classify.apply(hdr.tng, md.tng);
-        }
-        if (report || (!helper_frame && md.tng.lwip)) {
-            steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
         }
         port_role.apply();
         if (md.tng.role == ROLE_HELPER || hdr.tng.packet_out.isValid()) {
             md.tng.injected = true;
         }
-        drop_reason_t wire_reason;
-        wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, wire_reason);
-        drop_reason_t local_reason;
-        local_drop_reason.apply(hdr.tng, sent_out, md.tng.injected, forwarding_reason, local_reason,
+        local_drop_reason.apply(hdr.tng, wire_reason, sent_out, md.tng.injected, forwarding_reason, reason,
                                 md.tng.tcp_payload_bytes);
-        reason = wire_reason;
-        if (wire_reason == DROP_REASON_NONE) {
-            reason = local_reason;
-        }
         hdr.tng.packet_out.setInvalid();
+        if (report || (!helper_frame && md.tng.lwip)) {
+            steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
+        }
         /* Each late step has a condition of its own: a condition over a block is placed no earlier than what any of
          * the block's statements waits for. */
         bool accepted = !report && reason == DROP_REASON_NONE;
