@@ -277,6 +277,9 @@ control Steering(inout tng_headers_t hdr,
         size = 18;
     }
 
+    /* Applied to every packet, so that its lookups and arithmetic run beside the checks (a condition over them would
+     * hold back whatever follows it); a report records its link's queueing time, and only an LWIP packet (not a
+     * helper frame) has its link chosen. */
     apply {
         if (report.isValid()) {
             if (queue_report_links.apply().hit) {
@@ -286,19 +289,21 @@ control Steering(inout tng_headers_t hdr,
                     record_wifi_delay.execute(report_pair);
                 }
             }
-            return;
+        } else {
+            lte_delay_now = read_lte_delay.execute(md.lte_port);
+            wifi_delay_now = read_wifi_delay.execute(md.lte_port);
         }
         link_state.apply();
         modes.apply();
         random_draw = (bit<32>)draw.get();
         hash_link = flow_hash.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
                                    md.l4_src_port, md.l4_dst_port});
-        lte_delay_now = read_lte_delay.execute(md.lte_port);
-        wifi_delay_now = read_wifi_delay.execute(md.lte_port);
         take_differences();
         take_terms_difference();
         take_arrival_margin();
-        choices.apply();
+        if (md.lwip && !hdr.helper.isValid()) {
+            choices.apply();
+        }
     }
 }
 

@@ -100,9 +100,7 @@ control ingress(inout tna_headers_t hdr,
         local_drop_reason.apply(hdr.tng, wire_reason, sent_out, md.tng.injected, forwarding_reason, reason,
                                 md.tng.tcp_payload_bytes);
         hdr.tng.packet_out.setInvalid();
-        if (report || (!helper_frame && md.tng.lwip)) {
-            steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
-        }
+        steering.apply(hdr.tng, md.tng, ig_tm_md, hdr.queue_report);
         /* Each late step has a condition of its own: a condition over a block is placed no earlier than what any of
          * the block's statements waits for. */
         bool accepted = !report && reason == DROP_REASON_NONE;
