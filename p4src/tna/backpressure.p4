@@ -14,16 +14,15 @@
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
-/* The queue level below is the upper half of the doubled wait in ns: ns / 2^15 = (ns / 1024) / 2^SHIFT. */
+/* The queue level below is the upper half of the wait (256 ns units) x 2^9: 2^15 ns = (ns / 1024) / 2^SHIFT. */
 #if TNG_QUEUE_LEVEL_SHIFT != 5
-#error "tna/backpressure.p4 takes queue_level as ns / 2^15: TNG_QUEUE_LEVEL_SHIFT must be 5"
+#error "tna/backpressure.p4 takes queue_level as 2^15 ns: TNG_QUEUE_LEVEL_SHIFT must be 5"
 #endif
 
 control Backpressure(inout tng_headers_t hdr,
                      inout tng_metadata_t md,
                      in egress_intrinsic_metadata_t eg_intr_md,
                      in bit<32> waited,
-                     in bit<32> waited_ns,
                      out bool udp_rewritten) {
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS) feedback_written;
     Counter<bit<64>, port_num_t>(PORT_COUNT, CounterType_t.PACKETS) ecn_marked;
@@ -69,17 +68,17 @@ control Backpressure(inout tng_headers_t hdr,
      * Tofino's gateways compare fields with constants only, and an action does one operation per field. */
     bit<32> wait_over_mark = 0;      // waited - mark_above
     bit<32> wait_over_feedback = 0;  // waited - feedback_min
-    bit<32> wait_doubled = 0;        // the wait in ns x 2: its upper 16 bits are queue_level's units (ns / 2^15)
-    bit<16> own_level = 0;           // those bits (waits from 2^31 ns on are level_over_max's)
+    bit<32> wait_shifted = 0;        // the wait x 2^9: its upper 16 bits are queue_level's units (2^7 x 256 ns)
+    bit<16> own_level = 0;           // those bits (waits from 2^23 x 256 ns on are level_over_max's)
     bit<16> level_rise = 0;          // own level - old level, saturated at 0: nonzero when the own level is higher
-    bit<32> level_over_max = 0;      // wait in ns - (the wait the highest level stands for - 1): nonzero at the highest
+    bit<32> level_over_max = 0;      // wait - (the wait the highest level stands for - 1): nonzero at the highest
     bit<32> hint_over_capacity = 0;  // rate hint - capacity
     bool written = false;
 
     @hidden
     action take_wait_margins() {
-        wait_doubled = waited_ns << 1;
-        level_over_max = waited_ns |-| (((bit<32>)TNG_QUEUE_LEVEL_MAX << (10 + TNG_QUEUE_LEVEL_SHIFT)) - 1);
+        wait_shifted = waited << 9;
+        level_over_max = waited |-| (((bit<32>)TNG_QUEUE_LEVEL_MAX << (2 + TNG_QUEUE_LEVEL_SHIFT)) - 1);
         wait_over_mark = waited |-| mark_above;
         wait_over_feedback = waited |-| feedback_min;
     }
@@ -91,7 +90,7 @@ control Backpressure(inout tng_headers_t hdr,
 
     @hidden
     action take_own_level() {
-        own_level = level_bits.get({wait_doubled[31:16]});
+        own_level = level_bits.get({wait_shifted[31:16]});
     }
 
     @hidden

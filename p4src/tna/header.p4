@@ -26,18 +26,24 @@ const port_num_t TNA_RECIRC_PORT = 68;
 /* Digest type of new_flow_digest_t (ig_intr_md_for_dprsr.digest_type; 0 means "no digest"). */
 const DigestType_t DIGEST_TYPE_NEW_FLOW = 1;
 
-/* Ingress -> egress on forwarded packets. */
+/* Ingress -> egress on forwarded packets (and on the helper's confirmations, which VISIBLE takes in egress): what
+ * egress needs of ingress's lookups. */
 header bridged_t {
     bridge_kind_t kind;
     policy_id_t   policy;
-    bit<7>        _pad0;
-    port_num_t    ingress_port;
-    bit<32>       ingress_ns;  // when ingress saw the packet (ns, low 32 bits): egress takes the queueing time from it
-    bit<7>        _pad1;
+    port_role_t   role;
+    bit<5>        _pad0;
+    bool          lwip;
+    bool          injected;
     bool          bypass;
+    bit<7>        _pad1;
+    port_num_t    ingress_port;
+    bit<16>       tcp_payload_bytes;
+    bit<16>       tcp_residual;  // the TCP checksum without what VISIBLE may rewrite (the ingress parser's residual)
+    bit<32>       ingress_time;  // when ingress saw the packet (256 ns units): egress takes the queueing time from it
 }
 
-/* Ingress -> egress on copies for the helper (Mirror.emit). The frame as received follows, unparsed. */
+/* Egress -> egress on copies for the helper (VISIBLE's Mirror.emit). The frame as sent follows, unparsed. */
 header helper_mirror_t {
     bridge_kind_t   kind;
     helper_reason_t reason;
@@ -64,25 +70,23 @@ struct tna_headers_t {
 struct tna_ingress_metadata_t {
     tng_metadata_t tng;
     bool           ipv4_checksum_error;
-    /* The TCP checksum without the fields VISIBLE may rewrite (the parser's Checksum residual): the deparser adds
-     * them back as they leave. */
+    /* The TCP checksum without the fields VISIBLE may rewrite (the parser's Checksum residual), bridged to egress,
+     * whose deparser adds them back as they leave. */
     bit<16>        tcp_residual;
-    bool           tcp_rewritten;
-    helper_mirror_t helper_mirror;
-    /* The mirror session of a copy for the helper: Tofino's deparser reads it from a field, not a constant. */
-    MirrorId_t     helper_session;
     new_flow_digest_t new_flow;
 }
 
 struct tna_egress_metadata_t {
     tng_metadata_t  tng;
     helper_mirror_t helper_mirror;
+    /* The mirror session of a copy for the helper: Tofino's deparser reads it from a field, not a constant. */
+    MirrorId_t      helper_session;
     queue_report_t  queue_report;
     MirrorId_t      report_session;
-    /* The packet's time from ingress to egress, its queueing time: in ns, then in 256 ns units. */
-    bit<32>         ingress_ns;
-    bit<32>         waited_ns;
+    /* The packet's queueing time, from ingress to egress (256 ns units). */
     bit<32>         waited;
+    bit<16>         tcp_residual;
+    bool            tcp_rewritten;
     /* The UDP checksum without the tng feedback fields (residual), and whether the sender used one at all. */
     bit<16>         udp_residual;
     bool            udp_rewritten;

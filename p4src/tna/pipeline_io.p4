@@ -5,13 +5,14 @@
  * layout. Tofino's parser has no custom errors and no verify(), so it only extracts: the receiver rules of wire-format
  * section 8 are checked, in their order, by WireDropReason (tna/drop_reason.p4) on the fields extracted here; the IPv4
  * header checksum is verified with a parser Checksum. The wire headers are parsed here rather than by a sub-parser
- * because Tofino subtracts fields from a checksum only in the state that extracts them. The TCP checksum residual
- * leaves out what VISIBLE may rewrite (the ACK number, and the options, extracted after the residual's end), which the
- * ingress deparser adds back. The ingress deparser also recomputes the IPv4 checksum, packs the new-flow digest and
- * mirrors copies for the helper
- * (v1model: clone_preserving_field_list). Egress parses the bridged or mirror header ingress put in front, then the
- * headers backpressure rewrites, taking the UDP checksum residual without the tng feedback fields; its deparser
- * mirrors queue reports to the recirculation port, where the ingress parser takes them back (tna/queue_report.p4).
+ * because Tofino subtracts fields from a checksum only in the state that extracts them; the TCP options are a
+ * sub-parser both gresses run. The TCP checksum residual leaves out what VISIBLE may rewrite (the ACK number, and the
+ * options, extracted after the residual's end); it is bridged to egress, where VISIBLE runs and the deparser adds
+ * them back. The ingress deparser also recomputes the IPv4 checksum and packs the new-flow digest. Egress parses the
+ * bridged or mirror header in front, the helper encapsulation of the helper's confirmations, then the headers
+ * VISIBLE and backpressure rewrite, taking the UDP checksum residual without the tng feedback fields; its deparser
+ * mirrors copies for the helper (v1model: clone_preserving_field_list) and queue reports to the recirculation port,
+ * where the ingress parser takes them back (tna/queue_report.p4).
  */
 #ifndef TNG_TNA_PIPELINE_IO_P4
 #define TNG_TNA_PIPELINE_IO_P4
@@ -25,12 +26,96 @@
  * and packet-ins leave by. BMv2's is CPU_PORT (255); the control plane learns either from its target config. */
 const port_num_t TNA_CPU_PORT = 192;
 
+/* The TCP options VISIBLE reads, in Linux's layout (timestamps, then SACK blocks), after the TCP header: both
+ * parsers run it, ingress for the checks' and VISIBLE's lengths, egress for VISIBLE. */
+parser TcpOptionsParser(packet_in packet, inout tng_headers_t hdr) {
+    state start {
+        transition select(hdr.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
+            TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_2: parse_tcp_timestamps_and_sack;
+            TCP_DATA_OFFSET_SACK_3: parse_tcp_timestamps_and_sack;
+            default: accept;
+        }
+    }
+
+    state parse_tcp_timestamps {
+        packet.extract(hdr.tcp_timestamps);
+        transition accept;
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state parse_tcp_timestamps_and_sack {
+        packet.extract(hdr.tcp_timestamps);
+        packet.extract(hdr.tcp_sack);
+        transition select(hdr.tcp_sack.nop1, hdr.tcp_sack.nop2) {
+            (TCP_OPTION_NOP, TCP_OPTION_NOP): check_sack_length;
+            default: accept;
+        }
+    }
+
+    /* One select per state within Tofino 1's parser match registers (16 + 8 + 8 bits): the SACK option's kind and
+     * length, then whether the data offset agrees with the length. */
+    state check_sack_length {
+        transition select(hdr.tcp_sack.kind, hdr.tcp_sack.length) {
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH): check_sack_1_offset;
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH): check_sack_2_offset;
+            (TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH): check_sack_3_offset;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_1_offset {
+        transition select(hdr.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_1: parse_sack_block_1;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_2_offset {
+        transition select(hdr.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_2: parse_sack_block_2;
+            default: accept;
+        }
+    }
+
+    @noWarn("uninitialized_use")
+    @noWarn("invalid_header")
+    state check_sack_3_offset {
+        transition select(hdr.wire.tcp.data_offset) {
+            TCP_DATA_OFFSET_SACK_3: parse_sack_block_3;
+            default: accept;
+        }
+    }
+
+    state parse_sack_block_3 {
+        packet.extract(hdr.sack_blocks[2]);
+        transition parse_sack_block_2;
+    }
+
+    state parse_sack_block_2 {
+        packet.extract(hdr.sack_blocks[1]);
+        transition parse_sack_block_1;
+    }
+
+    state parse_sack_block_1 {
+        packet.extract(hdr.sack_blocks[0]);
+        transition accept;
+    }
+}
+
 parser TngIngressParser(packet_in packet,
                         out tna_headers_t hdr,
                         out tna_ingress_metadata_t md,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     Checksum() ipv4_checksum;
     Checksum() tcp_checksum;
+    TcpOptionsParser() tcp_options;
 
     state start {
         packet.extract(ig_intr_md);
@@ -38,8 +123,6 @@ parser TngIngressParser(packet_in packet,
         md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
         md.ipv4_checksum_error = false;
         md.tcp_residual = 0;
-        md.tcp_rewritten = false;
-        md.helper_session = 0;
         md.new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         transition select(ig_intr_md.ingress_port) {
             TNA_CPU_PORT: parse_packet_out;
@@ -100,13 +183,8 @@ parser TngIngressParser(packet_in packet,
         md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
         tcp_checksum.subtract_all_and_deposit(md.tcp_residual);
         tcp_checksum.subtract({hdr.tng.wire.tcp.checksum, hdr.tng.wire.tcp.ack_no});
-        transition select(hdr.tng.wire.tcp.data_offset) {
-            TCP_DATA_OFFSET_TIMESTAMPS: parse_tcp_timestamps;
-            TCP_DATA_OFFSET_SACK_1: parse_tcp_timestamps_and_sack;
-            TCP_DATA_OFFSET_SACK_2: parse_tcp_timestamps_and_sack;
-            TCP_DATA_OFFSET_SACK_3: parse_tcp_timestamps_and_sack;
-            default: accept;
-        }
+        tcp_options.apply(packet, hdr.tng);
+        transition accept;
     }
 
     state parse_udp {
@@ -145,74 +223,6 @@ parser TngIngressParser(packet_in packet,
         transition accept;
     }
 
-    state parse_tcp_timestamps {
-        packet.extract(hdr.tng.tcp_timestamps);
-        transition accept;
-    }
-
-    @noWarn("uninitialized_use")
-    @noWarn("invalid_header")
-    state parse_tcp_timestamps_and_sack {
-        packet.extract(hdr.tng.tcp_timestamps);
-        packet.extract(hdr.tng.tcp_sack);
-        transition select(hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2) {
-            (TCP_OPTION_NOP, TCP_OPTION_NOP): check_sack_length;
-            default: accept;
-        }
-    }
-
-    /* One select per state within Tofino 1's parser match registers (16 + 8 + 8 bits): the SACK option's kind and
-     * length, then whether the data offset agrees with the length. */
-    state check_sack_length {
-        transition select(hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length) {
-            (TCP_OPTION_SACK, TCP_OPTION_SACK_1_LENGTH): check_sack_1_offset;
-            (TCP_OPTION_SACK, TCP_OPTION_SACK_2_LENGTH): check_sack_2_offset;
-            (TCP_OPTION_SACK, TCP_OPTION_SACK_3_LENGTH): check_sack_3_offset;
-            default: accept;
-        }
-    }
-
-    @noWarn("uninitialized_use")
-    @noWarn("invalid_header")
-    state check_sack_1_offset {
-        transition select(hdr.tng.wire.tcp.data_offset) {
-            TCP_DATA_OFFSET_SACK_1: parse_sack_block_1;
-            default: accept;
-        }
-    }
-
-    @noWarn("uninitialized_use")
-    @noWarn("invalid_header")
-    state check_sack_2_offset {
-        transition select(hdr.tng.wire.tcp.data_offset) {
-            TCP_DATA_OFFSET_SACK_2: parse_sack_block_2;
-            default: accept;
-        }
-    }
-
-    @noWarn("uninitialized_use")
-    @noWarn("invalid_header")
-    state check_sack_3_offset {
-        transition select(hdr.tng.wire.tcp.data_offset) {
-            TCP_DATA_OFFSET_SACK_3: parse_sack_block_3;
-            default: accept;
-        }
-    }
-
-    state parse_sack_block_3 {
-        packet.extract(hdr.tng.sack_blocks[2]);
-        transition parse_sack_block_2;
-    }
-
-    state parse_sack_block_2 {
-        packet.extract(hdr.tng.sack_blocks[1]);
-        transition parse_sack_block_1;
-    }
-
-    state parse_sack_block_1 {
-        packet.extract(hdr.tng.sack_blocks[0]);
-        transition accept;
-    }
 }
 
 control TngIngressDeparser(packet_out packet,
@@ -220,15 +230,10 @@ control TngIngressDeparser(packet_out packet,
                            in tna_ingress_metadata_t md,
                            in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
-    Checksum() tcp_checksum;
-    Mirror() helper_mirror;
     @name(".new_flow_digest_t")
     Digest<new_flow_digest_t>(DIGEST_TYPE_NEW_FLOW) new_flow_digest;
 
     apply {
-        if (ig_dprsr_md.mirror_type == MIRROR_TYPE_HELPER) {
-            helper_mirror.emit<helper_mirror_t>(md.helper_session, md.helper_mirror);
-        }
         if (ig_dprsr_md.digest_type == DIGEST_TYPE_NEW_FLOW) {
             new_flow_digest.pack(md.new_flow);
         }
@@ -239,17 +244,6 @@ control TngIngressDeparser(packet_out packet,
                 hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.ttl, hdr.tng.wire.ipv4.protocol,
                 hdr.tng.wire.ipv4.src_addr, hdr.tng.wire.ipv4.dst_addr});
         }
-        if (md.tcp_rewritten) {
-            hdr.tng.wire.tcp.checksum = tcp_checksum.update({
-                hdr.tng.wire.tcp.ack_no,
-                hdr.tng.tcp_timestamps.nop1, hdr.tng.tcp_timestamps.nop2, hdr.tng.tcp_timestamps.kind,
-                hdr.tng.tcp_timestamps.length, hdr.tng.tcp_timestamps.ts_value, hdr.tng.tcp_timestamps.ts_echo_reply,
-                hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2, hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length,
-                hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge,
-                hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge,
-                hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge,
-                md.tcp_residual});
-        }
         packet.emit(hdr);
     }
 }
@@ -259,15 +253,17 @@ parser TngEgressParser(packet_in packet,
                        out tna_egress_metadata_t md,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     Checksum() udp_checksum;
+    TcpOptionsParser() tcp_options;
 
     state start {
         packet.extract(eg_intr_md);
         md.tng = {{}, ROLE_CORE, false, false, false, false, 0, 0, 0, 0, DEFAULT_POLICY, 0, 0, 0, HELPER_NONE, 0};
+        md.helper_session = 0;
         md.udp_residual = 0;
         md.udp_rewritten = false;
+        md.tcp_residual = 0;
+        md.tcp_rewritten = false;
         md.report_session = 0;
-        md.ingress_ns = 0;
-        md.waited_ns = 0;
         md.waited = 0;
         transition select(packet.lookahead<bridge_kind_t>()) {
             BRIDGE_KIND_HELPER_COPY: parse_helper_copy;
@@ -282,7 +278,7 @@ parser TngEgressParser(packet_in packet,
         transition accept;
     }
 
-    /* A copy for the helper: the frame as received follows and leaves unparsed, behind the encapsulation. */
+    /* A copy for the helper: the frame as sent follows and leaves unparsed, behind the encapsulation. */
     state parse_helper_copy {
         packet.extract(md.helper_mirror);
         transition accept;
@@ -291,7 +287,22 @@ parser TngEgressParser(packet_in packet,
     state parse_bridged {
         packet.extract(hdr.bridged);
         md.tng.policy = hdr.bridged.policy;
+        md.tng.role = hdr.bridged.role;
+        md.tng.lwip = hdr.bridged.lwip;
+        md.tng.injected = hdr.bridged.injected;
         md.tng.bypass = hdr.bridged.bypass;
+        md.tng.tcp_payload_bytes = hdr.bridged.tcp_payload_bytes;
+        md.tcp_residual = hdr.bridged.tcp_residual;
+        transition select(packet.lookahead<ethernet_t>().ether_type) {
+            ETHERTYPE_TNG_HELPER: parse_helper;
+            default: parse_ethernet;
+        }
+    }
+
+    /* The helper's confirmation of copies, for VISIBLE. */
+    state parse_helper {
+        packet.extract(hdr.tng.helper_ethernet);
+        packet.extract(hdr.tng.helper);
         transition parse_ethernet;
     }
 
@@ -306,9 +317,19 @@ parser TngEgressParser(packet_in packet,
     state parse_ipv4 {
         packet.extract(hdr.tng.wire.ipv4);
         transition select(hdr.tng.wire.ipv4.ihl, hdr.tng.wire.ipv4.frag_offset, hdr.tng.wire.ipv4.protocol) {
+            (IPV4_IHL_MIN, 0, IP_PROTO_TCP): parse_tcp;
             (IPV4_IHL_MIN, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
+    }
+
+    /* The checksum's residual came with the bridged header (ingress's parser took it). */
+    state parse_tcp {
+        packet.extract(hdr.tng.wire.tcp);
+        md.tng.l4_src_port = hdr.tng.wire.tcp.src_port;
+        md.tng.l4_dst_port = hdr.tng.wire.tcp.dst_port;
+        tcp_options.apply(packet, hdr.tng);
+        transition accept;
     }
 
     /* Tofino subtracts a field from a checksum in the state that extracts it. */
@@ -339,11 +360,15 @@ control TngEgressDeparser(packet_out packet,
                           in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
     Checksum() ipv4_checksum;
     Checksum() udp_checksum;
+    Checksum() tcp_checksum;
     Mirror() report_mirror;
+    Mirror() helper_mirror;
 
     apply {
         if (eg_dprsr_md.mirror_type == MIRROR_TYPE_QUEUE_REPORT) {
             report_mirror.emit<queue_report_t>(md.report_session, md.queue_report);
+        } else if (eg_dprsr_md.mirror_type == MIRROR_TYPE_HELPER) {
+            helper_mirror.emit<helper_mirror_t>(md.helper_session, md.helper_mirror);
         }
         if (hdr.tng.wire.ipv4.isValid()) {
             hdr.tng.wire.ipv4.hdr_checksum = ipv4_checksum.update({
@@ -357,6 +382,17 @@ control TngEgressDeparser(packet_out packet,
         if (md.udp_rewritten) {
             hdr.tng.wire.udp.checksum = udp_checksum.update({
                 hdr.tng.wire.tng_flow.queue_level, hdr.tng.wire.tng_flow.rate_hint, md.udp_residual}, true);
+        }
+        if (md.tcp_rewritten) {
+            hdr.tng.wire.tcp.checksum = tcp_checksum.update({
+                hdr.tng.wire.tcp.ack_no,
+                hdr.tng.tcp_timestamps.nop1, hdr.tng.tcp_timestamps.nop2, hdr.tng.tcp_timestamps.kind,
+                hdr.tng.tcp_timestamps.length, hdr.tng.tcp_timestamps.ts_value, hdr.tng.tcp_timestamps.ts_echo_reply,
+                hdr.tng.tcp_sack.nop1, hdr.tng.tcp_sack.nop2, hdr.tng.tcp_sack.kind, hdr.tng.tcp_sack.length,
+                hdr.tng.sack_blocks[0].left_edge, hdr.tng.sack_blocks[0].right_edge,
+                hdr.tng.sack_blocks[1].left_edge, hdr.tng.sack_blocks[1].right_edge,
+                hdr.tng.sack_blocks[2].left_edge, hdr.tng.sack_blocks[2].right_edge,
+                md.tcp_residual});
         }
         /* Not the bridged header: it ends in egress, and a deparsed header keeps its layout in PHV containers. */
         packet.emit(hdr.queue_report);

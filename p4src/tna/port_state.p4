@@ -1,6 +1,6 @@
 /*
  * TNA: per-port queue state recorded in egress, as v1model/port_state.p4, in Tofino's units: depths in 80-byte cells
- * (Tofino 1), times in nanoseconds (egress's global_tstamp bits 31:0). Tofino's ingress cannot read registers
+ * (Tofino 1), times in 256 ns units (global_tstamp bits 39:8, as ingress's). Tofino's ingress cannot read registers
  * of egress (each belongs to one stage of one gress), so unlike v1model these are for the control plane to read;
  * steering learns the queues from egress's queue reports (tna/queue_report.p4).
  */

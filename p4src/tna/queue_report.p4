@@ -7,7 +7,9 @@
  * most one per report interval per port, and ingress stores the latest one per link (tna/steering.p4).
  * The queueing time is the ingress-to-egress time of the packet just sent, in 256 ns units (its ingress time rides
  * in the bridged header): Tofino 1's enq_tstamp and deq_timedelta have 18 bits of nanoseconds, too few for the tens
- * of milliseconds an LTE queue holds.
+ * of milliseconds an LTE queue holds. The report is filled here and mirrored by the egress control, unless VISIBLE
+ * mirrors the same packet to its helper (one mirror per packet): that report is skipped, the next one comes an
+ * interval later.
  */
 #ifndef TNG_TNA_QUEUE_REPORT_P4
 #define TNG_TNA_QUEUE_REPORT_P4
@@ -21,13 +23,13 @@
 
 control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
                          in bit<32> now,
-                         in bit<32> waited,
-                         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                         in bit<32> ingress_time,
                          out queue_report_t report,
-                         out MirrorId_t session) {
+                         out bit<1> due) {
     /* When the port last reported. */
     Register<bit<32>, port_num_t>(PORT_COUNT, 0) last_report;
     bit<32> interval = 0;
+    bit<1> reporting = 0;   // the port is in queue_reports
     /* The latest report time that is still too recent; computed before the RegisterAction, whose adds take a
      * register operand first (not now + interval). */
     bit<32> recent_since = 0;
@@ -37,9 +39,10 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
         recent_since = now - interval;
     }
 
-    /* interval_us counts egress's nanoseconds (tna/tng.p4). */
+    /* interval_us counts 256 ns units, as every time of the TNA program (tna/tng.p4). */
     action report_every(bit<32> interval_us) {
         interval = interval_us;
+        reporting = 1;
     }
 
     table queue_reports {
@@ -56,30 +59,32 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
 
     /* Returns 1 when a report is due (the last one is an interval old), and stamps it. */
     RegisterAction<bit<32>, port_num_t, bit<1>>(last_report) take_turn = {
-        void apply(inout bit<32> last, out bit<1> due) {
+        void apply(inout bit<32> last, out bit<1> turn) {
             if (seq_before(recent_since, last)) {
-                due = 0;
+                turn = 0;
             } else {
                 last = now;
-                due = 1;
+                turn = 1;
             }
         }
     };
 
+    /* Conditions only around the register and the report's fields: a condition over the whole would hold back what
+     * follows it in egress (VISIBLE, backpressure). */
     apply {
         report.setInvalid();
-        session = 0;
-        if (queue_reports.apply().hit) {
-            take_recent_since();
-            if (take_turn.execute(eg_intr_md.egress_port) == 1) {
-                report.setValid();
-                report.kind = BRIDGE_KIND_QUEUE_REPORT;
-                report._pad = 0;
-                report.port = eg_intr_md.egress_port;
-                report.queue_delay = waited;
-                session = (MirrorId_t)QUEUE_REPORT_SESSION;
-                eg_dprsr_md.mirror_type = MIRROR_TYPE_QUEUE_REPORT;
-            }
+        due = 0;
+        queue_reports.apply();
+        take_recent_since();
+        if (reporting == 1) {
+            due = take_turn.execute(eg_intr_md.egress_port);
+        }
+        if (due == 1) {
+            report.setValid();
+            report.kind = BRIDGE_KIND_QUEUE_REPORT;
+            report._pad = 0;
+            report.port = eg_intr_md.egress_port;
+            report.queue_delay = now - ingress_time;
         }
     }
 }

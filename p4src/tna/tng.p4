@@ -3,11 +3,11 @@
  * digest names (the P4Info contract, p4src/README.md), so that one controller drives either target. What differs per
  * target, and why, is in docs/tofino.md. Compile with p4c's Tofino backend:
  *   p4c --target tofino --arch tna -I p4src -o <out> p4src/tna/tng.p4
- *   ingress  queue reports to steering; wire checks (drop_reason.p4) -> packet-out handling -> port role -> IPv4
- *            forwarding -> flow policy and new-flow digest -> LTE/Wi-Fi steering -> VISIBLE; the bridged header
- *            carries what egress needs
- *   egress   helper encapsulation of mirrored copies, packet-in header for the CPU port, source MAC, per-port queue
- *            state and queue reports, backpressure
+ *   ingress  wire checks (drop_reason.p4), forwarding, classification and LTE/Wi-Fi steering side by side, then the
+ *            other drop rules (local_drop_reason.p4), the new-flow digest and the counts; queue reports update
+ *            steering; the bridged header carries what egress needs
+ *   egress   helper encapsulation of mirrored copies, packet-in header for the CPU port; VISIBLE on TCP, backpressure
+ *            on tng; per-port queue state, queue reports, source MAC
  */
 #include <core.p4>
 #include <tna.p4>
@@ -46,7 +46,6 @@ control ingress(inout tna_headers_t hdr,
     Classify() classify;
     NewFlows() new_flows;
     Steering() steering;
-    Visible() visible;
 
     action set_port_role(port_role_t role) {
         md.tng.role = role;
@@ -65,8 +64,9 @@ control ingress(inout tna_headers_t hdr,
     }
 
     apply {
-        /* Times of the TNA program: units of 256 ns, 32 bits (they wrap after 18 minutes). Bits 39:8 rather than a
-         * 1024 ns unit (41:10): a byte-aligned slice is one 32-bit input of a stateful ALU, which takes two. */
+        /* Times of the TNA program, in both gresses: units of 256 ns, 32 bits (they wrap after 18 minutes). Bits 39:8
+         * rather than a 1024 ns unit (41:10): a byte-aligned slice is one 32-bit input of a stateful ALU, which takes
+         * two; and one gress reads one 32-bit window of global_tstamp. */
         bit<32> now = ig_prsr_md.global_tstamp[39:8];
         /* A queue report from egress only updates steering (its one call site: Tofino applies a table once). */
         bool report = hdr.queue_report.isValid();
@@ -75,9 +75,9 @@ control ingress(inout tna_headers_t hdr,
         drop_reason_t reason = DROP_REASON_NONE;
         /* Tofino spends a stage on every step that reads an earlier step's result and places a block no earlier than
          * what its statements wait for, so the checks and the lookups (packet-out, forwarding, classification,
-         * steering) run on every packet side by side; only what keeps state or counts (the seen-flow bits, VISIBLE,
-         * counters) waits for the verdict. A packet-out to a port leaves by it unchanged; one to the CPU port is
-         * routed as injected. */
+         * steering) run on every packet side by side; only what keeps state or counts (the seen-flow bits,
+         * counters) waits for the verdict. VISIBLE runs in egress (docs/tofino.md). A packet-out to a port leaves
+         * by it unchanged; one to the CPU port is routed as injected. */
         drop_reason_t wire_reason;
         wire_drop_reason.apply(hdr.tng.wire, ig_prsr_md.parser_err, md.ipv4_checksum_error, wire_reason);
         if (report) {
@@ -114,27 +114,28 @@ control ingress(inout tna_headers_t hdr,
         if (accepted && !helper_frame && !sent_out && md.tng.lwip) {
             steered.count(ig_tm_md.ucast_egress_port);
         }
-        if (accepted && !sent_out) {
-            visible.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, now, md.tcp_rewritten);
-            md.helper_mirror.setValid();
-            md.helper_mirror.kind = BRIDGE_KIND_HELPER_COPY;
-            md.helper_mirror.reason = md.tng.helper_reason;
-            md.helper_mirror._pad = 0;
-            md.helper_mirror.ingress_port = md.tng.helper_ingress_port;
-            md.helper_session = (MirrorId_t)HELPER_CLONE_SESSION;
+        /* The helper's confirmations of copies go to egress, where VISIBLE takes (and drops) them: back out of the
+         * port they came in on, in the pipe of the helper's registers. */
+        if (accepted && helper_frame) {
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
         }
-        if (accepted && ig_dprsr_md.drop_ctl == 0) {
+        if (accepted && !helper_frame) {
             forwarded.count(ig_tm_md.ucast_egress_port);
         }
-        if (accepted && ig_dprsr_md.drop_ctl == 0 && !sent_out) {
+        if (accepted && !sent_out) {
             hdr.bridged.setValid();
             hdr.bridged.kind = BRIDGE_KIND_FORWARDED;
             hdr.bridged.policy = md.tng.policy;
+            hdr.bridged.role = md.tng.role;
             hdr.bridged._pad0 = 0;
-            hdr.bridged.ingress_port = ig_intr_md.ingress_port;
-            hdr.bridged._pad1 = 0;
+            hdr.bridged.lwip = md.tng.lwip;
+            hdr.bridged.injected = md.tng.injected;
             hdr.bridged.bypass = false;
-            hdr.bridged.ingress_ns = ig_prsr_md.global_tstamp[31:0];
+            hdr.bridged._pad1 = 0;
+            hdr.bridged.ingress_port = ig_intr_md.ingress_port;
+            hdr.bridged.tcp_payload_bytes = md.tng.tcp_payload_bytes;
+            hdr.bridged.tcp_residual = md.tcp_residual;
+            hdr.bridged.ingress_time = now;
         }
     }
 }
@@ -150,26 +151,19 @@ control egress(inout tna_headers_t hdr,
     Backpressure() backpressure;
     RecordPortState() record_port_state;
     ReportQueueDelay() report_queue_delay;
+    /* VISIBLE runs here, where a packet's ingress verdict is known and twelve stages are free for its registers'
+     * chain; its tables, actions and counter keep v1model's names (ingress.visible.*). */
+    @name(".ingress.visible")
+    Visible() visible;
 
     action set_source_mac(mac_addr_t mac) {
         hdr.tng.wire.ethernet.src_addr = mac;
     }
 
-    /* The queueing time in steps of their own: a Tofino action does one operation per field, on at most two
-     * containers (the bridged header splits the ingress time over two). Waits are below 2^32 ns (4.3 s). */
+    /* The queueing time, from the bridged ingress time (waits are below 2^32 x 256 ns, 18 minutes). */
     @hidden
-    action take_ingress_ns() {
-        md.ingress_ns = hdr.bridged.ingress_ns;
-    }
-
-    @hidden
-    action take_waited_ns() {
-        md.waited_ns = eg_prsr_md.global_tstamp[31:0] - md.ingress_ns;
-    }
-
-    @hidden
-    action take_wait_units() {
-        md.waited = md.waited_ns >> 8;
+    action take_waited(bit<32> now) {
+        md.waited = now - hdr.bridged.ingress_time;
     }
 
     /* Apart from the port: a Tofino action cannot write a constant and a rotated field into one container. */
@@ -191,15 +185,13 @@ control egress(inout tna_headers_t hdr,
     }
 
     apply {
-        /* Egress times are nanoseconds (the low 32 bits: they wrap after 4.3 s), not ingress's 256 ns units: one
-         * gress reads one 32-bit window of global_tstamp, which the queueing time takes from the bridged ingress
-         * time. */
-        bit<32> now = eg_prsr_md.global_tstamp[31:0];
+        /* Times in 256 ns units, as ingress's (bits 39:8 of global_tstamp). */
+        bit<32> now = eg_prsr_md.global_tstamp[39:8];
         if (hdr.queue_report.isValid()) {
             return;  // a queue report on its way to the recirculation port
         }
         if (md.helper_mirror.isValid()) {
-            /* A copy for the retransmission helper: the frame as received, behind a helper header. */
+            /* A copy for the retransmission helper: the frame as sent, behind a helper header. */
             hdr.tng.helper_ethernet.setValid();
             hdr.tng.helper_ethernet.dst_addr = 0;
             hdr.tng.helper_ethernet.src_addr = 0;
@@ -214,23 +206,36 @@ control egress(inout tna_headers_t hdr,
             }
             return;
         }
-        port_num_t ingress_port = hdr.bridged.ingress_port;
-        take_ingress_ns();
-        hdr.bridged.setInvalid();
+        /* The bridged header is read where needed and not deparsed (pipeline_io.p4): copying its fields out first
+         * would be a step that VISIBLE waits for. */
         if (eg_intr_md.egress_port == TNA_CPU_PORT) {
             hdr.tng.packet_in.setValid();
-            hdr.tng.packet_in.ingress_port = ingress_port;
+            hdr.tng.packet_in.ingress_port = hdr.bridged.ingress_port;
             clear_packet_in_pad();
             return;
         }
-        take_waited_ns();
-        take_wait_units();
+        /* TCP for VISIBLE, tng (UDP) for backpressure: exclusive branches share stages. */
+        if (hdr.tng.wire.tcp.isValid()) {
+            md.helper_mirror.setValid();
+            visible.apply(hdr.tng, md.tng, hdr.bridged.ingress_port, eg_dprsr_md, now, md.tcp_rewritten,
+                          md.helper_mirror, md.helper_session);
+        } else if (!md.tng.bypass) {
+            take_waited(now);
+            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.waited, md.udp_rewritten);
+        }
         record_port_state.apply(eg_intr_md, now);
-        report_queue_delay.apply(eg_intr_md, now, md.waited, eg_dprsr_md, md.queue_report, md.report_session);
-        port_tx.count(eg_intr_md.egress_port);
+        bit<1> report_due;
+        report_queue_delay.apply(eg_intr_md, now, hdr.bridged.ingress_time, md.queue_report, report_due);
+        if (!hdr.tng.helper.isValid()) {
+            port_tx.count(eg_intr_md.egress_port);
+        }
         if (!md.tng.bypass) {
             port_mac.apply();
-            backpressure.apply(hdr.tng, md.tng, eg_intr_md, md.waited, md.waited_ns, md.udp_rewritten);
+        }
+        /* One mirror per packet: a copy for the helper goes before a queue report. */
+        if (report_due == 1 && eg_dprsr_md.mirror_type == 0) {
+            eg_dprsr_md.mirror_type = MIRROR_TYPE_QUEUE_REPORT;
+            md.report_session = (MirrorId_t)QUEUE_REPORT_SESSION;
         }
     }
 }

@@ -4,14 +4,15 @@
  * reads and writes a cell of at most two 32-bit halves, makes at most two comparisons, and a register takes at most
  * two 32-bit PHV inputs for all its actions; a result is a half, an ALU result or a predicate (an enum only from a
  * pair); a stage holds four registers. So the per-flow state is split into registers, each fed by the ones before it
- * (compiled alone, Visible takes ingress stages 0 to 10; the stage of each register below):
+ * (it runs in egress, tna/tng.p4, where the packet's ingress verdict is known; the stage of each register when
+ * compiled alone):
  *
  *    1  flow_owner     {key, last_seen}   claim (downlink), touch (uplink), check (confirmation) the cell
  *    3  forwarded_end  {end, cap}         v1model's forwarded_end; an ACK's cap: min(end, lowest SACK left edge)
  *    3  ack_window     {window, seen}     the last ACK's window (v1model's receiver_window and ack_seen)
  *    3  receiver_ack                      an ACK is the same, newer or other; a confirmation starts within it?
  *    4  forwarded_max                     v1model's forwarded_max; an ACK learns whether data is outstanding
- *    5  burst          {dup_acks, ewma}   counts a dup-ACK, says whether it may be held or boosted; EWMA
+ *    5  burst          {dup_acks, -}      counts a dup-ACK, says whether it may be held or boosted
  *    5  copy_state     {epoch, start}     starts copies in the helper's epoch; the ACK is covered by copies?
  *    6  confirmed_end  {end, cap}         the helper confirmed copies up to here; a dup-ACK's cap: min(end, cap)
  *    6  reported_ack                      reports the receiver's ACK every report_bytes
@@ -21,11 +22,11 @@
  *
  * What this gives up or approximates against v1model (docs/tofino.md):
  * - no queue-depth guard on boosts, no queue term in the hold budget (boost_max_depth and queue_aware_hold are
- *   ignored): egress queue depths are not readable in ingress;
- * - a boost adds segment_size per dup-ACK (no multiplier), up to the same caps (forwarded_end, confirmed_end,
- *   SACK left edges), the lowest SACK left edge taken against forwarded_end before the ACK caught it up;
- * - the EWMA of burst lengths moves a fixed step towards each burst's length, 2^-VISIBLE_TNA_ALPHA_SHIFT of a
- *   dup-ACK up and 2^-VISIBLE_TNA_BETA_SHIFT down (alpha_shift, beta_shift ignored): one ALU operation per half;
+ *   ignored): the queue they would read is the downlink port's, and an ACK is in the uplink port's egress;
+ * - a boost adds VISIBLE_TNA_BOOST_BYTES per dup-ACK (segment_size ignored; no multiplier), up to the same caps
+ *   (forwarded_end, confirmed_end, SACK left edges), the lowest SACK left edge taken against forwarded_end before
+ *   the ACK caught it up;
+ * - no EWMA of burst lengths: dup-ACKs are held while at most hold_slack (alpha_shift, beta_shift ignored);
  * - a cell is taken over after VISIBLE_TNA_IDLE_TIMEOUT (idle_timeout_us ignored: flow_owner's two inputs are the
  *   key and now), a never-used cell also counts as idle only then, and the key is a symmetric CRC-32;
  * - the hold clock runs from the burst's first hold or last boost to now (v1model: to the previous hold);
@@ -48,10 +49,10 @@
 
 /* A cell is taken over after this long without packets of its flow (1 s: the controller's default). */
 #define VISIBLE_TNA_IDLE_TIMEOUT 3906250
-/* burst counts dup-ACKs in units of 2^-VISIBLE_EWMA_FRACTION_BITS, the EWMA's. */
+/* burst counts dup-ACKs in units of 2^-VISIBLE_EWMA_FRACTION_BITS, as v1model's. */
 #define VISIBLE_TNA_DUP (1 << VISIBLE_EWMA_FRACTION_BITS)
-#define VISIBLE_TNA_ALPHA_SHIFT 2
-#define VISIBLE_TNA_BETA_SHIFT 4
+/* What a boost adds to the ACK number (a full Ethernet segment of TCP with timestamps). */
+#define VISIBLE_TNA_BOOST_BYTES 1448
 
 typedef bit<VISIBLE_FLOW_INDEX_BITS> flow_cell_t;
 
@@ -67,12 +68,14 @@ enum burst_t { NONE, HOLD, BOOST, BOTH } // what the burst's length still allows
 
 control Visible(inout tng_headers_t hdr,
                 inout tng_metadata_t md,
-                in ingress_intrinsic_metadata_t ig_intr_md,
-                inout ingress_intrinsic_metadata_for_deparser_t dprsr_md,
+                in port_num_t ingress_port,
+                inout egress_intrinsic_metadata_for_deparser_t dprsr_md,
                 in bit<32> now,
-                out bool tcp_rewritten) {
+                out bool tcp_rewritten,
+                inout helper_mirror_t mirror,
+                inout MirrorId_t session) {
     Counter<bit<64>, bit<8>>(VISIBLE_DECISION_COUNT, CounterType_t.PACKETS) decisions;
-    /* Direction-symmetric: both directions of a connection get the same key (ingress's PHV field names). */
+    /* Direction-symmetric: both directions of a connection get the same key (egress's PHV field names). */
     @symmetric("hdr.tng.wire.ipv4.src_addr", "hdr.tng.wire.ipv4.dst_addr")
     @symmetric("hdr.tng.wire.tcp.src_port", "hdr.tng.wire.tcp.dst_port")
     Hash<bit<32>>(HashAlgorithm_t.CRC32) key_hash;
@@ -83,7 +86,7 @@ control Visible(inout tng_headers_t hdr,
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) ack_window;     // {window, seen}
     /* A pair with hi unused: a RegisterAction returns an enum (its predicate) only from a pair. */
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) receiver_ack;
-    Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) burst;          // {dup_acks, ewma}
+    Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) burst;          // {dup_acks, unused}
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) copy_state;     // {epoch, start}
     Register<visible_pair_t, flow_cell_t>(VISIBLE_FLOW_CELLS, {0, 0}) confirmed_end;  // {end, cap}
     Register<bit<32>, flow_cell_t>(VISIBLE_FLOW_CELLS, 0) reported_ack;
@@ -92,10 +95,9 @@ control Visible(inout tng_headers_t hdr,
     Register<bit<32>, flow_cell_t>(VISIBLE_FLOW_CELLS, 0) retransmits;
 
     bool enabled = false;        // VISIBLE on in the packet's policy
-    bit<16> mss = 0;
     bit<32> hold_budget = 0;
-    bit<16> slack = 0;
-    bit<16> boosts_max = 0;
+    bit<32> slack = 0;           // 32 bits wide so that the shifts below take whole fields
+    bit<32> boosts_max = 0;
     bit<8> requests_max = 0;
     bit<32> report_every = 0;
     bool helper_ok = false;
@@ -110,7 +112,6 @@ control Visible(inout tng_headers_t hdr,
     bit<32> length;              // downlink: payload + SYN + FIN
     bit<32> slack_dups;          // hold_slack and boost_max in burst's units
     bit<32> boost_dups;
-    bit<32> neg_mss;
     bit<32> hold_stale;          // a hold clock started before this has spent the budget
     bit<32> report_below;        // ACK number - report_bytes: a report at or below it is due again
     /* Results of the registers' actions, 0 where the action does not run. */
@@ -126,10 +127,9 @@ control Visible(inout tng_headers_t hdr,
                       bit<16> boost_max, bit<8> retransmit_max, bit<8> alpha_shift, bit<8> beta_shift,
                       bit<32> idle_timeout_us, bit<32> report_bytes, bit<1> queue_aware_hold) {
         enabled = true;
-        mss = segment_size;
         hold_budget = hold_budget_us;
-        slack = hold_slack;
-        boosts_max = boost_max;
+        slack = (bit<32>)hold_slack;
+        boosts_max = (bit<32>)boost_max;
         requests_max = retransmit_max;
         report_every = report_bytes;
     }
@@ -163,11 +163,14 @@ control Visible(inout tng_headers_t hdr,
         default_action = helper_down();
     }
 
-    /* v1model: clone_preserving_field_list to HELPER_CLONE_SESSION; here the ingress deparser mirrors. */
+    /* v1model: clone_preserving_field_list to HELPER_CLONE_SESSION; here the egress deparser mirrors. */
     @hidden
     action to_helper(helper_reason_t reason) {
-        md.helper_reason = reason;
-        md.helper_ingress_port = ig_intr_md.ingress_port;
+        mirror.kind = BRIDGE_KIND_HELPER_COPY;
+        mirror.reason = reason;
+        mirror._pad = 0;
+        mirror.ingress_port = ingress_port;
+        session = (MirrorId_t)HELPER_CLONE_SESSION;
         dprsr_md.mirror_type = MIRROR_TYPE_HELPER;
     }
 
@@ -373,21 +376,21 @@ control Visible(inout tng_headers_t hdr,
         }
     };
 
-    /* burst: lo counts the burst's dup-ACKs plus the next one (so that the comparisons need no offset), hi is the
-     * EWMA of burst lengths. */
+    /* burst: lo counts the burst's dup-ACKs plus the next one (so that the comparisons need no offset); hi is unused
+     * (an enum result comes only from a pair). No EWMA of burst lengths: a stateful ALU compares one register half
+     * with the packet, not the two halves with each other (dup-ACKs - EWMA), so the hold limit is hold_slack. */
     RegisterAction<visible_pair_t, flow_cell_t, burst_t>(burst) forget_burst = {
         void apply(inout visible_pair_t b) {
             b.lo = VISIBLE_TNA_DUP;
-            b.hi = 0;
         }
     };
 
-    /* Counts the dup-ACK: held while dup_acks <= hold_slack + EWMA, boosted while dup_acks <= boost_max. */
+    /* Counts the dup-ACK: held while dup_acks <= hold_slack, boosted while dup_acks <= boost_max. */
     RegisterAction<visible_pair_t, flow_cell_t, burst_t>(burst) count_dup = {
         void apply(inout visible_pair_t b, out burst_t result) {
-            if ((int<32>)(b.lo - b.hi) <= (int<32>)slack_dups && b.lo <= boost_dups) {
+            if (b.lo <= slack_dups && b.lo <= boost_dups) {
                 result = burst_t.BOTH;
-            } else if ((int<32>)(b.lo - b.hi) <= (int<32>)slack_dups) {
+            } else if (b.lo <= slack_dups) {
                 result = burst_t.HOLD;
             } else if (b.lo <= boost_dups) {
                 result = burst_t.BOOST;
@@ -398,14 +401,9 @@ control Visible(inout tng_headers_t hdr,
         }
     };
 
-    /* A new ACK ends the burst (of lo - VISIBLE_TNA_DUP): the EWMA steps towards its length. */
+    /* A new ACK ends the burst. */
     RegisterAction<visible_pair_t, flow_cell_t, burst_t>(burst) end_burst = {
         void apply(inout visible_pair_t b) {
-            if ((int<32>)(b.lo - b.hi) > VISIBLE_TNA_DUP) {
-                b.hi = b.hi + (VISIBLE_TNA_DUP >> VISIBLE_TNA_ALPHA_SHIFT);
-            } else if (b.lo != VISIBLE_TNA_DUP) {
-                b.hi = b.hi - (VISIBLE_TNA_DUP >> VISIBLE_TNA_BETA_SHIFT);
-            }
             b.lo = VISIBLE_TNA_DUP;
         }
     };
@@ -495,12 +493,13 @@ control Visible(inout tng_headers_t hdr,
     };
 
     /* sent_ack: the highest ACK number sent to the sender. Returns the boosted ACK number, 0 if not boosted:
-     * segment_size more, at most the cap (in_c). */
+     * VISIBLE_TNA_BOOST_BYTES more, at most the cap (in_c). A stateful ALU compares a register half with one packet
+     * value and a constant, so the step is a constant rather than the policy's segment_size (two packet values). */
     RegisterAction<bit<32>, flow_cell_t, bit<32>>(sent_ack) boost = {
         void apply(inout bit<32> sent, out bit<32> result) {
             result = 0;
-            if ((int<32>)(sent - in_c) < (int<32>)neg_mss) {
-                sent = sent - neg_mss;
+            if ((int<32>)(sent - in_c) < -VISIBLE_TNA_BOOST_BYTES) {
+                sent = sent + VISIBLE_TNA_BOOST_BYTES;
                 result = sent;
             } else if (seq_before(sent, in_c)) {
                 sent = in_c;
@@ -739,9 +738,8 @@ control Visible(inout tng_headers_t hdr,
             /* Hold budget, dup-ACK limits and boost step as the stateful ALUs compare and add them. */
             hold_stale = now - hold_budget;
             report_below = hdr.wire.tcp.ack_no - report_every;
-            neg_mss = 0 - (bit<32>)mss;
-            slack_dups = (bit<32>)slack << VISIBLE_EWMA_FRACTION_BITS;
-            boost_dups = (bit<32>)boosts_max << VISIBLE_EWMA_FRACTION_BITS;
+            slack_dups = slack << VISIBLE_EWMA_FRACTION_BITS;
+            boost_dups = boosts_max << VISIBLE_EWMA_FRACTION_BITS;
 
             if (touch.execute(cell) != owner_t.SELF) {
                 decisions.count(VISIBLE_UNTRACKED);
