@@ -164,20 +164,26 @@ fn proxy_resets_its_client_when_the_server_dies_mid_download() {
 
 #[test]
 fn server_resets_its_target_when_the_proxy_dies_mid_upload() {
-    // A target that reads until the end and says how the upload ended.
+    // A target that reads until the end, says when the upload's first bytes arrived and how the upload ended.
     let sink = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = sink.local_addr().unwrap();
     let (tx, ended) = mpsc::channel();
+    let (first_bytes, arrived) = mpsc::channel();
     std::thread::spawn(move || {
         for mut stream in sink.incoming().flatten() {
-            let tx = tx.clone();
+            let (tx, first_bytes) = (tx.clone(), first_bytes.clone());
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 1 << 16];
                 let mut total = 0;
                 let end = loop {
                     match stream.read(&mut buf) {
                         Ok(0) => break Ok(total),
-                        Ok(n) => total += n,
+                        Ok(n) => {
+                            if total == 0 {
+                                let _ = first_bytes.send(());
+                            }
+                            total += n;
+                        }
                         Err(err) => break Err(err.kind()),
                     }
                 };
@@ -190,7 +196,8 @@ fn server_resets_its_target_when_the_proxy_dies_mid_upload() {
     let mut proxied = serve_and_proxy(target, &["--idle-timeout", "2"]);
     let mut client = TcpStream::connect(proxied.listen).unwrap();
     client.write_all(&vec![5u8; 1 << 20]).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Killed mid-upload: once the target has some of it (a fixed wait cut some loaded runs before any byte).
+    arrived.recv_timeout(Duration::from_secs(30)).expect("the upload reached the target");
     proxied.proxy.kill();
     // The server's stream fails once its connection times out: the target must see that as an error, never as the
     // clean end of an upload.
