@@ -69,8 +69,9 @@ control ReportQueueDelay(in egress_intrinsic_metadata_t eg_intr_md,
         }
     };
 
-    /* Conditions only around the register and the report's fields: a condition over the whole would hold back what
-     * follows it in egress (VISIBLE, backpressure). */
+    /* Conditions only around the register and the report's fields, not over the whole: this way its lookup and
+     * arithmetic are tables of no condition, which placement puts in the stages VISIBLE's chain leaves free (nested
+     * under the hit, the same program needs two stages more). */
     apply {
         report.setInvalid();
         due = 0;

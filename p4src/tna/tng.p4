@@ -216,7 +216,6 @@ control egress(inout tna_headers_t hdr,
         }
         /* TCP for VISIBLE, tng (UDP) for backpressure: exclusive branches share stages. */
         if (hdr.tng.wire.tcp.isValid()) {
-            md.helper_mirror.setValid();
             visible.apply(hdr.tng, md.tng, hdr.bridged.ingress_port, eg_dprsr_md, now, md.tcp_rewritten,
                           md.helper_mirror, md.helper_session);
         } else if (!md.tng.bypass) {

@@ -166,6 +166,7 @@ control Visible(inout tng_headers_t hdr,
     /* v1model: clone_preserving_field_list to HELPER_CLONE_SESSION; here the egress deparser mirrors. */
     @hidden
     action to_helper(helper_reason_t reason) {
+        mirror.setValid();
         mirror.kind = BRIDGE_KIND_HELPER_COPY;
         mirror.reason = reason;
         mirror._pad = 0;
