@@ -68,9 +68,9 @@ def test_a_missing_manifest_is_a_mismatch(repo: Path) -> None:
 
 def test_fresh_compile_compare_names_the_differing_file(repo: Path, p4c: Path, tmp_path: Path) -> None:
     compile_all(p4c, repo)
-    assert artifacts.check_compile(p4c, repo, tmp_path / "scratch") == []
+    assert artifacts.check_compile({"compile": p4c}, repo, tmp_path / "scratch") == []
     (repo / "p4src/build/prog/p4info.txtpb").write_text("edited by hand\n")
-    assert [m.line() for m in artifacts.check_compile(p4c, repo, tmp_path / "scratch")] == [
+    assert [m.line() for m in artifacts.check_compile({"compile": p4c}, repo, tmp_path / "scratch")] == [
         "prog: p4src/build/prog/p4info.txtpb differs from a fresh compile"
     ]
 
@@ -79,3 +79,19 @@ def test_a_compiler_failure_carries_its_output(repo: Path, p4c: Path, monkeypatc
     monkeypatch.setenv("FAIL", "1")
     with pytest.raises(artifacts.CompileError, match="syntax error"):
         compile_all(p4c, repo)
+
+
+def test_the_tofino_program_is_checked_with_its_own_compiler(repo: Path, p4c: Path, tmp_path: Path) -> None:
+    (repo / "p4src/tna").mkdir()
+    (repo / "p4src/tna/tng.p4").write_text('#include "shared/header.p4"\n')
+    assert [m.program for m in artifacts.check_sources(repo)] == ["prog", "tng_tna"]
+    compile_all(p4c, repo)
+    artifacts.compile_tna_program(p4c, repo / "p4src/tna/tng.p4", repo / "p4src/build/tng_tna", repo)
+    assert sorted(path.name for path in (repo / "p4src/build/tng_tna").iterdir()) == ["p4info.txtpb", "sources.json"]
+    assert artifacts.check_sources(repo) == []
+    (repo / "p4src/build/tng_tna/p4info.txtpb").write_text("edited by hand\n")
+    # Without p4c-barefoot only the BMv2 program is compiled; with it, the edit is found.
+    assert artifacts.check_compile({"compile": p4c}, repo, tmp_path / "scratch") == []
+    assert [m.line() for m in artifacts.check_compile({"tofino": p4c}, repo, tmp_path / "scratch")] == [
+        "tng_tna: p4src/build/tng_tna/p4info.txtpb differs from a fresh compile"
+    ]

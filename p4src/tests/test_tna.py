@@ -1,5 +1,6 @@
-"""The Tofino (TNA) program: it passes p4c's front and mid end for TNA, and names the tables, actions, counters and
-digest of the v1model program's P4Info (p4src/build/tng/p4info.txtpb), so one controller drives either target."""
+"""The Tofino (TNA) program: it passes p4c's front and mid end for TNA, and its P4Info (p4src/build/tng_tna/, compiled
+by p4c-barefoot) names the tables, actions, counters and digest of the v1model program's P4Info
+(p4src/build/tng/p4info.txtpb) with the same ids, so one controller drives either target."""
 
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ def test_tna_program_names_what_the_v1model_p4info_names(front_end: tna.FrontEnd
     assert all(v1model[kind] for kind in tna.KINDS)
     assert {kind: declared[kind] - tna.TNA_ONLY[kind] for kind in tna.KINDS} == v1model
     assert all(tna.TNA_ONLY[kind] <= declared[kind] for kind in tna.KINDS)
+
+
+def test_tofino_p4info_names_and_ids_are_the_v1model_ones() -> None:
+    # The committed P4Infos: make p4-check keeps both fresh. Besides the names of tna.TNA_ONLY; ids differ only for
+    # tna.TARGET_SPECIFIC_IDS (docs/tofino.md).
+    v1model = tna.p4info_ids((ROOT / tna.V1MODEL_P4INFO).read_text())
+    tofino = tna.p4info_ids((ROOT / tna.TNA_P4INFO).read_text())
+    for kind in tna.KINDS:
+        assert v1model[kind], kind
+        assert set(tofino[kind]) - tna.TNA_ONLY[kind] == set(v1model[kind]), kind
+        assert tna.TNA_ONLY[kind] <= set(tofino[kind]), kind
+        differing = {name for name, entity_id in v1model[kind].items() if tofino[kind][name] != entity_id}
+        assert differing == tna.TARGET_SPECIFIC_IDS[kind], kind
 
 
 MIDEND = """
@@ -85,6 +99,15 @@ def test_declared_names_reads_the_midend_annotations_without_hidden_actions() ->
     }
 
 
+def test_p4info_ids_reads_every_kind() -> None:
+    assert tna.p4info_ids(P4INFO) == {
+        "tables": {"ingress.forwarding.routes": 41001},
+        "actions": {"NoAction": 21257015},
+        "counters": {"ingress.drops": 3001},
+        "digests": {"new_flow_digest_t": 385},
+    }
+
+
 def test_p4info_names_reads_every_kind() -> None:
     assert tna.p4info_names(P4INFO) == {
         "tables": {"ingress.forwarding.routes"},
@@ -115,6 +138,24 @@ def test_include_dir_is_found_beside_an_installed_compiler(tmp_path: Path, monke
     monkeypatch.setenv("P4C", str(tmp_path / "bin" / "absent-p4c"))
     monkeypatch.setenv(tna.P4TEST_ENV, str(p4test))
     assert tna.find_include() == include
+
+
+def test_include_dir_is_found_in_the_build_tree_of_p4c_barefoot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = tmp_path / "build"
+    compiler = build / "backends" / "tofino" / "bf-p4c" / "p4c-barefoot"
+    compiler.parent.mkdir(parents=True)
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    (build / "p4include").mkdir()
+    (build / "p4include" / "tna.p4").write_text("")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "p4c-barefoot").symlink_to(compiler)
+    for variable in (tna.INCLUDE_ENV, "P4C", tna.P4TEST_ENV):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert tna.find_include() == build / "p4include"
 
 
 def test_hidden_toolchain_skips_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:

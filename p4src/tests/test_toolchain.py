@@ -27,6 +27,7 @@ def write_tool(directory: Path, name: str, body: str) -> Path:
 def full_toolchain(directory: Path, switch_help: str = SWITCH_HELP) -> None:
     write_tool(directory, "p4c", 'echo "p4c 1.2.4.8 (SHA: 1a2b3c4 BUILD: Release)"')
     write_tool(directory, "p4c-bm2-ss", 'echo "p4c-bm2-ss 1.2.4.8 (SHA: 1a2b3c4 BUILD: Release)"')
+    write_tool(directory, "p4c-barefoot", 'echo "$0"; echo "Version 9.13.4"')
     help_file = directory / "switch-help.txt"
     help_file.write_text(switch_help)
     write_tool(
@@ -55,6 +56,7 @@ def test_detects_every_tool_with_its_version(tools: Path) -> None:
     found = toolchain.detect()
     assert found.p4c == toolchain.Tool("p4c", tools / "p4c", "1.2.4.8")
     assert found.p4c_bm2_ss.version == "1.2.4.8"
+    assert found.p4c_barefoot == toolchain.Tool("p4c-barefoot", tools / "p4c-barefoot", "9.13.4")
     assert found.simple_switch_grpc == toolchain.Tool(
         "simple_switch_grpc", tools / "simple_switch_grpc", "1.15.5-9674187f"
     )
@@ -63,6 +65,7 @@ def test_detects_every_tool_with_its_version(tools: Path) -> None:
     assert found.packet_in
     assert found.missing_for("compile") == []
     assert found.skip_reason("compile") is None
+    assert found.skip_reason("tofino") is None
 
 
 def test_bmv2_is_ready_with_nanomsg_and_pynng(tools: Path) -> None:
@@ -82,6 +85,9 @@ def test_nothing_found_gives_one_line_reasons(tools: Path) -> None:
     )
     assert found.skip_reason("bmv2") == (
         "skipped: P4 toolchain not found (simple_switch_grpc missing, ptf missing; see README 'P4 toolchain')"
+    )
+    assert found.skip_reason("tofino") == (
+        "skipped: P4 toolchain not found (p4c-barefoot missing; see docs/p4-toolchain.md)"
     )
 
 
@@ -151,7 +157,7 @@ def test_parse_version(output: str, version: str | None) -> None:
 
 def test_unknown_purpose_is_an_error(tools: Path) -> None:
     with pytest.raises(ValueError, match="unknown purpose"):
-        toolchain.detect().missing_for("tofino")  # type: ignore[arg-type]
+        toolchain.detect().missing_for("asic")  # type: ignore[arg-type]
 
 
 def test_cli_require_exits_3_with_the_reason(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,7 +177,7 @@ def test_cli_json(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert report["tools"]["p4c-bm2-ss"] == {"path": str(tools / "p4c-bm2-ss"), "version": "1.2.4.8"}
     assert report["features"] == {"packet_in": True, "thrift": True, "pynng": True}
-    assert report["missing"] == {"compile": [], "bmv2": []}
+    assert report["missing"] == {"compile": [], "bmv2": [], "tofino": []}
     assert report["hidden"] is False
 
 
@@ -198,6 +204,8 @@ def test_cli_table(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["tool", "version", "path"]
     assert lines[2].split() == ["p4c-bm2-ss", "1.2.4.8", str(tools / "p4c-bm2-ss")]
-    assert lines[3].split() == ["simple_switch_grpc", "-", "missing"]
+    assert lines[3].split() == ["p4c-barefoot", "-", "missing"]
+    assert lines[4].split() == ["simple_switch_grpc", "-", "missing"]
     assert "compile     ready" in lines
     assert "bmv2        missing: simple_switch_grpc, ptf" in lines
+    assert "tofino      missing: p4c-barefoot" in lines

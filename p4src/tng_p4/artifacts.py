@@ -1,11 +1,15 @@
 """The compiled P4 artifacts under p4src/build/: compile them, and check that they match the sources.
 
-Every program's build directory holds `bmv2.json`, `p4info.txtpb` and `sources.json`, a manifest of the SHA-256 of
-every P4 source they were compiled from. Two checks read it:
+Every program's build directory holds its compiler's outputs and `sources.json`, a manifest of the SHA-256 of every P4
+source they were compiled from. The BMv2 programs of p4src/programs.txt give `bmv2.json` and `p4info.txtpb`
+(p4c-bm2-ss); the Tofino program (`tng_tna`, p4src/tna/tng.p4) gives `p4info.txtpb` (p4c-barefoot; its backend is
+skipped until the program fits Tofino 1's stages, and its BF-RT schema is not kept: p4c-barefoot orders the schema's
+snapshot tables differently from run to run, docs/tofino.md). Two checks read the manifests:
 
 - `check-sources` needs no toolchain: it fails when a P4 source changed (or appeared, or went) since the committed
   artifacts were compiled, so even a machine without p4c notices stale artifacts;
-- `check-compile` needs p4c: it compiles afresh and fails when the output differs from what is committed.
+- `check-compile` compiles afresh with each compiler that is here and fails when the output differs from what is
+  committed; a target whose compiler is absent is skipped with its reason.
 
 Exit status: 0 good, 1 a mismatch (each named on its own line), 3 skipped (the reason on the last line).
 """
@@ -18,15 +22,19 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tng_p4 import pipeline, toolchain
+from tng_p4 import pipeline, tna, toolchain
 
 MANIFEST = "sources.json"
-ARCH = "v1model"
 SOURCE_ROOT = Path("p4src")
-OUTPUTS = ("bmv2.json", "p4info.txtpb")
+# The Tofino compile writes the P4Info only, with P4Runtime's standard counter and digest messages (what the controller
+# reads on either target). Its backend (context.json, the binary, resources) is skipped (--skip-compilation of the
+# pipe named pipe) while the program needs more than Tofino 1's 12 stages (docs/tofino.md).
+TNA_FLAGS = ("--target", "tofino", "--arch", "tna", "--p4runtime-force-std-externs", "--skip-compilation", "pipe")
 
 
 class CompileError(RuntimeError):
@@ -63,7 +71,7 @@ def compile_program(p4c_bm2_ss: Path, source: Path, out_dir: Path, root: Path) -
     command = [
         str(p4c_bm2_ss),
         "--arch",
-        ARCH,
+        "v1model",
         "-I",
         str(SOURCE_ROOT),
         "--p4runtime-files",
@@ -72,11 +80,62 @@ def compile_program(p4c_bm2_ss: Path, source: Path, out_dir: Path, root: Path) -
         str(out / "bmv2.json"),
         str(_relative(source.resolve(), root.resolve())),
     ]
+    _run_compiler(command, root)
+    _write_manifest(out_dir, "v1model", source, root)
+
+
+def compile_tna_program(p4c_barefoot: Path, source: Path, out_dir: Path, root: Path) -> None:
+    """Compiles `source` for Tofino (TNA) into `out_dir` (p4info.txtpb) and writes its source manifest."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = _relative(out_dir.resolve(), root.resolve())
+    with tempfile.TemporaryDirectory(prefix="tng-tna-") as backend_out:  # what the skipped backend leaves
+        command = [
+            str(p4c_barefoot),
+            *TNA_FLAGS,
+            "-I",
+            str(SOURCE_ROOT),
+            "--p4runtime-files",
+            str(out / "p4info.txtpb"),
+            "-o",
+            backend_out,
+            str(_relative(source.resolve(), root.resolve())),
+        ]
+        _run_compiler(command, root)
+    _write_manifest(out_dir, "tna", source, root)
+
+
+def _run_compiler(command: list[str], root: Path) -> None:
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, errors="replace", check=False)
     if done.returncode != 0:
         raise CompileError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}".rstrip())
-    manifest = {"arch": ARCH, "program": str(source.relative_to(root)), "sources": source_digests(root)}
+
+
+def _write_manifest(out_dir: Path, arch: str, source: Path, root: Path) -> None:
+    manifest = {"arch": arch, "program": str(source.relative_to(root)), "sources": source_digests(root)}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """How one target's programs are compiled: the toolchain purpose that finds the compiler, the compiler as a
+    function (compiler, source, out_dir, root), and the files it writes besides the manifest."""
+
+    purpose: toolchain.Purpose
+    compile: Callable[[Path, Path, Path, Path], None]
+    outputs: tuple[str, ...]
+    compiler: Callable[[toolchain.Toolchain], Path | None]
+
+
+BMV2 = Target("compile", compile_program, ("bmv2.json", "p4info.txtpb"), lambda found: found.p4c_bm2_ss.path)
+TOFINO = Target("tofino", compile_tna_program, ("p4info.txtpb",), lambda found: found.p4c_barefoot.path)
+
+
+def programs(root: Path) -> dict[str, tuple[Path, Target]]:
+    """Every program with committed artifacts: p4src/programs.txt's for BMv2, and the Tofino program."""
+    found: dict[str, tuple[Path, Target]] = {name: (source, BMV2) for name, source in pipeline.programs(root).items()}
+    if (root / tna.PROGRAM).is_file():
+        found[tna.BUILD_NAME] = (root / tna.PROGRAM, TOFINO)
+    return found
 
 
 def _relative(path: Path, root: Path) -> Path:
@@ -87,7 +146,7 @@ def check_sources(root: Path) -> list[Mismatch]:
     """Programs whose committed manifest does not match today's sources (no toolchain needed)."""
     current = source_digests(root)
     mismatches = []
-    for program in pipeline.programs(root):
+    for program in programs(root):
         manifest_path = root / pipeline.BUILD_DIR / program / MANIFEST
         try:
             recorded = json.loads(manifest_path.read_text())["sources"]
@@ -103,14 +162,18 @@ def check_sources(root: Path) -> list[Mismatch]:
     return mismatches
 
 
-def check_compile(p4c_bm2_ss: Path, root: Path, scratch: Path) -> list[Mismatch]:
-    """Programs whose fresh compile (into `scratch`) differs from the committed artifacts."""
+def check_compile(compilers: dict[str, Path], root: Path, scratch: Path) -> list[Mismatch]:
+    """Programs whose fresh compile (into `scratch`) differs from the committed artifacts; `compilers` maps a target's
+    toolchain purpose to its compiler, and programs of a target without one are not compiled."""
     mismatches = []
-    for program, source in pipeline.programs(root).items():
+    for program, (source, target) in programs(root).items():
+        compiler = compilers.get(target.purpose)
+        if compiler is None:
+            continue
         out_dir = scratch / program
         shutil.rmtree(out_dir, ignore_errors=True)
-        compile_program(p4c_bm2_ss, source, out_dir, root)
-        for name in (*OUTPUTS, MANIFEST):
+        target.compile(compiler, source, out_dir, root)
+        for name in (*target.outputs, MANIFEST):
             committed = root / pipeline.BUILD_DIR / program / name
             if not committed.is_file() or committed.read_bytes() != (out_dir / name).read_bytes():
                 mismatches.append(Mismatch(program, f"{committed.relative_to(root)} differs from a fresh compile"))
@@ -121,34 +184,43 @@ def main(argv: list[str] | None = None) -> int:
     root = pipeline.repo_root()
     parser = argparse.ArgumentParser(prog="python -m tng_p4.artifacts", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("compile", help="compile every program of p4src/programs.txt into p4src/build/")
+    sub.add_parser("compile", help="compile every program (BMv2 and Tofino, as their compilers are here)")
     sub.add_parser("check-sources", help="fail if a P4 source changed since the committed artifacts were compiled")
     check = sub.add_parser("check-compile", help="fail if a fresh compile differs from the committed artifacts")
     check.add_argument("--scratch", type=Path, default=root / "build" / "p4-check", help="where to compile")
     args = parser.parse_args(argv)
 
     if args.command == "check-sources":
-        return _report(
-            check_sources(root), f"p4 sources: the artifacts of {len(pipeline.programs(root))} programs match"
-        )
+        return _report(check_sources(root), f"p4 sources: the artifacts of {len(programs(root))} programs match")
     found = toolchain.detect()
-    reason = found.skip_reason("compile")
-    if reason:
+    compilers: dict[str, Path] = {}
+    reasons = []
+    for target in (BMV2, TOFINO):
+        compiler = target.compiler(found)
+        if compiler is None:
+            reasons.append(f"{target.purpose}: {found.skip_reason(target.purpose)}")
+        else:
+            compilers[target.purpose] = compiler
+    for reason in reasons:
         print(reason)
+    if not compilers:
         return toolchain.SKIP_EXIT_CODE
-    assert found.p4c_bm2_ss.path is not None
     try:
         if args.command == "compile":
-            for program, source in pipeline.programs(root).items():
+            for program, (source, target) in programs(root).items():
+                if target.purpose not in compilers:
+                    continue
                 out_dir = root / pipeline.BUILD_DIR / program
-                print(f"p4c-bm2-ss {source.relative_to(root)} -> {out_dir.relative_to(root)}", flush=True)
-                compile_program(found.p4c_bm2_ss.path, source, out_dir, root)
+                compiler = compilers[target.purpose]
+                print(f"{compiler.name} {source.relative_to(root)} -> {out_dir.relative_to(root)}", flush=True)
+                target.compile(compiler, source, out_dir, root)
             return 0
-        mismatches = check_compile(found.p4c_bm2_ss.path, root, args.scratch)
+        mismatches = check_compile(compilers, root, args.scratch)
     except CompileError as err:
         print(err, file=sys.stderr)
         return 1
-    return _report(mismatches, "p4 compile: committed artifacts match a fresh compile")
+    checked = ", ".join(sorted(compilers))
+    return _report(mismatches, f"p4 compile ({checked}): committed artifacts match a fresh compile")
 
 
 def _report(mismatches: list[Mismatch], success: str) -> int:

@@ -1,9 +1,11 @@
-"""The Tofino (TNA) program without the Tofino backend: check it with p4c's front and mid end (p4test) against the TNA
-includes, and list the P4Info names it declares, to compare them with the v1model program's P4Info.
+"""The Tofino (TNA) program's contract checks: p4c's front and mid end (p4test) against the TNA includes, the P4Info
+names it declares, and the names and ids of the P4Info p4c-barefoot compiled (p4src/build/tng_tna/), each compared
+with the v1model program's P4Info.
 
 p4test is found like the other tools (`$P4TEST`, else PATH; absent under TNG_HIDE_P4_TOOLCHAIN=1). The TNA includes
 (`tna.p4` and what it includes) come from `$TNG_TNA_INCLUDE`, else from the `share/p4c/p4include` directory beside
-a p4c or p4test install that has `tna.p4` (where p4c's Tofino backend installs them).
+a p4c, p4test or p4c-barefoot install that has `tna.p4` (where p4c's Tofino backend installs them), else from the
+build tree p4c-barefoot runs from.
 
 `python -m tng_p4.tna check` runs the check and prints what it found; exits 3 (skipped) without p4test or includes.
 """
@@ -23,9 +25,12 @@ from pathlib import Path
 from tng_p4 import toolchain
 
 PROGRAM = Path("p4src/tna/tng.p4")
+BUILD_NAME = "tng_tna"  # its directory under p4src/build/ (tng_p4.artifacts)
 V1MODEL_P4INFO = Path("p4src/build/tng/p4info.txtpb")
+TNA_P4INFO = Path("p4src/build") / BUILD_NAME / "p4info.txtpb"
 INCLUDE_ENV = "TNG_TNA_INCLUDE"
 P4TEST_ENV = "P4TEST"
+BAREFOOT = "p4c-barefoot"
 # tna.p4 picks the chip's specs by this macro, which p4c's Tofino driver defines; p4test does not.
 TOFINO_1 = "-D__TARGET_TOFINO__=1"
 TIMEOUT_S = 300.0
@@ -49,13 +54,22 @@ TNA_ONLY: dict[str, frozenset[str]] = {
     "digests": frozenset(),
 }
 
+# Names whose P4Info id differs per target (docs/tofino.md): v1model's compiler names the digest by its struct and
+# takes no @id for it, the Tofino backend hashes the digest's name with the pipe prefix and takes no @id on externs.
+TARGET_SPECIFIC_IDS: dict[str, frozenset[str]] = {
+    "tables": frozenset(),
+    "actions": frozenset(),
+    "counters": frozenset(),
+    "digests": frozenset({"new_flow_digest_t"}),
+}
+
 # An @name annotation with the annotations around it, and the kind of declaration they annotate.
 _MIDEND_NAME = re.compile(
     r'((?:@\w+(?:\([^)]*\))?\s+)*)@name\("\.?([^"]+)"\)((?:\s+@\w+(?:\([^)]*\))?)*)\s+(table|action|Counter|Digest)\b'
 )
 _KIND_OF = {"table": "tables", "action": "actions", "Counter": "counters", "Digest": "digests"}
-_P4INFO_NAME = re.compile(
-    r'^(tables|actions|counters|digests) \{\n  preamble \{\n    id: \d+\n    name: "([^"]+)"', re.M
+_P4INFO_ENTITY = re.compile(
+    r'^(tables|actions|counters|digests) \{\n  preamble \{\n    id: (\d+)\n    name: "([^"]+)"', re.M
 )
 
 
@@ -86,14 +100,21 @@ def find() -> Setup:
 
 
 def find_include() -> Path | None:
-    """$TNG_TNA_INCLUDE, else share/p4c/p4include beside an installed p4c or p4test, if it holds tna.p4."""
+    """$TNG_TNA_INCLUDE, else share/p4c/p4include beside an installed p4c, p4test or p4c-barefoot, or the p4include
+    directory of the build tree p4c-barefoot runs from, if it holds tna.p4."""
     configured = os.environ.get(INCLUDE_ENV)
     if configured:
         return Path(configured) if (Path(configured) / "tna.p4").is_file() else None
-    for tool in (os.environ.get("P4C") or "p4c", os.environ.get(P4TEST_ENV) or "p4test"):
+    tools = (os.environ.get("P4C") or "p4c", os.environ.get(P4TEST_ENV) or "p4test", BAREFOOT)
+    for tool in tools:
         found = shutil.which(tool)
-        if found:
-            candidate = Path(found).resolve().parent.parent / "share" / "p4c" / "p4include"
+        if found is None:
+            continue
+        binary = Path(found).resolve()
+        candidates = [binary.parent.parent / "share" / "p4c" / "p4include"]
+        if tool == BAREFOOT:  # build/backends/tofino/bf-p4c/p4c-barefoot beside build/p4include
+            candidates += [ancestor / "p4include" for ancestor in binary.parents[:4]]
+        for candidate in candidates:
             if (candidate / "tna.p4").is_file():
                 return candidate
     return None
@@ -131,12 +152,17 @@ def declared_names(midend: str) -> dict[str, set[str]]:
     return names
 
 
+def p4info_ids(p4info: str) -> dict[str, dict[str, int]]:
+    """Tables, actions, counters and digests of a P4Info text file: name -> id, by kind."""
+    ids: dict[str, dict[str, int]] = {kind: {} for kind in KINDS}
+    for kind, entity_id, name in _P4INFO_ENTITY.findall(p4info):
+        ids[kind][name] = int(entity_id)
+    return ids
+
+
 def p4info_names(p4info: str) -> dict[str, set[str]]:
     """Tables, actions, counters and digests named in a P4Info text file."""
-    names: dict[str, set[str]] = {kind: set() for kind in KINDS}
-    for kind, name in _P4INFO_NAME.findall(p4info):
-        names[kind].add(name)
-    return names
+    return {kind: set(names) for kind, names in p4info_ids(p4info).items()}
 
 
 def main(argv: list[str] | None = None) -> int:

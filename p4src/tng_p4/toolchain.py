@@ -1,4 +1,4 @@
-"""Detect the P4 toolchain (p4c, BMv2, PTF) and say, in one line, what a purpose is missing."""
+"""Detect the P4 toolchain (p4c, BMv2, PTF, p4c's Tofino backend) and say, in one line, what a purpose is missing."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-Purpose = Literal["compile", "bmv2"]
-PURPOSES: tuple[Purpose, ...] = ("compile", "bmv2")
+Purpose = Literal["compile", "bmv2", "tofino"]
+PURPOSES: tuple[Purpose, ...] = ("compile", "bmv2", "tofino")
 
 # Tool name -> environment variable that overrides where it is found (a path or a command name).
 ENV_OVERRIDES: dict[str, str] = {
     "p4c": "P4C",
     "p4c-bm2-ss": "P4C_BM2_SS",
+    "p4c-barefoot": "P4C_BAREFOOT",
     "simple_switch_grpc": "SIMPLE_SWITCH_GRPC",
     "simple_switch_CLI": "SIMPLE_SWITCH_CLI",
     "ptf": "PTF",
@@ -29,6 +30,7 @@ ENV_OVERRIDES: dict[str, str] = {
 NN_MODULE = "pynng"  # what PTF 0.12's nn platform imports
 THRIFT_MODULE = "thrift"  # what simple_switch_CLI imports
 README_HINT = "see README 'P4 toolchain'"
+TOFINO_HINT = "see docs/p4-toolchain.md"
 # Set to 1 to make every tool look absent: runs the toolchain-absent path (every P4 suite skipped with its reason) on a
 # machine that has the toolchain, as a fresh machine would.
 HIDE_ENV = "TNG_HIDE_P4_TOOLCHAIN"
@@ -57,6 +59,7 @@ class Toolchain:
 
     p4c: Tool
     p4c_bm2_ss: Tool
+    p4c_barefoot: Tool  # p4c's Tofino backend, built by hand (docs/p4-toolchain.md)
     simple_switch_grpc: Tool
     simple_switch_cli: Tool
     ptf: Tool
@@ -66,15 +69,25 @@ class Toolchain:
     hidden: bool = False  # HIDE_ENV made every tool look absent
 
     def tools(self) -> tuple[Tool, ...]:
-        return (self.p4c, self.p4c_bm2_ss, self.simple_switch_grpc, self.simple_switch_cli, self.ptf)
+        return (
+            self.p4c,
+            self.p4c_bm2_ss,
+            self.p4c_barefoot,
+            self.simple_switch_grpc,
+            self.simple_switch_cli,
+            self.ptf,
+        )
 
     def features(self) -> dict[str, bool]:
         return {"packet_in": self.packet_in, "thrift": self.thrift, NN_MODULE: self.nn_module}
 
     def missing_for(self, purpose: Purpose) -> list[str]:
-        """What `purpose` lacks: "compile" needs p4c-bm2-ss; "bmv2" needs simple_switch_grpc with nanomsg and PTF."""
+        """What `purpose` lacks: "compile" needs p4c-bm2-ss; "bmv2" needs simple_switch_grpc with nanomsg and PTF;
+        "tofino" needs p4c-barefoot."""
         if purpose == "compile":
             return [] if self.p4c_bm2_ss.found else ["p4c-bm2-ss"]
+        if purpose == "tofino":
+            return [] if self.p4c_barefoot.found else ["p4c-barefoot"]
         if purpose == "bmv2":
             missing = []
             if not self.simple_switch_grpc.found:
@@ -96,7 +109,7 @@ class Toolchain:
         if self.hidden:
             return f"skipped: P4 toolchain hidden by {HIDE_ENV}=1"
         what = ", ".join(f"{item} missing" for item in missing)
-        return f"skipped: P4 toolchain not found ({what}; {README_HINT})"
+        return f"skipped: P4 toolchain not found ({what}; {TOFINO_HINT if purpose == 'tofino' else README_HINT})"
 
 
 def hidden() -> bool:
@@ -115,6 +128,7 @@ def detect() -> Toolchain:
         return Toolchain(
             p4c=absent["p4c"],
             p4c_bm2_ss=absent["p4c-bm2-ss"],
+            p4c_barefoot=absent["p4c-barefoot"],
             simple_switch_grpc=absent["simple_switch_grpc"],
             simple_switch_cli=absent["simple_switch_CLI"],
             ptf=absent["ptf"],
@@ -129,6 +143,7 @@ def detect() -> Toolchain:
     return Toolchain(
         p4c=tools["p4c"],
         p4c_bm2_ss=tools["p4c-bm2-ss"],
+        p4c_barefoot=tools["p4c-barefoot"],
         simple_switch_grpc=switch,
         simple_switch_cli=tools["simple_switch_CLI"],
         ptf=tools["ptf"],

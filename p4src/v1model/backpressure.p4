@@ -14,11 +14,14 @@
 #include <v1model.p4>
 
 #include "shared/arith.p4"
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
 control Backpressure(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
+    @id(P4INFO_ID_FEEDBACK_WRITTEN)
     counter(PORT_COUNT, CounterType.packets) feedback_written;
+    @id(P4INFO_ID_ECN_MARKED)
     counter(PORT_COUNT, CounterType.packets) ecn_marked;
 
     bit<32> feedback_min = 0;
@@ -30,6 +33,7 @@ control Backpressure(inout tng_headers_t hdr, inout tng_metadata_t md, inout sta
         mark_above = ecn_mark_us;
     }
 
+    @id(P4INFO_ID_BACKPRESSURE_THRESHOLDS)
     table thresholds {
         key = {
             md.policy: exact @name("policy");
@@ -46,6 +50,7 @@ control Backpressure(inout tng_headers_t hdr, inout tng_metadata_t md, inout sta
         capacity = rate_kbps;
     }
 
+    @id(P4INFO_ID_BACKPRESSURE_PORT_CAPACITY)
     table port_capacity {
         key = {
             std_md.egress_port: exact @name("egress_port");

@@ -10,10 +10,12 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
 control Classify(inout tng_headers_t hdr, inout tng_metadata_t md, in standard_metadata_t std_md) {
+    @id(P4INFO_ID_POLICY_PACKETS)
     counter(POLICY_COUNT, CounterType.packets_and_bytes) policy_packets;
     register<bit<1>>(SEEN_FLOW_CELLS) seen_flows_a;
     register<bit<1>>(SEEN_FLOW_CELLS) seen_flows_b;
@@ -22,6 +24,7 @@ control Classify(inout tng_headers_t hdr, inout tng_metadata_t md, in standard_m
         md.policy = policy;
     }
 
+    @id(P4INFO_ID_CLASSIFY_CONNECTION)
     table connection_policy {
         key = {
             hdr.wire.tng_flow.connection_id: exact @name("connection_id");
@@ -34,6 +37,7 @@ control Classify(inout tng_headers_t hdr, inout tng_metadata_t md, in standard_m
         size = CONNECTION_POLICY_TABLE_SIZE;
     }
 
+    @id(P4INFO_ID_CLASSIFY_FLOW)
     table flow_policy {
         key = {
             hdr.wire.ipv4.src_addr: ternary @name("src_addr");

@@ -9,6 +9,7 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 
@@ -40,6 +41,7 @@ control Forwarding(inout tng_headers_t hdr,
         drop_reason = DROP_NO_ROUTE;
     }
 
+    @id(P4INFO_ID_FORWARDING_ROUTES)
     table routes {
         key = {
             hdr.wire.ipv4.dst_addr: lpm @name("dst_addr");

@@ -26,11 +26,13 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 #include "v1model/port_state.p4"
 
 control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
+    @id(P4INFO_ID_STEERED)
     counter(PORT_COUNT, CounterType.packets_and_bytes) steered;
 
     bit<32> lte_share = 0;
@@ -67,6 +69,7 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
 
     action steer_wifi_only() {}
 
+    @id(P4INFO_ID_STEERING_MODES)
     table modes {
         key = {
             md.policy: exact @name("policy");
@@ -94,6 +97,7 @@ control Steering(inout tng_headers_t hdr, inout tng_metadata_t md, inout standar
         wifi_packet_time = wifi_packet_us;
     }
 
+    @id(P4INFO_ID_STEERING_LINK_STATE)
     table link_state {
         key = {
             md.lte_port: exact @name("lte_port");

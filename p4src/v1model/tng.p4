@@ -13,6 +13,7 @@
 #include <v1model.p4>
 
 #include "shared/define.p4"
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 #include "v1model/backpressure.p4"
@@ -31,9 +32,11 @@ control ingress(inout tng_headers_t hdr,
                 inout tng_metadata_t md,
                 inout standard_metadata_t std_md) {
 
+    @id(P4INFO_ID_DROPS)
     counter(DROP_REASON_COUNT, CounterType.packets_and_bytes) drops;
     /* Packets ingress handed to the traffic manager, by egress port (clones not included): against egress.port_tx,
      * what the port's egress queue dropped, which the pipeline never sees. */
+    @id(P4INFO_ID_FORWARDED)
     counter(PORT_COUNT, CounterType.packets_and_bytes) forwarded;
     WireDropReason() wire_drop_reason;
     Forwarding() forwarding;
@@ -45,6 +48,7 @@ control ingress(inout tng_headers_t hdr,
         md.role = role;
     }
 
+    @id(P4INFO_ID_PORT_ROLE)
     table port_role {
         key = {
             std_md.ingress_port: exact @name("ingress_port");
@@ -142,6 +146,7 @@ control egress(inout tng_headers_t hdr,
                inout tng_metadata_t md,
                inout standard_metadata_t std_md) {
 
+    @id(P4INFO_ID_PORT_TX)
     counter(PORT_COUNT, CounterType.packets_and_bytes) port_tx;
     Backpressure() backpressure;
     RecordPortState() record_port_state;
@@ -150,6 +155,7 @@ control egress(inout tng_headers_t hdr,
         hdr.wire.ethernet.src_addr = mac;
     }
 
+    @id(P4INFO_ID_PORT_MAC)
     table port_mac {
         key = {
             std_md.egress_port: exact @name("egress_port");

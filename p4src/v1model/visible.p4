@@ -49,6 +49,7 @@
 #include <v1model.p4>
 
 #include "shared/arith.p4"
+#include "shared/p4info_id.p4"
 #include "shared/pipeline_header.p4"
 #include "shared/size.p4"
 #include "v1model/port_state.p4"
@@ -82,6 +83,7 @@ void sack_to_nops(inout tng_headers_t hdr) {
 }
 
 control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard_metadata_t std_md) {
+    @id(P4INFO_ID_VISIBLE_DECISIONS)
     counter(VISIBLE_DECISION_COUNT, CounterType.packets) decisions;
 
     register<bit<32>>(VISIBLE_FLOW_CELLS) flow_key;
@@ -136,6 +138,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
         queue_aware = queue_aware_hold;
     }
 
+    @id(P4INFO_ID_VISIBLE_PARAMS)
     table params {
         key = {
             policy: exact @name("policy");
@@ -158,6 +161,7 @@ control Visible(inout tng_headers_t hdr, inout tng_metadata_t md, inout standard
     }
 
     /* Keyless: the controller sets the default action (helper_up with a new epoch each time the helper starts). */
+    @id(P4INFO_ID_VISIBLE_HELPER)
     table helper {
         actions = {
             helper_up;
