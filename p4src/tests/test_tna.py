@@ -152,9 +152,12 @@ def test_include_dir_is_found_in_the_build_tree_of_p4c_barefoot(
     (build / "p4include" / "tna.p4").write_text("")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "p4c-barefoot").symlink_to(compiler)
-    for variable in (tna.INCLUDE_ENV, "P4C", tna.P4TEST_ENV):
+    for variable in (tna.INCLUDE_ENV, "P4C", tna.P4TEST_ENV, "P4C_BAREFOOT"):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert tna.find_include() == build / "p4include"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("P4C_BAREFOOT", str(compiler))
     assert tna.find_include() == build / "p4include"
 
 

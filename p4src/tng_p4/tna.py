@@ -105,14 +105,14 @@ def find_include() -> Path | None:
     configured = os.environ.get(INCLUDE_ENV)
     if configured:
         return Path(configured) if (Path(configured) / "tna.p4").is_file() else None
-    tools = (os.environ.get("P4C") or "p4c", os.environ.get(P4TEST_ENV) or "p4test", BAREFOOT)
-    for tool in tools:
+    barefoot = os.environ.get(toolchain.ENV_OVERRIDES[BAREFOOT]) or BAREFOOT
+    for tool in (os.environ.get("P4C") or "p4c", os.environ.get(P4TEST_ENV) or "p4test", barefoot):
         found = shutil.which(tool)
         if found is None:
             continue
         binary = Path(found).resolve()
         candidates = [binary.parent.parent / "share" / "p4c" / "p4include"]
-        if tool == BAREFOOT:  # build/backends/tofino/bf-p4c/p4c-barefoot beside build/p4include
+        if tool == barefoot:  # build/backends/tofino/bf-p4c/p4c-barefoot beside build/p4include
             candidates += [ancestor / "p4include" for ancestor in binary.parents[:4]]
         for candidate in candidates:
             if (candidate / "tna.p4").is_file():
