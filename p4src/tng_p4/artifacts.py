@@ -120,14 +120,15 @@ class Target:
     """How one target's programs are compiled: the toolchain purpose that finds the compiler, the compiler as a
     function (compiler, source, out_dir, root), and the files it writes besides the manifest."""
 
+    name: str
     purpose: toolchain.Purpose
     compile: Callable[[Path, Path, Path, Path], None]
     outputs: tuple[str, ...]
     compiler: Callable[[toolchain.Toolchain], Path | None]
 
 
-BMV2 = Target("compile", compile_program, ("bmv2.json", "p4info.txtpb"), lambda found: found.p4c_bm2_ss.path)
-TOFINO = Target("tofino", compile_tna_program, ("p4info.txtpb",), lambda found: found.p4c_barefoot.path)
+BMV2 = Target("BMv2", "compile", compile_program, ("bmv2.json", "p4info.txtpb"), lambda found: found.p4c_bm2_ss.path)
+TOFINO = Target("Tofino", "tofino", compile_tna_program, ("p4info.txtpb",), lambda found: found.p4c_barefoot.path)
 
 
 def programs(root: Path) -> dict[str, tuple[Path, Target]]:
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     for target in (BMV2, TOFINO):
         compiler = target.compiler(found)
         if compiler is None:
-            reasons.append(f"{target.purpose}: {found.skip_reason(target.purpose)}")
+            reasons.append(f"{target.name}: {found.skip_reason(target.purpose)}")
         else:
             compilers[target.purpose] = compiler
     for reason in reasons:
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except CompileError as err:
         print(err, file=sys.stderr)
         return 1
-    checked = ", ".join(sorted(compilers))
+    checked = ", ".join(target.name for target in (BMV2, TOFINO) if target.purpose in compilers)
     return _report(mismatches, f"p4 compile ({checked}): committed artifacts match a fresh compile")
 
 
