@@ -167,9 +167,7 @@ impl Forwarder {
         loop {
             let now = self.clock.now_ns();
             self.send_due(now)?;
-            while let Ok(update) = self.updates.try_recv() {
-                self.apply(update, now);
-            }
+            self.apply_updates(now);
             if now >= next_statistics_ns {
                 add(&self.counters.dropped_kernel, self.ingress.take_kernel_drops()?);
                 next_statistics_ns = now + MAX_SLEEP_NS;
@@ -178,8 +176,17 @@ impl Forwarder {
             let sleep_ns = until_deadline.min(MAX_SLEEP_NS);
             if sleep_ns > 0 {
                 self.sleep(sleep_ns)?;
+                // A control update may have woken the thread: it applies to the frames read from now on, the ones
+                // a client sends after its `set` was answered among them.
+                self.apply_updates(self.clock.now_ns());
             }
             self.receive_batch(&mut buffer)?;
+        }
+    }
+
+    fn apply_updates(&mut self, now: u64) {
+        while let Ok(update) = self.updates.try_recv() {
+            self.apply(update, now);
         }
     }
 
