@@ -195,15 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         return _report(check_sources(root), f"p4 sources: the artifacts of {len(programs(root))} programs match")
     found = toolchain.detect()
     compilers: dict[str, Path] = {}
-    reasons = []
     for target in (BMV2, TOFINO):
         compiler = target.compiler(found)
         if compiler is None:
-            reasons.append(f"{target.name}: {found.skip_reason(target.purpose)}")
+            print(f"{target.name}: {found.skip_reason(target.purpose)}")
         else:
             compilers[target.purpose] = compiler
-    for reason in reasons:
-        print(reason)
     if not compilers:
         return toolchain.SKIP_EXIT_CODE
     try:

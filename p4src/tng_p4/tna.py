@@ -22,12 +22,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tng_p4 import toolchain
+from tng_p4 import pipeline, toolchain
 
 PROGRAM = Path("p4src/tna/tng.p4")
 BUILD_NAME = "tng_tna"  # its directory under p4src/build/ (tng_p4.artifacts)
-V1MODEL_P4INFO = Path("p4src/build/tng/p4info.txtpb")
-TNA_P4INFO = Path("p4src/build") / BUILD_NAME / "p4info.txtpb"
+V1MODEL_P4INFO = pipeline.artifacts("tng", pipeline.BUILD_DIR).p4info
+TNA_P4INFO = pipeline.BUILD_DIR / BUILD_NAME / "p4info.txtpb"
 INCLUDE_ENV = "TNG_TNA_INCLUDE"
 P4TEST_ENV = "P4TEST"
 BAREFOOT = "p4c-barefoot"
