@@ -114,6 +114,25 @@ def test_resources_give_a_restarted_process_its_own_warm_up() -> None:
     assert resources(starting, warmup_s=20.0, ready_at={30: 130.0}) == []
 
 
+def test_resources_leave_out_what_a_process_holds_in_its_bounded_store() -> None:
+    mib = 1024
+    # The helper holds 18 MiB of copies while a receiver is gone, then frees them: not growth.
+    rss = [40 * mib, 41 * mib, 41 * mib, 59 * mib, 41 * mib]
+    held = [0, 0, 0, 18 * mib, 0]
+    helper = [ProcessSample(10.0 * i, "helper", 12, r, 9, h) for i, (r, h) in enumerate(zip(rss, held, strict=True))]
+    assert resources(helper, warmup_s=20.0) == []
+    # The same RSS with an empty store is growth, and the line says what was left out when something was.
+    bare = [ProcessSample(p.t, p.role, p.pid, p.rss_kib, p.fds) for p in helper]
+    assert [v.line for v in resources(bare, warmup_s=20.0)] == [
+        "helper (pid 12): RSS 60416 KiB at 30 s, over 50176 KiB (level after warm-up 41984 KiB)"
+    ]
+    leaking = [*helper[:4], ProcessSample(40.0, "helper", 12, 70 * mib, 9, 18 * mib)]
+    assert [v.line for v in resources(leaking, warmup_s=20.0)] == [
+        "helper (pid 12): RSS less 18432 KiB held in its store 53248 KiB at 40 s, over 50176 KiB "
+        "(level after warm-up 41984 KiB)"
+    ]
+
+
 def test_an_unannounced_exit_is_a_violation_a_killed_process_is_not() -> None:
     registry = Registry(started=0.0)
     victim = subprocess.Popen(["sleep", "30"])
@@ -199,6 +218,8 @@ def test_three_minute_soak(bin_dir: Path, tmp_path: Path) -> None:
     assert report["violations"] == [], said
     assert all(invariant["held"] for invariant in report["invariants"].values())
     assert report["faults_injected"] >= 1 and report["faults_not_injected"] == 0, said
+    if report["switch"].startswith("BMv2"):
+        assert "BMv2 RSS" in report["switch_buffers_filled"], said
     traffic = report["traffic"]
     assert traffic["http-proxy"]["verified"] > 0 and traffic["http-proxy"]["mismatched"] == 0
     for kind in ("tng-bulk", "tng-short", "mptcp", "steered-tcp"):

@@ -248,8 +248,12 @@ class _KillSwitchSide(_Kill):
     def heal(self, soak: SoakLab) -> str:
         said = super().heal(soak)
         waited = soak.wait_connected()
+        filled = self._after_connected(soak)
         soak.registry.mark_ready(self.role)
-        return f"{said}; {self.reconnected}switch CONNECTED after {waited} s"
+        return f"{said}; {self.reconnected}switch CONNECTED after {waited} s{filled}"
+
+    def _after_connected(self, soak: SoakLab) -> str:
+        return ""
 
 
 class KillController(_KillSwitchSide):
@@ -267,6 +271,10 @@ class KillBmv2(_KillSwitchSide):
 
     def _restart(self, soak: SoakLab) -> int:
         return soak.restart_bmv2()
+
+    def _after_connected(self, soak: SoakLab) -> str:
+        """A new BMv2 starts with an empty packet pool: its warm-up fills it, as the first one's did."""
+        return f"; its buffers filled once: {soak.fill_switch_buffers()}"
 
 
 class KillHelper(_Kill):

@@ -16,8 +16,10 @@ from tng_p4.bmv2 import Bmv2, Bmv2Error
 
 from tng_lab import bmv2, controller, linkem
 from tng_lab.netns import LabError, sh
+from tng_lab.plan import HELPER_HEALTH
 from tng_lab.procs import Child, running
 from tng_lab.runner import RunningLab
+from tng_lab.soak import switch_buffers
 from tng_lab.soak.processes import Registry, alive
 from tng_lab.switch import SwitchChoice
 
@@ -132,6 +134,22 @@ class SoakLab:
         assert switch.pid is not None
         self.registry.register("bmv2", switch.pid)
         return switch.pid
+
+    def fill_switch_buffers(self) -> str:
+        """Fills BMv2's input buffer and egress queues once (tng_lab.soak.switch_buffers); the evidence."""
+        ue = self.plan.ues[0]
+        destinations = [ue.source(path.name).address for path in self.plan.paths]
+        return switch_buffers.fill(self.plan.server_ns, destinations, self.registry.pid("bmv2"))
+
+    def helper_held_bytes(self) -> int | None:
+        """The bytes of copies the VISIBLE helper holds now, from its health report (None: no answer)."""
+        host, _, port = HELPER_HEALTH.rpartition(":")
+        probe = f"exec 3<>/dev/tcp/{host}/{port} && head -n 1 <&3"
+        try:
+            answer = sh(["ip", "netns", "exec", self.plan.switch_ns, "timeout", "1", "bash", "-c", probe], timeout_s=5)
+            return int(json.loads(answer)["stored_bytes"])
+        except (LabError, ValueError, KeyError, TypeError):
+            return None
 
     def tngctl(self, *args: str) -> str:
         """`tngctl` against the controller of now, in the switch namespace."""

@@ -18,7 +18,8 @@ INVARIANTS = {
     "delivery": "no byte lost, duplicated or corrupted where the transport promises delivery (perf's corrupted "
     "counter, SHA-256 of every HTTP body); traffic stops only while a fault lasts",
     "policies": "no switch entry for a deleted policy once the controller reconciled",
-    "resources": "RSS and open fds of every process within 10% of their post-warm-up level",
+    "resources": "RSS (less what a process holds in its bounded store) and open fds of every process within 10% of "
+    "their post-warm-up level",
     "processes": "no process exits except those a fault killed",
     "faults": "every injected fault heals",
 }
@@ -59,6 +60,7 @@ def to_json(record: SoakRecord) -> dict[str, Any]:
         "fault_interval_s": list(options.interval_s),
         "round_s": options.round_s,
         "switch": record.switch,
+        "switch_buffers_filled": record.switch_buffers_filled,
         "loadavg": {"start": record.loadavg_start, "end": record.loadavg_end},
         "skipped_traffic": record.skipped_traffic,
         "unavailable_faults": record.unavailable_faults,

@@ -69,6 +69,7 @@ class SoakRecord:
     switch: str
     loadavg_start: float
     loadavg_end: float = 0.0
+    switch_buffers_filled: str = ""  # BMv2's buffers filled once before the warm-up ends (switch_buffers): evidence
     elapsed_s: float = 0.0
     skipped_traffic: dict[str, str] = field(default_factory=dict)
     unavailable_faults: dict[str, str] = field(default_factory=dict)
@@ -139,8 +140,12 @@ def soak(options: SoakOptions) -> SoakRecord:
         wall_started = time.time()
         soak_lab = SoakLab(lab, choice, stack, Registry(started), logs)
         fetch_log = _start_services(soak_lab, options)
+        if lab.controller is not None:
+            record.switch_buffers_filled = soak_lab.fill_switch_buffers()
+            notice(f"BMv2's buffers filled once: {record.switch_buffers_filled}")
         traffic = _start_traffic(soak_lab, options, record, started)
-        sampler = Sampler(soak_lab.registry, soak_lab.link_down_bytes).start()
+        held = {"helper": soak_lab.helper_held_bytes} if "helper" in soak_lab.registry.roles() else {}
+        sampler = Sampler(soak_lab.registry, soak_lab.link_down_bytes, held).start()
         stack.callback(sampler.stop)
         try:
             _run_faults(soak_lab, options, record, started)

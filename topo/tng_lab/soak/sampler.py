@@ -1,5 +1,6 @@
-"""Every SAMPLE_S: RSS and open file descriptors of every registered process, and the bytes both links carried
-downstream (the soak's goodput line), on a thread of its own."""
+"""Every SAMPLE_S: RSS and open file descriptors of every registered process (with what a process reports holding
+in a bounded store of its own), and the bytes both links carried downstream (the soak's goodput line), on a thread
+of its own."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class ProcessSample:
     pid: int
     rss_kib: int
     fds: int
+    # Of the RSS, what the process reports holding by design in a bounded store (the VISIBLE helper's copies of
+    # unacknowledged segments, at most its --max-mbytes), read right after the RSS; 0 for the others.
+    held_kib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ PAUSE_FACTOR = 2.5  # a gap of this many intervals between samples is a pause
 class Sampler:
     registry: Registry
     link_bytes: Callable[[], int | None]  # the links' forwarded downlink bytes, None when a linkem does not answer
+    # role -> the bytes its process holds in its bounded store now (None: it did not answer)
+    held_bytes: dict[str, Callable[[], int | None]] = field(default_factory=dict)
     interval_s: float = SAMPLE_S
     processes: list[ProcessSample] = field(default_factory=list)
     links: list[LinkSample] = field(default_factory=list)
@@ -66,8 +72,9 @@ class Sampler:
         t = round(time.monotonic() - self.registry.started, 2)
         for role, pid in self.registry.roles().items():
             rss, fds = rss_kib(pid), open_fds(pid)
+            held = self.held_bytes[role]() if role in self.held_bytes else None
             if rss is not None and fds is not None:
-                self.processes.append(ProcessSample(t, role, pid, rss, fds))
+                self.processes.append(ProcessSample(t, role, pid, rss, fds, (held or 0) >> 10))
         down = self.link_bytes()
         if down is not None:
             self.links.append(LinkSample(t, down))

@@ -1,0 +1,70 @@
+"""Fills BMv2's buffers once, so that a soak's warm-up sees the most memory the switch can hold for packets.
+
+BMv2 never frees a packet header vector: its pool (bm_sim/phv_source.cpp) keeps every PHV it made for the next
+packet, and with the tng pipeline one is tens of kilobytes. The switch's RSS is therefore the high-water mark of the
+packets inside it at once: up to 1024 in simple_switch's input buffer while its ingress thread falls behind, plus
+what its egress queues hold. A soak that first met such a moment in a fault saw BMv2 rise ~40 MiB and stay there
+(docs/soak.md), which the 10% rule cannot tell from a leak. A burst of small UDP datagrams from the server towards
+each link's UE, sent far faster than the ingress pipeline takes them, fills the input buffer and the links' egress
+queues; afterwards the pool holds its bound, and what the rule sees on top of it is growth.
+
+Run as a module inside the server's namespace: `python -m tng_lab.soak.switch_buffers --to ADDR ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+
+from tng_lab.netns import sh
+from tng_lab.procs import rss_kib
+
+DISCARD_PORT = 9  # nothing listens; the UE's kernel drops the datagrams (and rate-limits its ICMP answers)
+# Far more than the input buffer (1024) and the queues hold: the ingress thread must fall behind for the whole burst.
+# On this machine 2048 per link sometimes left the buffers short of full (a delay burst later added 23 MiB); after
+# one burst of 8192 per link, three more added at most 1 MiB.
+DATAGRAMS_PER_LINK = 8192
+PAYLOAD = bytes(64)
+
+
+def fill(server_ns: str, destinations: list[str], bmv2_pid: int) -> str:
+    """Sends the burst from `server_ns` and returns the evidence: the switch's RSS before and after."""
+    before = rss_kib(bmv2_pid)
+    argv = ["ip", "netns", "exec", server_ns, sys.executable, "-m", "tng_lab.soak.switch_buffers"]
+    for destination in destinations:
+        argv += ["--to", destination]
+    sent = sh([*argv, "--count", str(DATAGRAMS_PER_LINK)]).strip()
+    after = rss_kib(bmv2_pid)
+    if before is None or after is None:
+        return f"{sent}; BMv2 (pid {bmv2_pid}) is gone"
+    return f"{sent}; BMv2 RSS {before >> 10} -> {after >> 10} MiB"
+
+
+def send(destinations: list[str], count: int) -> int:
+    """`count` datagrams to each destination, interleaved, as fast as the socket takes them; how many went out."""
+    sent = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        for _ in range(count):
+            for destination in destinations:
+                try:
+                    sock.sendto(PAYLOAD, (destination, DISCARD_PORT))
+                except BlockingIOError:  # the interface's queue is full: the switch is as full as it gets
+                    continue
+                sent += 1
+    return sent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--to", action="append", required=True, help="an IPv4 address behind the switch")
+    parser.add_argument("--count", type=int, default=DATAGRAMS_PER_LINK, help="datagrams per address")
+    args = parser.parse_args(argv)
+    sent = send(args.to, args.count)
+    print(f"{sent} datagrams of {len(PAYLOAD)} bytes to {', '.join(args.to)} in one burst")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
