@@ -9,6 +9,7 @@
 //!   plus the variance the Brownian walk adds), where the paper tabulates it offline; the mixture over the
 //!   posterior is exact.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::time::Time;
@@ -30,6 +31,9 @@ const CAUTION_QUANTILE: f64 = 0.05;
 /// At most this many silent ticks are filtered one by one after a gap; by then the posterior has settled in the
 /// outage bin and further empty ticks change nothing measurable.
 const MAX_CATCH_UP_TICKS: u64 = 256;
+/// A silent tick that moves no bin's probability by more than this has reached the posterior that further silent
+/// ticks keep (the walk's spread and the empty ticks' evidence balance): the catch-up after a gap stops there.
+const SETTLED: f64 = 1e-12;
 /// Bins with less posterior probability than this do not enter the forecast.
 const NEGLIGIBLE: f64 = 1e-9;
 
@@ -52,6 +56,8 @@ pub struct DeliveryForecaster {
     probabilities: Vec<f64>,
     /// Gaussian step of the rate over one tick, in bins, for offsets `-half_width..=half_width`.
     step: Vec<f64>,
+    /// The next tick's probabilities while [`Self::evolve`] computes them (kept to spare an allocation per tick).
+    scratch: Vec<f64>,
     tick_end: Time,
     tick: u64,
     arrivals_this_tick: u64,
@@ -73,6 +79,7 @@ impl DeliveryForecaster {
         DeliveryForecaster {
             probabilities: vec![1.0 / BINS as f64; BINS],
             step: step.into_iter().map(|weight| weight / total).collect(),
+            scratch: vec![0.0; BINS],
             tick_end: now + TICK,
             tick: 0,
             arrivals_this_tick: 0,
@@ -100,10 +107,17 @@ impl DeliveryForecaster {
         }
         let elapsed = (now - self.tick_end).as_nanos() / TICK.as_nanos() + 1;
         let ticks = u64::try_from(elapsed).unwrap_or(u64::MAX);
-        for _ in 0..ticks.min(MAX_CATCH_UP_TICKS) {
+        // The tick that ended holds the arrivals counted so far; every later one of the gap is silent.
+        self.evolve();
+        self.observe(self.arrivals_this_tick);
+        self.arrivals_this_tick = 0;
+        for _ in 1..ticks.min(MAX_CATCH_UP_TICKS) {
             self.evolve();
-            self.observe(self.arrivals_this_tick);
-            self.arrivals_this_tick = 0;
+            self.observe(0);
+            let change = self.probabilities.iter().zip(&self.scratch).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max);
+            if change <= SETTLED {
+                break;
+            }
         }
         self.tick = self.tick.saturating_add(ticks);
         self.tick_end += TICK * u32::try_from(ticks).unwrap_or(u32::MAX);
@@ -137,7 +151,8 @@ impl DeliveryForecaster {
     fn evolve(&mut self) {
         let half_width = (self.step.len() / 2) as i64;
         let escape = OUTAGE_ESCAPE_RATE * TICK.as_secs_f64();
-        let mut next = vec![0.0; BINS];
+        let mut next = std::mem::take(&mut self.scratch);
+        next.fill(0.0);
         next[0] = self.probabilities[0] * (1.0 - escape);
         for (bin, &p) in self.probabilities.iter().enumerate() {
             let walking = if bin == 0 { p * escape } else { p };
@@ -154,39 +169,36 @@ impl DeliveryForecaster {
                 next[target] += walking * weight;
             }
         }
-        self.probabilities = next;
+        // The previous tick's probabilities stay in `scratch`, for the catch-up to see how much the tick moved.
+        self.scratch = std::mem::replace(&mut self.probabilities, next);
     }
 
     /// Bayes' rule with the Poisson likelihood of `arrivals` in one tick.
     fn observe(&mut self, arrivals: u64) {
         let k = arrivals as f64;
-        let log_likelihood: Vec<f64> = (0..BINS)
-            .map(|bin| {
-                let mean = rate_of(bin) * TICK.as_secs_f64();
-                if mean == 0.0 {
-                    if arrivals == 0 {
-                        0.0
-                    } else {
-                        f64::NEG_INFINITY
-                    }
+        let tables = bin_tables();
+        // ln(k!) is common to every bin and cancels in the normalization; bin 0 (rate zero) explains only silence.
+        let log_likelihood = |bin: usize| {
+            if bin == 0 {
+                if arrivals == 0 {
+                    0.0
                 } else {
-                    // ln(k!) is common to every bin and cancels in the normalization.
-                    k * mean.ln() - mean
+                    f64::NEG_INFINITY
                 }
-            })
-            .collect();
-        let best = log_likelihood
-            .iter()
-            .zip(&self.probabilities)
-            .filter(|(_, &p)| p > 0.0)
-            .map(|(&ll, _)| ll)
+            } else {
+                k * tables.ln_mean[bin] - tables.mean[bin]
+            }
+        };
+        let best = (0..BINS)
+            .filter(|&bin| self.probabilities[bin] > 0.0)
+            .map(log_likelihood)
             .fold(f64::NEG_INFINITY, f64::max);
         if !best.is_finite() {
             return;
         }
         let mut total = 0.0;
-        for (p, ll) in self.probabilities.iter_mut().zip(&log_likelihood) {
-            *p *= (ll - best).exp();
+        for (bin, p) in self.probabilities.iter_mut().enumerate() {
+            *p *= (log_likelihood(bin) - best).exp();
             total += *p;
         }
         if total > 0.0 && total.is_finite() {
@@ -214,21 +226,37 @@ impl DeliveryForecaster {
         let weight: f64 = components.iter().map(|(p, _, _)| p).sum();
         let cdf = |x: f64| components.iter().map(|&(p, mean, sd)| p * normal_cdf((x - mean) / sd)).sum::<f64>();
         let target = quantile * weight;
-        let mut low = 0.0;
-        let mut high = components.iter().map(|&(_, mean, sd)| mean + 6.0 * sd).fold(1.0, f64::max);
-        if cdf(low) >= target {
+        // The answer is in whole packets: the largest count whose CDF is still below the target, by bisection over
+        // counts (`cdf(low) < target <= cdf(high)` throughout).
+        if cdf(0.0) >= target {
             return 0;
         }
-        for _ in 0..40 {
-            let middle = 0.5 * (low + high);
-            if cdf(middle) < target {
+        let mut low = 0u64;
+        let mut high = components.iter().map(|&(_, mean, sd)| mean + 6.0 * sd).fold(1.0, f64::max).ceil() as u64;
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if cdf(middle as f64) < target {
                 low = middle;
             } else {
                 high = middle;
             }
         }
-        low as u64
+        low
     }
+}
+
+/// Per rate bin, the mean deliveries over one tick and their logarithm: the same for every forecaster.
+struct BinTables {
+    mean: [f64; BINS],
+    ln_mean: [f64; BINS],
+}
+
+fn bin_tables() -> &'static BinTables {
+    static TABLES: OnceLock<BinTables> = OnceLock::new();
+    TABLES.get_or_init(|| {
+        let mean: [f64; BINS] = std::array::from_fn(|bin| rate_of(bin) * TICK.as_secs_f64());
+        BinTables { mean, ln_mean: mean.map(f64::ln) }
+    })
 }
 
 fn bin_width() -> f64 {
@@ -336,6 +364,31 @@ mod tests {
         feed(&mut forecaster, end, 300.0, 1.0);
         let mean = forecaster.mean_rate();
         assert!((mean - 300.0).abs() < 40.0, "posterior mean {mean:.1} packets/s a second after the outage");
+    }
+
+    #[test]
+    fn a_gap_filtered_at_once_ends_where_filtering_it_tick_by_tick_does() {
+        let mut at_once = DeliveryForecaster::new(Time::ZERO);
+        let end = feed(&mut at_once, Time::ZERO, 500.0, 5.0);
+        let mut tick_by_tick = at_once.clone();
+        let resumed = end + Duration::from_secs(3);
+        at_once.advance_to(resumed);
+        while tick_by_tick.tick_end() <= resumed {
+            tick_by_tick.advance_to(tick_by_tick.tick_end());
+        }
+        assert_eq!(at_once.tick_end(), tick_by_tick.tick_end());
+        let largest_difference = at_once
+            .probabilities
+            .iter()
+            .zip(&tick_by_tick.probabilities)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(largest_difference < 1e-9, "posteriors differ by up to {largest_difference:e}");
+        assert_eq!(at_once.forecast(), tick_by_tick.forecast());
+        // And arrivals after the gap move both alike.
+        feed(&mut at_once, resumed, 300.0, 1.0);
+        feed(&mut tick_by_tick, resumed, 300.0, 1.0);
+        assert_eq!(at_once.forecast(), tick_by_tick.forecast());
     }
 
     #[test]

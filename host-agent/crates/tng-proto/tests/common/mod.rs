@@ -5,7 +5,8 @@
 // Each test binary uses a different part of the harness.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -87,6 +88,27 @@ struct InFlight {
     datagram: Datagram,
 }
 
+/// Datagrams in flight are delivered in (time, sequence) order: that is their order in the network's heap.
+impl Ord for InFlight {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.deliver_at, self.sequence).cmp(&(other.deliver_at, other.sequence))
+    }
+}
+
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for InFlight {}
+
 /// What the application saw on one stream.
 #[derive(Clone, Debug, Default)]
 pub struct Received {
@@ -113,7 +135,8 @@ pub struct Pair {
     /// Path `i` is the client's address `client_addrs[i]`.
     pub client_addrs: Vec<SocketAddr>,
     pub paths: Vec<PathConfig>,
-    in_flight: Vec<InFlight>,
+    /// The earliest delivery on top.
+    in_flight: BinaryHeap<Reverse<InFlight>>,
     sequence: u64,
     /// When each path's bottleneck is free again, per direction (index 0 towards the server).
     busy_until: BTreeMap<(usize, bool), Time>,
@@ -124,6 +147,8 @@ pub struct Pair {
     pub client_received: BTreeMap<(ConnectionHandle, StreamId), Received>,
     pub server_received: BTreeMap<(ConnectionHandle, StreamId), Received>,
     writes: Vec<PendingWrite>,
+    /// What the application reads streams into.
+    read_buffer: Vec<u8>,
     /// Every datagram delivered and accepted by its receiver, when capturing.
     pub capture: bool,
     pub captured: Vec<Datagram>,
@@ -162,7 +187,7 @@ impl Pair {
             server_addr: addr(SERVER),
             client_addrs,
             paths,
-            in_flight: Vec::new(),
+            in_flight: BinaryHeap::new(),
             sequence: 0,
             busy_until: BTreeMap::new(),
             rng: ChaCha20Rng::seed_from_u64(seed),
@@ -171,6 +196,7 @@ impl Pair {
             client_received: BTreeMap::new(),
             server_received: BTreeMap::new(),
             writes: Vec::new(),
+            read_buffer: vec![0; 64 * 1024],
             capture: false,
             captured: Vec::new(),
             filter: None,
@@ -277,7 +303,7 @@ impl Pair {
                 sequence: self.sequence,
                 datagram: datagram.clone(),
             };
-            self.in_flight.push(flight);
+            self.in_flight.push(Reverse(flight));
         }
     }
 
@@ -341,9 +367,9 @@ impl Pair {
         let Some(connection) = endpoint.connection(handle) else { return };
         let received = if client_side { &mut self.client_received } else { &mut self.server_received };
         let entry = received.entry((handle, stream)).or_default();
-        let mut buffer = vec![0; 64 * 1024];
+        let buffer = &mut self.read_buffer;
         loop {
-            match connection.read(stream, &mut buffer) {
+            match connection.read(stream, buffer) {
                 Ok(ReadOutcome::Data(n)) => entry.data.extend_from_slice(&buffer[..n]),
                 Ok(ReadOutcome::Finished) => {
                     entry.finished = true;
@@ -396,22 +422,18 @@ impl Pair {
     pub fn step(&mut self) -> bool {
         self.play_application();
         self.collect_transmits();
-        let next_delivery = self.in_flight.iter().map(|f| f.deliver_at).min();
+        let next_delivery = self.in_flight.peek().map(|Reverse(flight)| flight.deliver_at);
         let next_timer = [self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
         let Some(next) = [next_delivery, next_timer].into_iter().flatten().min() else {
             return false;
         };
         self.now = self.now.max(next);
+        // Delivering sends nothing (what the endpoints answer leaves on the next step), so every datagram due now
+        // can be taken out first, in delivery order.
         let mut due: Vec<InFlight> = Vec::new();
-        self.in_flight.retain(|flight| {
-            if flight.deliver_at <= next {
-                due.push(flight.clone());
-                false
-            } else {
-                true
-            }
-        });
-        due.sort_by_key(|flight| (flight.deliver_at, flight.sequence));
+        while self.in_flight.peek().is_some_and(|Reverse(flight)| flight.deliver_at <= next) {
+            due.extend(self.in_flight.pop().map(|Reverse(flight)| flight));
+        }
         for flight in due {
             if !self.capture {
                 self.inject(&flight.datagram);
