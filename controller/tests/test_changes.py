@@ -15,6 +15,7 @@ from tng_controller.api import PolicyServicer, start_server
 from tng_controller.changes import Applied, ChangeBatcher
 from tng_controller.config import ApiConfig
 from tng_controller.fleet import RolloutError
+from tng_controller.metrics import Metrics
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 from tng_controller.policy import PolicyConflict
@@ -156,3 +157,25 @@ async def test_a_change_whose_caller_gave_up_before_its_batch_is_not_applied(hel
     held.lock.release()
     assert (await kept).new.revision == 1
     assert [p.name for p in held.store.list()] == ["kept"]
+
+
+async def test_after_a_batch_of_several_the_next_waits_for_as_many_changes(tmp_path) -> None:
+    store = PolicyStore(tmp_path / "controller.db")
+    fleet = FakeFleet(["s1"])
+    batcher = ChangeBatcher(store, fleet, asyncio.Lock(), lambda _: None, Metrics())
+    try:
+        # Eight changes at once make a batch of eight: the controller is loaded.
+        await asyncio.gather(*(batcher.set(weighted(f"a{i}", 1)) for i in range(8)))
+        assert len(fleet.writes) == 1
+        # Then the callers it answered send their next changes one per event-loop turn: the next batch waits for
+        # eight and takes them all, instead of going out with the first few.
+        calls = []
+        for i in range(8):
+            calls.append(asyncio.ensure_future(batcher.set(weighted(f"c{i}", 2))))
+            await asyncio.sleep(0)
+        await asyncio.gather(*calls)
+        assert len(fleet.writes) == 2, f"8 changes went out in {len(fleet.writes) - 1} batches"
+        assert {p.name for p in fleet.changes[-1].new} == {f"c{i}" for i in range(8)}
+    finally:
+        await batcher.close()
+        store.close()
