@@ -136,6 +136,8 @@ def test_route_link_states_from_capacities_estimates_and_the_prober() -> None:
     ]
     (status,) = states.statuses(now=0.0)
     assert (status.prefix, status.probe_target, status.delay_measured) == ("10.2.0.0/24", "10.2.0.2", False)
+    unmeasured = states.tuning(policy(pb.STEERING_MODE_LOWEST_RTT_FIRST))
+    assert unmeasured.spill_depth != 76  # nothing measured yet; what a policy gets follows the written state below
     assert status.delay_state == "no lte probe sent yet"
 
     rates.observe(LTE, 0, 0, now=0.0)

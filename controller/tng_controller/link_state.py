@@ -219,6 +219,8 @@ class RouteLinkStates:
             for route in config.routes
             if route.lte is not None and route.wifi is not None
         ]
+        self._tuned_for: tuple[LinkState, ...] | None = None  # the written states `_tuned` was computed from
+        self._tuned: dict[str, Tuning] = {}
         self.update(-math.inf)  # configured capacities, until measured
 
     def update(self, now: float) -> bool:
@@ -261,8 +263,16 @@ class RouteLinkStates:
                 yield link_state_entry(route.lte.port, band.written)
 
     def tuning(self, policy: pb.Policy) -> Tuning:
-        routes = [(route.prefix, band.written) for route, band in self._routes]
-        return tuning(policy, routes, self._default_link, self._tie_us)
+        """What `policy` gets; remembered per destination prefix (all of the policy it depends on) while the written
+        states stay: a batch of changes asks it for every changed policy on every switch."""
+        written = self.written()
+        if written != self._tuned_for:
+            self._tuned_for, self._tuned = written, {}
+        found = self._tuned.get(policy.match.dst_prefix)
+        if found is None:
+            routes = [(route.prefix, state) for (route, _), state in zip(self._routes, written, strict=True)]
+            found = self._tuned[policy.match.dst_prefix] = tuning(policy, routes, self._default_link, self._tie_us)
+        return found
 
     def describe(self) -> str:
         """The written states, for the log."""
