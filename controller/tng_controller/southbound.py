@@ -18,6 +18,7 @@ import finsy as fy
 import grpc
 from finsy.proto import p4r
 
+from tng_controller.change_work import ChangedEntries, ChangeWork, update_message
 from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
@@ -119,6 +120,7 @@ class SwitchFleet:
         self._monitor = monitor
         self._digests = digests
         self._members: dict[str, _Member] = {}
+        self._work = ChangeWork()
         self._metrics = metrics or Metrics()
         self._metrics.gauges(self._gauges)
         for config in configs:
@@ -226,7 +228,7 @@ class SwitchFleet:
                     member.installed = desired
                 else:
                     updates = self._policy_updates(member, change, previous)
-                    await self._write(member, updates)
+                    await self._write(member, updates, self._work.messages(change, updates))
                     for update in updates:
                         if update.op is Op.DELETE:
                             del previous[update.key]
@@ -479,6 +481,18 @@ class SwitchFleet:
         those of its classification entry, which the conflict check keeps apart), so comparing the changed
         policies' entries with what the switch holds under their keys is the whole difference."""
         schema = member.switch.p4info
+        changed = [p for p in (*change.old, *change.new) if p.policy_id]
+        # What the changed policies' entries depend on besides the change (`_policy_source`'s key, and the pipeline).
+        group = (
+            schema.p4cookie or id(schema),
+            member.share.rates,
+            *(member.link_states.tuning(p.policy) for p in changed),
+        )
+        new, keys = self._work.entries(change, group, lambda: self._changed_entries(member, change))
+        return reconcile(new.items(), ((key, installed[key]) for key in keys if key in installed))
+
+    def _changed_entries(self, member: _Member, change: Change) -> ChangedEntries:
+        schema = member.switch.p4info
         keys: set[bytes] = set()
         kept = {p.policy_id for p in change.new}
         for p in change.old:  # before the new ones take their slots, which hold the old ones
@@ -491,7 +505,7 @@ class SwitchFleet:
             if p.policy_id:
                 new.update(member.encoded.encode(schema, _policy_source(member, p)))
         keys.update(new)
-        return reconcile(new.items(), ((key, installed[key]) for key in keys if key in installed))
+        return new, frozenset(keys)
 
     async def _read_installed(self, member: _Member) -> Entries:
         tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
@@ -500,8 +514,11 @@ class SwitchFleet:
         entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in tables])
         return index(member.switch.p4info, entries)
 
-    async def _write(self, member: _Member, updates: Sequence[Update[bytes, Entry]]) -> None:
-        """One WriteRequest with all of `updates` (none when there are none), counted and timed."""
+    async def _write(
+        self, member: _Member, updates: Sequence[Update[bytes, Entry]], messages: list[p4r.Update] | None = None
+    ) -> None:
+        """One WriteRequest with all of `updates` (none when there are none; `messages`: theirs, made already),
+        counted and timed."""
         if not updates:
             return
         name = member.config.name
@@ -509,7 +526,7 @@ class SwitchFleet:
         self._metrics.switch_write_updates.labels(name).inc(len(updates))
         start = time.perf_counter()
         try:
-            await member.switch.write([_update(u) for u in updates])
+            await member.switch.write(messages if messages is not None else [update_message(u) for u in updates])
         except Exception:
             self._metrics.switch_write_errors.labels(name).inc()
             raise
@@ -529,13 +546,6 @@ def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
     rates = member.share.rates
     key = (stored.policy_id, stored.policy.SerializeToString(deterministic=True), tuning, rates)
     return ("policy", stored.policy_id), key, functools.partial(policy_entries, stored, tuning, rates)
-
-
-_UPDATE_TYPES = {Op.INSERT: p4r.Update.INSERT, Op.MODIFY: p4r.Update.MODIFY, Op.DELETE: p4r.Update.DELETE}
-
-
-def _update(update: Update[bytes, Entry]) -> p4r.Update:
-    return p4r.Update(type=_UPDATE_TYPES[update.op], entity=p4r.Entity(table_entry=update.value.message))
 
 
 async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:
