@@ -116,8 +116,13 @@ impl Proxy {
         let (Some(kind), Some(alcc)) = (self.alcc, relayed.alcc) else { return };
         eprintln!(
             "tng proxy: {peer}: {} bytes down, {} up; alcc {kind}: window peaked at {} bytes, the kernel held at most \
-             {} ({} TCP_INFO reads)",
-            relayed.downloaded, relayed.uploaded, alcc.peak_window, alcc.peak_kernel_bytes, alcc.samples
+             {} ({} TCP_INFO reads, {} timed round trips)",
+            relayed.downloaded,
+            relayed.uploaded,
+            alcc.peak_window,
+            alcc.peak_kernel_bytes,
+            alcc.samples,
+            alcc.round_trips
         );
     }
 }

@@ -59,16 +59,16 @@ fn download_server(download: Vec<u8>) -> (SocketAddr, mpsc::Receiver<(Vec<u8>, u
 }
 
 /// The numbers of the proxy's ALCC line about client `peer`: (bytes down, peak window, most bytes the kernel held,
-/// TCP_INFO reads). (`wait_tcp`'s probe gets a line of its own.)
-fn alcc_line(log: &str, peer: SocketAddr, controller: &str) -> Option<(u64, u64, u64, u64)> {
+/// TCP_INFO reads, timed round trips). (`wait_tcp`'s probe gets a line of its own.)
+fn alcc_line(log: &str, peer: SocketAddr, controller: &str) -> Option<(u64, u64, u64, u64, u64)> {
     let line = log.lines().find(|line| {
         line.contains(&format!("{peer}: ")) && line.contains(&format!("alcc {controller}: window peaked"))
     })?;
     let numbers: Vec<u64> =
         line.split(|c: char| !c.is_ascii_digit()).filter_map(|word| word.parse().ok()).collect::<Vec<_>>();
-    // 127.0.0.1:PORT comes first: 127, 0, 0, 1, port; then down, up, window, kernel bytes, reads.
+    // 127.0.0.1:PORT comes first: 127, 0, 0, 1, port; then down, up, window, kernel bytes, reads, round trips.
     match numbers[5..] {
-        [down, _up, window, kernel, reads] => Some((down, window, kernel, reads)),
+        [down, _up, window, kernel, reads, round_trips] => Some((down, window, kernel, reads, round_trips)),
         _ => panic!("unexpected ALCC line: {line}"),
     }
 }
@@ -112,7 +112,7 @@ fn a_download_through_the_proxy_under_alcc_copa_arrives_intact_and_reports_the_c
 
     // The proxy prints its line once both directions ended.
     let deadline = Instant::now() + Duration::from_secs(15);
-    let (down, window, kernel, reads) = loop {
+    let (down, window, kernel, reads, round_trips) = loop {
         let text = std::fs::read_to_string(&log_path).unwrap();
         if let Some(numbers) = alcc_line(&text, peer, "copa") {
             eprintln!("{}", text.trim());
@@ -123,6 +123,7 @@ fn a_download_through_the_proxy_under_alcc_copa_arrives_intact_and_reports_the_c
     };
     assert_eq!(down, DOWNLOAD as u64);
     assert!(reads > 0, "the proxy read TCP_INFO as it wrote");
+    assert!(round_trips > 0, "the proxy timed round trips from the kernel's byte counters");
     // The allowance is whole segments: the kernel holds less than one beyond the window (loopback's are < 64 KiB).
     assert!(kernel > 0 && kernel < window + 65_536, "the kernel held {kernel} bytes, the window peaked at {window}");
     let _ = std::fs::remove_file(&log_path);

@@ -74,10 +74,13 @@ fn downloads_through_the_proxy_under_alcc_copa_and_verus_cross_a_tbf_bottleneck_
     for (alcc, listen) in [("copa", "8080"), ("verus", "8081")] {
         let report = download_through_proxy(&net, alcc, listen, expected.trim());
         let numbers: Vec<u64> = report.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
-        // 10.77.0.1:PORT, then down, up, window, kernel bytes, reads.
-        let [down, _up, window, kernel, reads] = numbers[5..] else { panic!("unexpected ALCC line: {report}") };
+        // 10.77.0.1:PORT, then down, up, window, kernel bytes, reads, round trips.
+        let [down, _up, window, kernel, reads, round_trips] = numbers[5..] else {
+            panic!("unexpected ALCC line: {report}")
+        };
         assert_eq!(down, DOWNLOAD as u64);
         assert!(reads > 10, "the proxy read TCP_INFO as it wrote: {report}");
+        assert!(round_trips > 10, "the proxy timed round trips from the kernel's byte counters: {report}");
         // The allowance is whole segments: the kernel holds less than one (1448 bytes here) beyond the window.
         assert!(kernel > 0 && kernel < window + 1448, "the kernel held more than the window: {report}");
     }

@@ -125,6 +125,9 @@ pub struct AlccReport {
     pub peak_kernel_bytes: u64,
     /// Forecasts of the link this client sent and the server's controller took (Sprout's; 0 for the others).
     pub forecasts: u64,
+    /// ACKs the controller took with a round trip the server timed from the kernel's byte counters (the others
+    /// carried the kernel's smoothed RTT: ambiguous after a retransmission, or covering no newly sent data).
+    pub round_trips: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -210,6 +213,7 @@ pub async fn run(options: ClientOptions, dialer: Dialer) -> Result<Report> {
             peak_window_bytes: stats.peak_window,
             peak_kernel_bytes: stats.peak_kernel_bytes,
             forecasts: stats.forecasts,
+            round_trips: stats.round_trips,
         }),
         started_unix_s,
         duration_s: elapsed,

@@ -166,8 +166,13 @@ pub async fn client(args: PerfClientArgs) -> Result<()> {
         if let Some(alcc) = &report.alcc {
             println!(
                 "  alcc {}: window peaked at {} bytes, the server's kernel held at most {} ({} TCP_INFO reads, {} \
-                 forecasts)",
-                alcc.controller, alcc.peak_window_bytes, alcc.peak_kernel_bytes, alcc.samples, alcc.forecasts
+                 timed round trips, {} forecasts)",
+                alcc.controller,
+                alcc.peak_window_bytes,
+                alcc.peak_kernel_bytes,
+                alcc.samples,
+                alcc.round_trips,
+                alcc.forecasts
             );
         }
         if let Some(queueing) = &report.sender_queueing_ms {

@@ -16,7 +16,7 @@ use tng_proto::alcc::{AlccStats, ALCC_KINDS};
 use tng_proto::CcKind;
 
 pub const REQUEST_LEN: usize = 40;
-pub const STATS_LEN: usize = 80;
+pub const STATS_LEN: usize = 88;
 const MAGIC: &[u8; 4] = b"TNGP";
 /// A bulk response: the server sends until the client closes its side.
 pub const UNBOUNDED: u64 = u64::MAX;
@@ -149,6 +149,7 @@ impl SenderStats {
         out[56..64].copy_from_slice(&alcc.peak_window.to_be_bytes());
         out[64..72].copy_from_slice(&alcc.peak_kernel_bytes.to_be_bytes());
         out[72..80].copy_from_slice(&alcc.forecasts.to_be_bytes());
+        out[80..88].copy_from_slice(&alcc.round_trips.to_be_bytes());
         out
     }
 
@@ -166,6 +167,7 @@ impl SenderStats {
                 peak_window: word(56),
                 peak_kernel_bytes: word(64),
                 forecasts: word(72),
+                round_trips: word(80),
             }),
         }
     }
@@ -263,7 +265,8 @@ mod tests {
     #[test]
     fn stats_round_trip() {
         let queueing = Queueing { p50: Duration::from_micros(1_500), p95: Duration::from_millis(180) };
-        let alcc = AlccStats { samples: 5, peak_window: 64_000, peak_kernel_bytes: 60_000, forecasts: 7 };
+        let alcc =
+            AlccStats { samples: 5, peak_window: 64_000, peak_kernel_bytes: 60_000, forecasts: 7, round_trips: 4 };
         for (cc, queueing, alcc) in [(None, None, None), (Some("bbr".to_string()), Some(queueing), Some(alcc))] {
             let s = SenderStats { retransmitted_packets: 3, sent_packets: 99, cc, queueing, alcc };
             assert_eq!(SenderStats::decode(&s.encode()), s);

@@ -151,7 +151,7 @@ pub async fn serve_stream(mut io: impl ByteStream, stats: &StatsByToken, counter
     Ok(())
 }
 
-/// ALCC counters of a run's connections: samples and forecasts add up, peaks are the largest of any connection.
+/// ALCC counters of a run's connections: samples, forecasts and round trips add up, peaks are the largest of any connection.
 fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
     let run = run.unwrap_or_default();
     AlccStats {
@@ -159,6 +159,7 @@ fn merge_alcc(run: Option<AlccStats>, connection: AlccStats) -> AlccStats {
         peak_window: run.peak_window.max(connection.peak_window),
         peak_kernel_bytes: run.peak_kernel_bytes.max(connection.peak_kernel_bytes),
         forecasts: run.forecasts + connection.forecasts,
+        round_trips: run.round_trips + connection.round_trips,
     }
 }
 
