@@ -227,6 +227,28 @@ fn copa_uses_ninety_percent_of_a_cellular_trace() {
     assert!(utilization >= 0.9, "copa used {utilization:.3} of the trace");
 }
 
+#[test]
+#[cfg_attr(unoptimized, ignore = "heavy: needs an optimized build (make test, or cargo test --release)")]
+fn two_copa_channels_through_one_bottleneck_queue_no_more_than_one_path() {
+    let queueing = |overrides: &[&str]| {
+        let log = SrttLog::default();
+        let options = RunOptions {
+            qlog: Some(QlogConfig(Arc::new(SideSrtt(Side::Server, log.clone())))),
+            ..RunOptions::default()
+        };
+        let report = run_scenario_with("shared-bottleneck.toml", overrides, options);
+        assert_integrity(&report);
+        assert!(report.goodput_mbps >= 0.9 * 20.0, "{overrides:?}: goodput {:.2} Mbit/s", report.goodput_mbps);
+        let samples = srtt_samples(&log, Duration::from_secs(5));
+        // The propagation RTT is 2 x (5 + 10) ms: the rest of the median SRTT is queueing.
+        samples[samples.len() / 2].saturating_sub(Duration::from_millis(30))
+    };
+    let (both, one) = (queueing(&[]), queueing(&["mode=\"single-path\""]));
+    eprintln!("median queueing at the bottleneck: two paths {both:?}, one path {one:?}");
+    // Uncoupled, the two channels kept twice the single path's queue (15 against 7.6 ms).
+    assert!(both <= one * 13 / 10, "two paths queue {both:?}, one path {one:?}");
+}
+
 /// Runs `file` as written and without its relay (its `relay = ...` line removed), with the server's SRTT samples
 /// from `measure_after_s` on.
 fn with_and_without_relay(file: &str) -> [(Report, Vec<Duration>); 2] {

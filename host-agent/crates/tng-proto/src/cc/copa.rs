@@ -21,6 +21,11 @@ const MIN_WINDOW_PACKETS: f64 = 2.0;
 const MAX_WINDOW_PACKETS: f64 = 1e15;
 /// Copa paces at twice the window per standing RTT, so pacing smooths bursts but never limits the window.
 const PACING_GAIN: f64 = 2.0;
+/// The smallest rate share that still lowers a channel's queue target ([`CongestionController::set_rate_share`]):
+/// at the default delta 0.1 a channel never accepts less than 2 packets' worth, the paper's delta 0.5, so that a
+/// path carrying little is not held to a fraction of a packet, which a link that delivers in grants would leave
+/// idle, shrinking its share further.
+const MIN_RATE_SHARE: f64 = 0.2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Direction {
@@ -39,6 +44,9 @@ enum Direction {
 /// average), Copa backs off below the link rate whatever its velocity: with the paper's delta 0.5 tng-sim measured
 /// 82% of such a link used. Hence the smaller default (see [`CcConfig::copa_delta`]).
 ///
+/// On one of several paths Copa accepts its share of the connection's rate of those 1/delta packets: delta / share
+/// ([`CongestionController::set_rate_share`]).
+///
 /// In-network queue reports are not added to dq: the shared queue is on this channel's path, so its delay already
 /// shows in the standing RTT, and counting it twice would make Copa yield to its own queue. ECN-CE is ignored for the
 /// same reason: it marks a queue the delay signal already measures.
@@ -47,6 +55,8 @@ pub struct Copa {
     mss: u64,
     min_window: u64,
     delta: f64,
+    /// This channel's share of its connection's rate, at least MIN_RATE_SHARE: it runs at delta / share.
+    rate_share: f64,
     /// Congestion window, in packets.
     window: f64,
     slow_start: bool,
@@ -145,6 +155,7 @@ impl Copa {
             mss,
             min_window: config.minimum_window(),
             delta: config.copa_delta_or_default(),
+            rate_share: 1.0,
             window: config.initial_window() as f64 / mss as f64,
             slow_start: true,
             min_rtt: WindowedFilter::new(Extremum::Min),
@@ -161,6 +172,11 @@ impl Copa {
 
     fn min_rtt(&self) -> Option<Duration> {
         self.min_rtt.get().map(Duration::from_nanos)
+    }
+
+    /// The delta this channel runs at: the configured one, over its share of the connection's rate.
+    fn channel_delta(&self) -> f64 {
+        self.delta / self.rate_share
     }
 
     fn standing_rtt(&self) -> Option<Duration> {
@@ -226,7 +242,9 @@ impl CongestionController for Copa {
         // Target window = target rate 1 / (delta dq) packets/s times the standing RTT; unbounded while no queue (or
         // no RTT) has been seen.
         let target = match (self.standing_rtt(), self.queueing_delay()) {
-            (Some(standing), Some(dq)) if !dq.is_zero() => standing.as_secs_f64() / (self.delta * dq.as_secs_f64()),
+            (Some(standing), Some(dq)) if !dq.is_zero() => {
+                standing.as_secs_f64() / (self.channel_delta() * dq.as_secs_f64())
+            }
             _ => f64::INFINITY,
         };
 
@@ -241,7 +259,7 @@ impl CongestionController for Copa {
         } else {
             self.update_velocity(now, self.srtt);
             self.velocity = self.velocity.min(self.window);
-            let step = self.velocity * packets / (self.delta * self.window);
+            let step = self.velocity * packets / (self.channel_delta() * self.window);
             if self.window < target {
                 self.window += step;
                 self.round.increases += 1;
@@ -273,6 +291,13 @@ impl CongestionController for Copa {
 
     fn on_feedback(&mut self, _now: Time, _sent_time: Time, feedback: &PathFeedback) {
         self.rate_cap.update(feedback);
+    }
+
+    fn set_rate_share(&mut self, share: f64) {
+        // NaN fails both comparisons and leaves the share alone.
+        if share > 0.0 && share <= 1.0 {
+            self.rate_share = share.max(MIN_RATE_SHARE);
+        }
     }
 
     fn window(&self) -> u64 {
@@ -362,6 +387,52 @@ mod tests {
         assert!((rate / target - 1.0).abs() <= 0.3);
         assert!(rate * MSS as f64 >= 0.8 * link.rate as f64);
         assert_eq!(sim.lost, 0);
+    }
+
+    /// Mean queueing delay at the link and utilization of a settled Copa that carries `share` of its connection.
+    fn settled_with_share(share: f64) -> (f64, f64) {
+        let link = Link {
+            rate: 1_250_000,
+            one_way_delay: Duration::from_millis(20),
+            buffer: 100 * MSS,
+            grant_interval: Duration::ZERO,
+        };
+        let mut copa = Copa::new(&config(), Time::ZERO);
+        copa.set_rate_share(share);
+        let mut sim = Simulation::new(link, MSS, Box::new(copa));
+        let mut records = Vec::new();
+        sim.run_until(Time::from_millis(20_000), |record, _| {
+            if record.now >= Time::from_millis(5_000) {
+                records.push(*record);
+            }
+        });
+        let queued = records.iter().map(|r| r.queue_delay.as_secs_f64()).sum::<f64>() / records.len() as f64;
+        (queued, goodput(&records) / link.rate as f64)
+    }
+
+    #[test]
+    fn a_channel_carrying_part_of_its_connection_keeps_that_part_of_the_queue() {
+        let (alone, alone_utilization) = settled_with_share(1.0);
+        let (quarter, quarter_utilization) = settled_with_share(0.25);
+        println!(
+            "queue {:.2} ms alone, {:.2} ms at a quarter share; utilization {alone_utilization:.3}, \
+             {quarter_utilization:.3}",
+            1e3 * alone,
+            1e3 * quarter
+        );
+        // 1/delta packets queued alone (10 at 1 ms each), a quarter of them at a quarter share.
+        assert!(quarter < 0.4 * alone, "{:.2} ms against {:.2} ms", 1e3 * quarter, 1e3 * alone);
+        assert!(quarter_utilization >= 0.9, "{quarter_utilization:.3}");
+        // Below the floor a share counts as the floor, and nonsense is ignored.
+        let mut copa = Copa::new(&config(), Time::ZERO);
+        copa.set_rate_share(0.01);
+        assert_eq!(copa.channel_delta(), config().copa_delta / MIN_RATE_SHARE);
+        for nonsense in [0.0, -1.0, 1.5, f64::NAN] {
+            copa.set_rate_share(nonsense);
+            assert_eq!(copa.channel_delta(), config().copa_delta / MIN_RATE_SHARE, "{nonsense}");
+        }
+        copa.set_rate_share(1.0);
+        assert_eq!(copa.channel_delta(), config().copa_delta);
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub trait CongestionController: fmt::Debug + Send {
     /// The receiver's forecast of this channel's deliveries arrived (the DELIVERY_FORECAST frame, sent only to a
     /// controller whose [`CcKind::uses_delivery_forecast`] holds); the other controllers never see one.
     fn on_delivery_forecast(&mut self, _now: Time, _forecast: &DeliveryForecast) {}
+    /// This channel carries `share` (0-1] of its connection's sending rate; 1 on a single path. A delay-based
+    /// controller keeps that share of its queue target, so that a multipath connection queues no more in all than
+    /// one path would (weighted Vegas, Cao, Xu and Fu, "Delay-based congestion control for multipath TCP", ICNP
+    /// 2012): the connection stays fair to single-path flows at a shared bottleneck, and a path that carries little
+    /// keeps little queued. The others ignore it.
+    fn set_rate_share(&mut self, _share: f64) {}
     /// Congestion window in bytes.
     fn window(&self) -> u64;
     /// Pacing rate in bytes per second, given the channel's smoothed RTT (zero = no estimate yet: controllers then

@@ -501,6 +501,25 @@ impl Connection {
         }
     }
 
+    /// Channel `id`'s share of the connection's sending rate: its window over its smoothed RTT against the sum of
+    /// that over the channels that carry data (1 for the only one). Delay-based controllers keep this share of
+    /// their queue target ([`crate::cc::CongestionController::set_rate_share`]).
+    fn rate_share(&self, id: u8) -> f64 {
+        if self.channels.len() == 1 {
+            return 1.0;
+        }
+        let rate = |channel: &Channel| channel.cc.window() as f64 / channel.rtt.smoothed().as_secs_f64().max(1e-6);
+        let Some(own) = self.channels.get(&id).filter(|channel| channel.carries_data()).map(|c| rate(c)) else {
+            return 1.0;
+        };
+        let total: f64 = self.channels.values().filter(|channel| channel.carries_data()).map(|c| rate(c)).sum();
+        if total > 0.0 {
+            own / total
+        } else {
+            1.0
+        }
+    }
+
     /// Moves the streams' unsent bound with the channels' congestion windows: [`StreamConfig::unsent_windows`]
     /// windows of every channel that carries data, and never less than two datagrams, so that a write always fits.
     ///

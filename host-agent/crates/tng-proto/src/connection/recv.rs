@@ -214,6 +214,7 @@ impl Connection {
 
     fn on_ack_frame(&mut self, now: Time, id: u8, ack: &AckFrame) {
         let max_ack_delay = self.config.max_ack_delay;
+        let rate_share = self.rate_share(id);
         let Some(channel) = self.channels.get_mut(&id) else { return };
         let Some(outcome) = channel.recovery.on_ack(now, ack, &mut channel.rtt, max_ack_delay) else {
             self.protocol_violation(now, format!("ACK of packet {} never sent on channel {id}", ack.largest));
@@ -239,6 +240,7 @@ impl Connection {
                 app_limited: outcome.app_limited,
                 bytes_in_flight: channel.recovery.bytes_in_flight(),
             };
+            channel.cc.set_rate_share(rate_share);
             channel.cc.on_ack(now, &sample);
         }
         if outcome.new_ce {
