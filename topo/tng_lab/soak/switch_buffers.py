@@ -3,10 +3,12 @@
 BMv2 never frees a packet header vector: its pool (bm_sim/phv_source.cpp) keeps every PHV it made for the next
 packet, and with the tng pipeline one is tens of kilobytes. The switch's RSS is therefore the high-water mark of the
 packets inside it at once: up to 1024 in simple_switch's input buffer while its ingress thread falls behind, plus
-what its egress queues hold. A soak that first met such a moment in a fault saw BMv2 rise ~40 MiB and stay there
-(docs/soak.md), which the 10% rule cannot tell from a leak. A burst of small UDP datagrams from the server towards
-each link's UE, sent far faster than the ingress pipeline takes them, fills the input buffer and the links' egress
-queues; afterwards the pool holds its bound, and what the rule sees on top of it is growth.
+what its egress queues hold. Each of those packets also holds a buffer of its own (`new char[len + 512]` in
+simple_switch), which the allocator keeps once freed, so the bytes held at once count too. A soak that first met
+such a moment in a fault saw BMv2 rise 15-40 MiB and stay there (docs/soak.md), which the 10% rule cannot tell from
+a leak. A burst of full-size UDP datagrams from the server towards each link's UE, sent far faster than the
+ingress pipeline takes them, fills the input buffer and the links' egress queues with packets as large as any the
+traffic brings; afterwards the pools hold their bounds, and what the rule sees on top of them is growth.
 
 Run as a module inside the server's namespace: `python -m tng_lab.soak.switch_buffers --to ADDR ...`.
 """
@@ -25,7 +27,10 @@ DISCARD_PORT = 9  # nothing listens; the UE's kernel drops the datagrams (and ra
 # On this machine 2048 per link sometimes left the buffers short of full (a delay burst later added 23 MiB); after
 # one burst of 8192 per link, three more added at most 1 MiB.
 DATAGRAMS_PER_LINK = 8192
-PAYLOAD = bytes(64)
+# Full-size: 1472 bytes of UDP payload make a 1500-byte IP packet, as large as the traffic's. A burst of 64-byte
+# datagrams left the packet buffers' high-water mark to the first fault that queued full-size packets: a 250 ms delay
+# burst then added 15-38 MiB to BMv2 once (a 6-minute soak of delay bursts alone: 128.6 -> 144.1 MiB).
+PAYLOAD = bytes(1472)
 
 
 def fill(server_ns: str, destinations: list[str], bmv2_pid: int) -> str:
