@@ -541,6 +541,11 @@ impl Simulation {
             };
             observation::log_channels(now, &name, &mut self.host(host).endpoint);
         }
+        for site in RelaySite::all(self.relays.len() / 2) {
+            if let Some(node) = &self.relays[site.index()] {
+                observation::log_relay(now, &site.address().to_string(), &node.relay);
+            }
+        }
     }
 
     /// A connection ended: its counters are kept, since the endpoint forgets it after draining.

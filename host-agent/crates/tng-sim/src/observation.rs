@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use tng_proto::Endpoint;
+use tng_proto::{Endpoint, Time};
+use tng_relay::{DirectionState, Relay};
 
 /// Prints each channel of `endpoint`'s connections to stderr as one JSON line (`tng-sim run --channel-log`).
 pub fn log_channels(now: Duration, host: &str, endpoint: &mut Endpoint) {
@@ -31,6 +32,37 @@ pub fn log_channels(now: Duration, host: &str, endpoint: &mut Endpoint) {
                 "lost_packets": channel.lost_packets,
                 "retransmitted_packets": channel.retransmitted_packets,
                 "probe_timeouts": channel.probe_timeouts,
+            });
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Prints each direction of every connection `relay` carries to stderr as one JSON line: its queue and the
+/// downstream section's controller (`tng-sim run --channel-log`), so that a split flow shows which section limits it.
+pub fn log_relay(now: Duration, site: &str, relay: &Relay) {
+    let at_ms = now.as_secs_f64() * 1000.0;
+    let ms = |rtt: Option<Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1000.0);
+    for connection in relay.connection_states(Time::ZERO + now) {
+        let directions = [("toward_server", &connection.toward_server), ("toward_client", &connection.toward_client)];
+        for (direction, state) in directions {
+            let DirectionState { queued, head_wait, controller, window, in_flight, srtt, min_rtt, .. } = *state;
+            let line = serde_json::json!({
+                "t_ms": at_ms,
+                "relay": site,
+                "connection": connection.connection_id,
+                "direction": direction,
+                "queued": queued,
+                "head_wait_ms": head_wait.as_secs_f64() * 1000.0,
+                "cc": controller,
+                "cwnd": window,
+                "bytes_in_flight": in_flight,
+                "srtt_ms": ms(srtt),
+                "min_rtt_ms": ms(min_rtt),
+                "received": state.received,
+                "queue_full": state.queue_full,
+                "forwarded": state.forwarded,
+                "lost": state.lost,
             });
             eprintln!("{line}");
         }

@@ -181,3 +181,41 @@ fn bench_reports_events_per_second() {
     assert!(result["events_per_sec"].as_f64().is_some_and(|rate| rate > 0.0));
     assert!(result["events"].as_u64().is_some_and(|events| events > 0));
 }
+
+#[test]
+fn the_channel_log_has_a_line_per_channel_and_per_relayed_direction() {
+    let relayed = r#"
+duration_s = 1.0
+[workload]
+kind = "bulk"
+[[paths]]
+name = "dsl"
+rate_mbps = 5
+delay_ms = 10
+bottleneck = "core"
+relay = { toward_client_cc = "vegas", toward_server_cc = "cubic", queue_packets = 32 }
+[bottlenecks.core]
+rate_mbps = 20
+delay_ms = 20
+"#;
+    let path = write_scenario("relayed.toml", relayed);
+    let output = tng_sim(&["run", path.to_str().expect("utf-8"), "--quiet", "--channel-log", "500"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect();
+    let channels = lines.iter().filter(|line| line.get("channel").is_some()).count();
+    let relay: Vec<&serde_json::Value> = lines.iter().filter(|line| line.get("relay").is_some()).collect();
+    assert!(channels >= 2, "the server's and the client's channel every 500 ms: {channels}");
+    for direction in ["toward_server", "toward_client"] {
+        let line = relay.iter().find(|line| line["direction"] == direction).expect("a line per direction");
+        assert_eq!(line["relay"], "10.0.0.3:4477");
+        for field in ["queued", "head_wait_ms", "cc", "cwnd", "bytes_in_flight", "received", "queue_full", "lost"] {
+            assert!(line.get(field).is_some(), "{field} in {line}");
+        }
+    }
+    let down = relay.iter().rev().find(|line| line["direction"] == "toward_client").expect("downloading");
+    assert_eq!(down["cc"], "vegas");
+    assert!(down["forwarded"].as_u64() > Some(0), "{down}");
+}
