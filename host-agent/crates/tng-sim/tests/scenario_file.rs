@@ -215,5 +215,6 @@ fn every_shipped_scenario_file_is_valid() {
         NetworkPlan::from_scenario(&scenario, &directory).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
         checked += 1;
     }
-    assert_eq!(checked, 13);
+    // A floor, not an exact count, so adding a scenario does not break the test, yet a wrong directory does.
+    assert!(checked >= 14, "only {checked} scenario files found in {}", directory.display());
 }
