@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tng_proto::cc::{AckSample, CcConfig, CongestionController, LossEvent, PathFeedback};
+use tng_proto::cc::{
+    AckSample, CcConfig, CongestionController, DeliveryMark, DeliveryRateSampler, LossEvent, PathFeedback,
+};
 use tng_proto::connection::RttEstimator;
 use tng_proto::Time;
 use tng_wire::{AckFrame, Feedback};
@@ -28,6 +30,7 @@ struct Sent {
     /// used, so the controller does not grow on it (RFC 7661). A relay's queue that ran dry would otherwise let the
     /// downstream window grow without bound, then pour that window into the next link at once when data came back.
     app_limited: bool,
+    delivery: DeliveryMark,
 }
 
 /// One direction of a section, at its sender.
@@ -39,6 +42,8 @@ pub struct SectionSender {
     bytes_in_flight: u64,
     largest_acked: Option<u64>,
     rtt: RttEstimator,
+    /// Rate samples for controllers that model the bottleneck's rate (BBR), as an endpoint's channel takes them.
+    delivery_rate: DeliveryRateSampler,
     lost: u64,
 }
 
@@ -52,6 +57,7 @@ impl SectionSender {
             bytes_in_flight: 0,
             largest_acked: None,
             rtt: RttEstimator::new(INITIAL_PTO / 3),
+            delivery_rate: DeliveryRateSampler::default(),
             lost: 0,
         }
     }
@@ -100,9 +106,10 @@ impl SectionSender {
     pub fn on_sent(&mut self, now: Time, bytes: u64) -> u64 {
         let number = self.next_number;
         self.next_number += 1;
+        let delivery = self.delivery_rate.on_sent(now, self.in_flight.is_empty());
         self.bytes_in_flight += bytes;
         let app_limited = self.bytes_in_flight.saturating_mul(2) <= self.cc.window();
-        self.in_flight.insert(number, Sent { time: now, bytes, app_limited });
+        self.in_flight.insert(number, Sent { time: now, bytes, app_limited, delivery });
         self.cc.on_sent(now, bytes, self.bytes_in_flight);
         number
     }
@@ -137,7 +144,8 @@ impl SectionSender {
             rtt,
             srtt: self.rtt.smoothed(),
             min_rtt: self.rtt.min(),
-            delivery_rate: None,
+            // Numbers grow with sending time, so the largest newly acknowledged SECTION is the latest sent.
+            delivery_rate: self.delivery_rate.on_acked(now, newly_acked, sent.delivery),
             app_limited: sent.app_limited,
             bytes_in_flight: self.bytes_in_flight,
         };
@@ -263,6 +271,34 @@ mod tests {
         let before = sender.srtt().expect("sampled");
         sender.on_ack(Time::from_millis(230), &delayed(2, 5_000), Feedback::NEUTRAL);
         assert_eq!(sender.srtt(), Some((before * 7 + Duration::from_millis(25)) / 8));
+    }
+
+    #[test]
+    fn a_bbr_section_sizes_its_window_from_the_rate_its_acks_measure() {
+        // A 10 Mbit/s bottleneck with a deep buffer and a 100 ms round trip; the section sends whenever its window
+        // has room, and every SECTION is acknowledged alone when it has crossed.
+        let config = CcConfig::default();
+        let mut sender = SectionSender::new(CcKind::Bbr, &config, Time::ZERO);
+        let initial = sender.window();
+        let per_section = Duration::from_micros(960); // 1200 bytes at 10 Mbit/s
+        let mut link_free = Time::ZERO;
+        let mut acks = std::collections::VecDeque::new();
+        for millisecond in 0..3_000 {
+            let now = Time::from_millis(millisecond);
+            while let Some(&(at, number)) = acks.front().filter(|&&(at, _)| at <= now) {
+                acks.pop_front();
+                sender.on_ack(at, &ack(&[number..=number]), Feedback::NEUTRAL);
+            }
+            while sender.can_send(1200) {
+                let number = sender.on_sent(now, 1200);
+                link_free = link_free.max(now) + per_section;
+                acks.push_back((link_free + Duration::from_millis(100), number));
+            }
+        }
+        // BBR keeps twice the bandwidth-delay product it measured in flight: 2 x 125 kB here. Without rate samples it
+        // never learns the rate and stays at its initial window.
+        let window = sender.window();
+        assert!((200_000..=400_000).contains(&window), "window {window} after 3 s (initial {initial})");
     }
 
     #[test]

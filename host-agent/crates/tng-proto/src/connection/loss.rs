@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tng_wire::AckFrame;
 
+use crate::cc::{DeliveryMark, DeliveryRateSampler};
 use crate::connection::rtt::RttEstimator;
 use crate::streams::SentChunk;
 use crate::time::Time;
@@ -53,8 +54,7 @@ pub(crate) struct SentPacket {
     /// The largest packet number of the ACK frame it carried: once the peer has this packet, it knows those.
     pub(crate) acked_up_to: Option<u64>,
     /// Delivery-rate sampling state when it left.
-    pub(crate) delivered: u64,
-    pub(crate) delivered_time: Time,
+    pub(crate) delivery: DeliveryMark,
     pub(crate) app_limited: bool,
     pub(crate) key_generation: u64,
 }
@@ -95,9 +95,7 @@ pub(crate) struct LossRecovery {
     /// Earliest time a packet not yet lost by the packet threshold becomes lost by the time threshold.
     loss_time: Option<Time>,
     pto_count: u32,
-    /// Bytes acknowledged so far and when the last of them was, for delivery-rate samples.
-    delivered: u64,
-    delivered_time: Time,
+    delivery_rate: DeliveryRateSampler,
     /// The sender ran out of data while the window had room, and has not filled the window since: ACKs meanwhile
     /// are app-limited, so that a window held back by flow control or the application does not grow without bound
     /// (RFC 9002 section 7.8).
@@ -148,11 +146,8 @@ impl LossRecovery {
             self.bytes_in_flight += outgoing.size;
             self.ack_eliciting_in_flight += 1;
             self.last_ack_eliciting_sent = Some(now);
-            if self.ack_eliciting_in_flight == 1 {
-                // Rate samples measure from when the flight (re)started, not across idle time.
-                self.delivered_time = now;
-            }
         }
+        let delivery = self.delivery_rate.on_sent(now, outgoing.ack_eliciting && self.ack_eliciting_in_flight == 1);
         let packet = SentPacket {
             packet_number: pn,
             time_sent: now,
@@ -161,8 +156,7 @@ impl LossRecovery {
             chunks: outgoing.chunks,
             control: outgoing.control,
             acked_up_to: outgoing.acked_up_to,
-            delivered: self.delivered,
-            delivered_time: self.delivered_time,
+            delivery,
             app_limited: outgoing.app_limited,
             key_generation: outgoing.key_generation,
         };
@@ -231,20 +225,11 @@ impl LossRecovery {
             }
             outcome.newly_acked.push(packet);
         }
-        if outcome.bytes_acked > 0 {
-            self.delivered += outcome.bytes_acked;
-            self.delivered_time = now;
-            // The rate sample of the most recently sent newly acknowledged packet (the last in the list).
-            if let Some(sampled) = outcome.newly_acked.iter().rev().find(|p| p.in_flight()) {
-                let interval =
-                    now.saturating_since(sampled.delivered_time).max(now.saturating_since(sampled.time_sent));
-                let bytes = self.delivered - sampled.delivered;
-                if !interval.is_zero() {
-                    let rate = u128::from(bytes) * 1_000_000_000 / interval.as_nanos().max(1);
-                    outcome.delivery_rate = Some(u64::try_from(rate).unwrap_or(u64::MAX));
-                }
-                outcome.app_limited = sampled.app_limited || self.app_limited;
-            }
+        // The rate sample of the most recently sent newly acknowledged packet that counted in flight (the last in the
+        // list); only such packets make up `bytes_acked`.
+        if let Some(sampled) = outcome.newly_acked.iter().rev().find(|p| p.in_flight()) {
+            outcome.delivery_rate = self.delivery_rate.on_acked(now, outcome.bytes_acked, sampled.delivery);
+            outcome.app_limited = sampled.app_limited || self.app_limited;
         }
         if frame.ecn.ce > self.ecn_ce_seen {
             self.ecn_ce_seen = frame.ecn.ce;
