@@ -8,7 +8,8 @@ simple_switch), which the allocator keeps once freed, so the bytes held at once 
 such a moment in a fault saw BMv2 rise 15-40 MiB and stay there (docs/soak.md), which the 10% rule cannot tell from
 a leak. A burst of full-size UDP datagrams from the server towards each link's UE, sent far faster than the
 ingress pipeline takes them, fills the input buffer and the links' egress queues with packets as large as any the
-traffic brings; afterwards the pools hold their bounds, and what the rule sees on top of them is growth.
+traffic brings; afterwards the pools hold the bound the burst reached. That bound is not everything a fault can
+queue: in a 60-minute soak (seed 5, docs/soak.md) a delay burst still added 20 MiB after this fill.
 
 Run as a module inside the server's namespace: `python -m tng_lab.soak.switch_buffers --to ADDR ...`.
 """
