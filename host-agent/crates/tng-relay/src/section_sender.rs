@@ -145,7 +145,7 @@ impl SectionSender {
             srtt: self.rtt.smoothed(),
             min_rtt: self.rtt.min(),
             // Numbers grow with sending time, so the largest newly acknowledged SECTION is the latest sent.
-            delivery_rate: self.delivery_rate.on_acked(now, newly_acked, sent.delivery),
+            delivery_rate: self.delivery_rate.on_acked(now, newly_acked, sent.delivery, sent.time),
             app_limited: sent.app_limited,
             bytes_in_flight: self.bytes_in_flight,
         };

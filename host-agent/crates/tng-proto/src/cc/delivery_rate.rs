@@ -12,12 +12,11 @@ pub struct DeliveryRateSampler {
     delivered_time: Time,
 }
 
-/// What a packet keeps of its sender's count when it leaves.
+/// What a packet keeps of its sender's count when it leaves (its send time it records itself).
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryMark {
     delivered: u64,
     delivered_time: Time,
-    sent_time: Time,
 }
 
 impl DeliveryRateSampler {
@@ -27,15 +26,15 @@ impl DeliveryRateSampler {
         if flight_restarts {
             self.delivered_time = now;
         }
-        DeliveryMark { delivered: self.delivered, delivered_time: self.delivered_time, sent_time: now }
+        DeliveryMark { delivered: self.delivered, delivered_time: self.delivered_time }
     }
 
-    /// `bytes` were newly acknowledged at `now`, the most recently sent of them marked `latest`: the delivery rate
-    /// in bytes per second, or `None` when no time has passed to measure it over.
-    pub fn on_acked(&mut self, now: Time, bytes: u64, latest: DeliveryMark) -> Option<u64> {
+    /// `bytes` were newly acknowledged at `now`, the most recently sent of them marked `latest` when it left at
+    /// `latest_sent`: the delivery rate in bytes per second, or `None` when no time has passed to measure it over.
+    pub fn on_acked(&mut self, now: Time, bytes: u64, latest: DeliveryMark, latest_sent: Time) -> Option<u64> {
         self.delivered += bytes;
         self.delivered_time = now;
-        let interval = now.saturating_since(latest.delivered_time).max(now.saturating_since(latest.sent_time));
+        let interval = now.saturating_since(latest.delivered_time).max(now.saturating_since(latest_sent));
         if interval.is_zero() {
             return None;
         }
@@ -53,21 +52,31 @@ mod tests {
         let mut sampler = DeliveryRateSampler::default();
         let first = sampler.on_sent(Time::ZERO, true);
         let second = sampler.on_sent(Time::from_millis(10), false);
-        assert_eq!(sampler.on_acked(Time::from_millis(100), 1000, first), Some(10_000), "1000 bytes in 100 ms");
+        assert_eq!(
+            sampler.on_acked(Time::from_millis(100), 1000, first, Time::ZERO),
+            Some(10_000),
+            "1000 bytes in 100 ms"
+        );
         // The second left 10 ms in; by its ACK 2000 bytes were delivered since the flight began 110 ms before.
-        assert_eq!(sampler.on_acked(Time::from_millis(110), 1000, second), Some(2000 * 1000 / 110));
+        assert_eq!(
+            sampler.on_acked(Time::from_millis(110), 1000, second, Time::from_millis(10)),
+            Some(2000 * 1000 / 110)
+        );
     }
 
     #[test]
     fn a_flight_that_restarts_after_idle_time_is_not_measured_across_it() {
         let mut sampler = DeliveryRateSampler::default();
         let first = sampler.on_sent(Time::ZERO, true);
-        sampler.on_acked(Time::from_millis(50), 1000, first);
+        sampler.on_acked(Time::from_millis(50), 1000, first, Time::ZERO);
         // Idle for ten seconds, then one packet: measured from when it left, not from the last ACK.
         let after_idle = sampler.on_sent(Time::from_millis(10_000), true);
-        assert_eq!(sampler.on_acked(Time::from_millis(10_050), 1000, after_idle), Some(20_000));
+        assert_eq!(
+            sampler.on_acked(Time::from_millis(10_050), 1000, after_idle, Time::from_millis(10_000)),
+            Some(20_000)
+        );
         // Acknowledged the instant it left: nothing to measure over.
         let instant = sampler.on_sent(Time::from_millis(11_000), true);
-        assert_eq!(sampler.on_acked(Time::from_millis(11_000), 1000, instant), None);
+        assert_eq!(sampler.on_acked(Time::from_millis(11_000), 1000, instant, Time::from_millis(11_000)), None);
     }
 }

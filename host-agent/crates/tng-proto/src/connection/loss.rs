@@ -228,7 +228,8 @@ impl LossRecovery {
         // The rate sample of the most recently sent newly acknowledged packet that counted in flight (the last in the
         // list); only such packets make up `bytes_acked`.
         if let Some(sampled) = outcome.newly_acked.iter().rev().find(|p| p.in_flight()) {
-            outcome.delivery_rate = self.delivery_rate.on_acked(now, outcome.bytes_acked, sampled.delivery);
+            outcome.delivery_rate =
+                self.delivery_rate.on_acked(now, outcome.bytes_acked, sampled.delivery, sampled.time_sent);
             outcome.app_limited = sampled.app_limited || self.app_limited;
         }
         if frame.ecn.ce > self.ecn_ce_seen {
