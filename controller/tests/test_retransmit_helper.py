@@ -14,10 +14,18 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
+from tng_controller.helper_frames import (
+    HELPER_ETHERTYPE,
+    Flow,
+    Reason,
+    helper_frame,
+    parse_helper_frame,
+    parse_tcp,
+    seq_before,
+)
 from tng_controller.retransmit_helper import (
     FLOW_IDLE_S,
     HELPER_DOWN,
-    HELPER_ETHERTYPE,
     HELPER_TABLE,
     HELPER_UP,
     IDLE_SWEEP_S,
@@ -25,17 +33,11 @@ from tng_controller.retransmit_helper import (
     RELEASE_AFTER_BYTES,
     SILENT_RECEIVER_BYTES,
     SILENT_RECEIVER_S,
-    Flow,
     Health,
     HelperStatus,
-    Reason,
     RetransmitHelper,
-    helper_frame,
     keep_switch_informed,
-    parse_helper_frame,
-    parse_tcp,
     probe_health,
-    seq_before,
     serve_health,
     serve_interface,
     serve_p4runtime,

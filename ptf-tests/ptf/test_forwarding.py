@@ -21,7 +21,7 @@ from ptf.testutils import group
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
-from tng_controller.retransmit_helper import Reason, helper_frame
+from tng_controller.helper_frames import Reason, helper_frame
 from tng_p4.pipeline import DropReason
 from tng_p4.vectors import load_wire_vectors
 from tng_p4.wire import TNG_UDP_PORT

@@ -10,7 +10,7 @@ from lwip_base import CPU_PORT, UE_PORT
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
-from tng_controller.retransmit_helper import Reason, helper_frame
+from tng_controller.helper_frames import Reason, helper_frame
 from visible_base import (
     DOWNLINK,
     PACKET_IN_TIMEOUT_S,

@@ -23,7 +23,8 @@ from lwip_base import (
 )
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
-from tng_controller.retransmit_helper import HELPER_ETHERTYPE, Flow, Reason, RetransmitHelper, helper_frame
+from tng_controller.helper_frames import HELPER_ETHERTYPE, Flow, Reason, helper_frame
+from tng_controller.retransmit_helper import RetransmitHelper
 from tng_p4.pipeline import VisibleDecision as Decision
 
 POLICY = 40
