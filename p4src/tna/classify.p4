@@ -14,7 +14,10 @@
 #include "shared/size.p4"
 #include "tna/header.p4"
 
-control Classify(inout tng_headers_t hdr, inout tng_metadata_t md) {
+control Classify(inout tng_headers_t hdr,
+                 inout tng_metadata_t md,
+                 in ingress_intrinsic_metadata_t ig_intr_md,
+                 out new_flow_digest_t new_flow) {
     action set_policy(policy_id_t policy) {
         md.policy = policy;
     }
@@ -54,6 +57,14 @@ control Classify(inout tng_headers_t hdr, inout tng_metadata_t md) {
         if (!by_connection) {
             flow_policy.apply();
         }
+        /* What a digest of this flow would carry, filled before the verdict: only the decision to send it
+         * (digest_type, NewFlows) waits for the seen-flow bits. */
+        bit<64> connection_id = 0;
+        if (hdr.wire.tng_flow.isValid()) {
+            connection_id = hdr.wire.tng_flow.connection_id;
+        }
+        new_flow = {hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol, md.l4_src_port,
+                    md.l4_dst_port, ig_intr_md.ingress_port, md.policy, connection_id};
     }
 }
 
@@ -63,8 +74,7 @@ control Classify(inout tng_headers_t hdr, inout tng_metadata_t md) {
 control NewFlows(in tng_headers_t hdr,
                  in tng_metadata_t md,
                  in ingress_intrinsic_metadata_t ig_intr_md,
-                 inout ingress_intrinsic_metadata_for_deparser_t dprsr_md,
-                 out new_flow_digest_t new_flow) {
+                 inout ingress_intrinsic_metadata_for_deparser_t dprsr_md) {
     @name(".ingress.classify.policy_packets")
     Counter<bit<64>, policy_id_t>(POLICY_COUNT, CounterType_t.PACKETS_AND_BYTES) policy_packets;
     @name(".ingress.classify.seen_flows_a")
@@ -89,7 +99,6 @@ control NewFlows(in tng_headers_t hdr,
     };
 
     apply {
-        new_flow = {0, 0, 0, 0, 0, 0, DEFAULT_POLICY, 0};
         policy_packets.count(md.policy);
         if (!md.injected) {
             bit<16> cell_a = cell_hash_a.get({hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol,
@@ -99,12 +108,6 @@ control NewFlows(in tng_headers_t hdr,
             bit<8> seen_a = test_and_set_a.execute(cell_a);
             bit<8> seen_b = test_and_set_b.execute(cell_b);
             if (seen_a == 0 || seen_b == 0) {
-                bit<64> connection_id = 0;
-                if (hdr.wire.tng_flow.isValid()) {
-                    connection_id = hdr.wire.tng_flow.connection_id;
-                }
-                new_flow = {hdr.wire.ipv4.src_addr, hdr.wire.ipv4.dst_addr, hdr.wire.ipv4.protocol, md.l4_src_port,
-                            md.l4_dst_port, ig_intr_md.ingress_port, md.policy, connection_id};
                 dprsr_md.digest_type = DIGEST_TYPE_NEW_FLOW;
             }
         }

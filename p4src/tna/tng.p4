@@ -87,11 +87,15 @@ control ingress(inout tna_headers_t hdr,
             md.tng.bypass = true;
             ig_tm_md.bypass_egress = 1;
             sent_out = true;
+        } else if (helper_frame) {
+            /* The helper's confirmations of copies go to egress, where VISIBLE takes (and drops) them: back out of
+             * the port they came in on, in the pipe of the helper's registers. */
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
         }
         drop_reason_t forwarding_reason = DROP_REASON_NONE;
         if (!report && !helper_frame && !sent_out) {
             forwarding.apply(hdr.tng, md.tng, ig_tm_md, forwarding_reason);
-            classify.apply(hdr.tng, md.tng);
+            classify.apply(hdr.tng, md.tng, ig_intr_md, md.new_flow);
         }
         port_role.apply();
         if (md.tng.role == ROLE_HELPER || hdr.tng.packet_out.isValid()) {
@@ -109,15 +113,10 @@ control ingress(inout tna_headers_t hdr,
             ig_dprsr_md.drop_ctl = 1;
         }
         if (accepted && !helper_frame && !sent_out) {
-            new_flows.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md, md.new_flow);
+            new_flows.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md);
         }
         if (accepted && !helper_frame && !sent_out && md.tng.lwip) {
             steered.count(ig_tm_md.ucast_egress_port);
-        }
-        /* The helper's confirmations of copies go to egress, where VISIBLE takes (and drops) them: back out of the
-         * port they came in on, in the pipe of the helper's registers. */
-        if (accepted && helper_frame) {
-            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
         }
         if (accepted && !helper_frame) {
             forwarded.count(ig_tm_md.ucast_egress_port);
