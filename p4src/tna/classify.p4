@@ -1,6 +1,6 @@
 /*
- * TNA: flow -> policy and the new-flow digest, as v1model/classify.p4, in two controls: the policy lookups run on
- * every packet beside the checks, the rest once the packet is accepted. The seen-flow bit arrays are one
+ * TNA: flow -> policy and the new-flow digest, as v1model/classify.p4, in two controls: the policy lookups and the
+ * digest's fields run on every packet beside the checks, the rest once the packet is accepted. The seen-flow bit arrays are one
  * RegisterAction each (test and set in one access); the digest is packed by the ingress deparser (pipeline_io.p4)
  * from md.new_flow when ingress sets digest_type.
  */
@@ -73,7 +73,6 @@ control Classify(inout tng_headers_t hdr,
  * objects keep the names of v1model's (ingress.classify.*). */
 control NewFlows(in tng_headers_t hdr,
                  in tng_metadata_t md,
-                 in ingress_intrinsic_metadata_t ig_intr_md,
                  inout ingress_intrinsic_metadata_for_deparser_t dprsr_md) {
     @name(".ingress.classify.policy_packets")
     Counter<bit<64>, policy_id_t>(POLICY_COUNT, CounterType_t.PACKETS_AND_BYTES) policy_packets;

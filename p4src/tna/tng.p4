@@ -113,7 +113,7 @@ control ingress(inout tna_headers_t hdr,
             ig_dprsr_md.drop_ctl = 1;
         }
         if (accepted && !helper_frame && !sent_out) {
-            new_flows.apply(hdr.tng, md.tng, ig_intr_md, ig_dprsr_md);
+            new_flows.apply(hdr.tng, md.tng, ig_dprsr_md);
         }
         if (accepted && !helper_frame && !sent_out && md.tng.lwip) {
             steered.count(ig_tm_md.ucast_egress_port);
