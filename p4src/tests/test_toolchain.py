@@ -28,6 +28,7 @@ def full_toolchain(directory: Path, switch_help: str = SWITCH_HELP) -> None:
     write_tool(directory, "p4c", 'echo "p4c 1.2.4.8 (SHA: 1a2b3c4 BUILD: Release)"')
     write_tool(directory, "p4c-bm2-ss", 'echo "p4c-bm2-ss 1.2.4.8 (SHA: 1a2b3c4 BUILD: Release)"')
     write_tool(directory, "p4c-barefoot", 'echo "$0"; echo "Version 9.13.4"')
+    write_tool(directory, "bfas", 'echo "Unrecognized option --version" >&2; exit 1')
     help_file = directory / "switch-help.txt"
     help_file.write_text(switch_help)
     write_tool(
@@ -57,6 +58,7 @@ def test_detects_every_tool_with_its_version(tools: Path) -> None:
     assert found.p4c == toolchain.Tool("p4c", tools / "p4c", "1.2.4.8")
     assert found.p4c_bm2_ss.version == "1.2.4.8"
     assert found.p4c_barefoot == toolchain.Tool("p4c-barefoot", tools / "p4c-barefoot", "9.13.4")
+    assert found.bfas == toolchain.Tool("bfas", tools / "bfas", None)
     assert found.simple_switch_grpc == toolchain.Tool(
         "simple_switch_grpc", tools / "simple_switch_grpc", "1.15.5-9674187f"
     )
@@ -87,8 +89,23 @@ def test_nothing_found_gives_one_line_reasons(tools: Path) -> None:
         "skipped: P4 toolchain not found (simple_switch_grpc missing, ptf missing; see README 'P4 toolchain')"
     )
     assert found.skip_reason("tofino") == (
-        "skipped: P4 toolchain not found (p4c-barefoot missing; see docs/p4-toolchain.md)"
+        "skipped: P4 toolchain not found (p4c-barefoot missing, bfas missing; see docs/p4-toolchain.md)"
     )
+
+
+def test_bfas_is_found_in_the_build_tree_of_a_linked_p4c_barefoot(tools: Path, tmp_path: Path) -> None:
+    # docs/p4-toolchain.md: PATH may hold a link to the build tree's p4c-barefoot only.
+    build = tmp_path / "p4c-build" / "backends" / "tofino"
+    (build / "bf-p4c").mkdir(parents=True)
+    (build / "bf-asm").mkdir()
+    compiler = write_tool(build / "bf-p4c", "p4c-barefoot", 'echo "Version 9.13.4"')
+    assembler = write_tool(build / "bf-asm", "bfas", "exit 1")
+    (tools / "p4c-barefoot").symlink_to(compiler)
+    found = toolchain.detect()
+    assert found.bfas == toolchain.Tool("bfas", assembler, None)
+    assert found.missing_for("tofino") == []
+    assembler.unlink()
+    assert toolchain.detect().missing_for("tofino") == ["bfas"]
 
 
 def test_switch_without_nanomsg_is_not_enough_for_bmv2(tools: Path) -> None:
@@ -205,7 +222,8 @@ def test_cli_table(tools: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0].split() == ["tool", "version", "path"]
     assert lines[2].split() == ["p4c-bm2-ss", "1.2.4.8", str(tools / "p4c-bm2-ss")]
     assert lines[3].split() == ["p4c-barefoot", "-", "missing"]
-    assert lines[4].split() == ["simple_switch_grpc", "-", "missing"]
+    assert lines[4].split() == ["bfas", "-", "missing"]
+    assert lines[5].split() == ["simple_switch_grpc", "-", "missing"]
     assert "compile     ready" in lines
     assert "bmv2        missing: simple_switch_grpc, ptf" in lines
-    assert "tofino      missing: p4c-barefoot" in lines
+    assert "tofino      missing: p4c-barefoot, bfas" in lines

@@ -2,9 +2,9 @@
 
 Every program's build directory holds its compiler's outputs and `sources.json`, a manifest of the SHA-256 of every P4
 source they were compiled from. The BMv2 programs of p4src/programs.txt give `bmv2.json` and `p4info.txtpb`
-(p4c-bm2-ss); the Tofino program (`tng_tna`, p4src/tna/tng.p4) gives `p4info.txtpb` (p4c-barefoot; its backend is
-skipped until the program fits Tofino 1's stages, and its BF-RT schema is not kept: p4c-barefoot orders the schema's
-snapshot tables differently from run to run, docs/tofino.md). Two checks read the manifests:
+(p4c-bm2-ss); the Tofino program (`tng_tna`, p4src/tna/tng.p4) gives `p4info.txtpb`, `bfrt.json`, `context.json` and
+`resources.json` (p4c-barefoot, then its assembler bfas; normalized by tng_p4.tofino_build). Two checks read the
+manifests:
 
 - `check-sources` needs no toolchain: it fails when a P4 source changed (or appeared, or went) since the committed
   artifacts were compiled, so even a machine without p4c notices stale artifacts;
@@ -27,14 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tng_p4 import pipeline, tna, toolchain
+from tng_p4 import pipeline, tna, tofino_build, toolchain
 
 MANIFEST = "sources.json"
 SOURCE_ROOT = Path("p4src")
-# The Tofino compile writes the P4Info only, with P4Runtime's standard counter and digest messages (what the controller
-# reads on either target). Its backend (context.json, the binary, resources) is skipped (--skip-compilation of the
-# pipe named pipe) while the program needs more than Tofino 1's 12 stages (docs/tofino.md).
-TNA_FLAGS = ("--target", "tofino", "--arch", "tna", "--p4runtime-force-std-externs", "--skip-compilation", "pipe")
+# The Tofino compile: the P4Info with P4Runtime's standard counter and digest messages (what the controller reads on
+# either target), the BF-RT schema, and the assembly with -g (the compiler's resource report); then bfas assembles it,
+# checking the device's limits that p4c-barefoot lets through, and writes context.json (docs/tofino.md).
+TNA_FLAGS = ("--target", "tofino", "--arch", "tna", "--p4runtime-force-std-externs", "-g")
 
 
 class CompileError(RuntimeError):
@@ -61,11 +61,13 @@ def source_digests(root: Path) -> dict[str, str]:
     return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sources}
 
 
-def compile_program(p4c_bm2_ss: Path, source: Path, out_dir: Path, root: Path) -> None:
-    """Compiles `source` for BMv2 into `out_dir` (bmv2.json, p4info.txtpb) and writes its source manifest.
+def compile_program(compilers: tuple[Path, ...], source: Path, out_dir: Path, root: Path) -> None:
+    """Compiles `source` for BMv2 with `compilers` (p4c-bm2-ss) into `out_dir` (bmv2.json, p4info.txtpb) and writes its
+    source manifest.
 
     p4c runs from the repository root on relative paths: the JSON records source paths, and relative ones keep it the
     same on every machine."""
+    (p4c_bm2_ss,) = compilers
     out_dir.mkdir(parents=True, exist_ok=True)
     out = _relative(out_dir.resolve(), root.resolve())
     command = [
@@ -84,11 +86,14 @@ def compile_program(p4c_bm2_ss: Path, source: Path, out_dir: Path, root: Path) -
     _write_manifest(out_dir, "v1model", source, root)
 
 
-def compile_tna_program(p4c_barefoot: Path, source: Path, out_dir: Path, root: Path) -> None:
-    """Compiles `source` for Tofino (TNA) into `out_dir` (p4info.txtpb) and writes its source manifest."""
+def compile_tna_program(compilers: tuple[Path, ...], source: Path, out_dir: Path, root: Path) -> None:
+    """Compiles `source` for Tofino (TNA) with `compilers` (p4c-barefoot, bfas) into `out_dir` (p4info.txtpb and
+    tng_p4.tofino_build's outputs) and writes its source manifest."""
+    p4c_barefoot, bfas = compilers
     out_dir.mkdir(parents=True, exist_ok=True)
     out = _relative(out_dir.resolve(), root.resolve())
-    with tempfile.TemporaryDirectory(prefix="tng-tna-") as backend_out:  # what the skipped backend leaves
+    with tempfile.TemporaryDirectory(prefix="tng-tna-") as scratch:
+        backend = Path(scratch)
         command = [
             str(p4c_barefoot),
             *TNA_FLAGS,
@@ -96,16 +101,24 @@ def compile_tna_program(p4c_barefoot: Path, source: Path, out_dir: Path, root: P
             str(SOURCE_ROOT),
             "--p4runtime-files",
             str(out / "p4info.txtpb"),
+            "--bf-rt-schema",
+            str(backend / tofino_build.BFRT),
             "-o",
-            backend_out,
+            str(backend),
             str(_relative(source.resolve(), root.resolve())),
         ]
         _run_compiler(command, root)
+        assembly = f"{source.stem}.bfa"
+        _run_compiler([str(bfas), assembly, "-o", str(backend / "bin")], backend / "pipe")
+        try:
+            tofino_build.write_outputs(backend, assembly, backend / tofino_build.BFRT, out_dir)
+        except tofino_build.OutputError as err:
+            raise CompileError(str(err)) from err
     _write_manifest(out_dir, "tna", source, root)
 
 
-def _run_compiler(command: list[str], root: Path) -> None:
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, errors="replace", check=False)
+def _run_compiler(command: list[str], cwd: Path) -> None:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, errors="replace", check=False)
     if done.returncode != 0:
         raise CompileError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}".rstrip())
 
@@ -117,18 +130,25 @@ def _write_manifest(out_dir: Path, arch: str, source: Path, root: Path) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """How one target's programs are compiled: the toolchain purpose that finds the compiler, the compiler as a
-    function (compiler, source, out_dir, root), and the files it writes besides the manifest."""
+    """How one target's programs are compiled: the toolchain purpose that finds its compilers, the compile as a
+    function (compilers, source, out_dir, root), the files it writes besides the manifest, and the compilers' paths
+    as found (None when one is missing)."""
 
     name: str
     purpose: toolchain.Purpose
-    compile: Callable[[Path, Path, Path, Path], None]
+    compile: Callable[[tuple[Path, ...], Path, Path, Path], None]
     outputs: tuple[str, ...]
-    compiler: Callable[[toolchain.Toolchain], Path | None]
+    compilers: Callable[[toolchain.Toolchain], tuple[Path | None, ...]]
 
 
-BMV2 = Target("BMv2", "compile", compile_program, ("bmv2.json", "p4info.txtpb"), lambda found: found.p4c_bm2_ss.path)
-TOFINO = Target("Tofino", "tofino", compile_tna_program, ("p4info.txtpb",), lambda found: found.p4c_barefoot.path)
+BMV2 = Target("BMv2", "compile", compile_program, ("bmv2.json", "p4info.txtpb"), lambda found: (found.p4c_bm2_ss.path,))
+TOFINO = Target(
+    "Tofino",
+    "tofino",
+    compile_tna_program,
+    ("p4info.txtpb", *tofino_build.OUTPUTS),
+    lambda found: (found.p4c_barefoot.path, found.bfas.path),
+)
 
 
 def programs(root: Path) -> dict[str, tuple[Path, Target]]:
@@ -163,17 +183,17 @@ def check_sources(root: Path) -> list[Mismatch]:
     return mismatches
 
 
-def check_compile(compilers: dict[str, Path], root: Path, scratch: Path) -> list[Mismatch]:
+def check_compile(compilers: dict[str, tuple[Path, ...]], root: Path, scratch: Path) -> list[Mismatch]:
     """Programs whose fresh compile (into `scratch`) differs from the committed artifacts; `compilers` maps a target's
-    toolchain purpose to its compiler, and programs of a target without one are not compiled."""
+    toolchain purpose to its compilers, and programs of a target without them are not compiled."""
     mismatches = []
     for program, (source, target) in programs(root).items():
-        compiler = compilers.get(target.purpose)
-        if compiler is None:
+        tools = compilers.get(target.purpose)
+        if tools is None:
             continue
         out_dir = scratch / program
         shutil.rmtree(out_dir, ignore_errors=True)
-        target.compile(compiler, source, out_dir, root)
+        target.compile(tools, source, out_dir, root)
         for name in (*target.outputs, MANIFEST):
             committed = root / pipeline.BUILD_DIR / program / name
             if not committed.is_file() or committed.read_bytes() != (out_dir / name).read_bytes():
@@ -194,13 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-sources":
         return _report(check_sources(root), f"p4 sources: the artifacts of {len(programs(root))} programs match")
     found = toolchain.detect()
-    compilers: dict[str, Path] = {}
+    compilers: dict[str, tuple[Path, ...]] = {}
     for target in (BMV2, TOFINO):
-        compiler = target.compiler(found)
-        if compiler is None:
+        paths = target.compilers(found)
+        if any(path is None for path in paths):
             print(f"{target.name}: {found.skip_reason(target.purpose)}")
         else:
-            compilers[target.purpose] = compiler
+            compilers[target.purpose] = tuple(path for path in paths if path is not None)
     if not compilers:
         return toolchain.SKIP_EXIT_CODE
     try:
@@ -209,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                 if target.purpose not in compilers:
                     continue
                 out_dir = root / pipeline.BUILD_DIR / program
-                compiler = compilers[target.purpose]
-                print(f"{compiler.name} {source.relative_to(root)} -> {out_dir.relative_to(root)}", flush=True)
-                target.compile(compiler, source, out_dir, root)
+                tools = compilers[target.purpose]
+                print(f"{tools[0].name} {source.relative_to(root)} -> {out_dir.relative_to(root)}", flush=True)
+                target.compile(tools, source, out_dir, root)
             return 0
         mismatches = check_compile(compilers, root, args.scratch)
     except CompileError as err:

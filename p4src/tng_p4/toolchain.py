@@ -1,4 +1,5 @@
-"""Detect the P4 toolchain (p4c, BMv2, PTF, p4c's Tofino backend) and say, in one line, what a purpose is missing."""
+"""Detect the P4 toolchain (p4c, BMv2, PTF, p4c's Tofino backend and its assembler) and say, in one line, what a
+purpose is missing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ ENV_OVERRIDES: dict[str, str] = {
     "p4c": "P4C",
     "p4c-bm2-ss": "P4C_BM2_SS",
     "p4c-barefoot": "P4C_BAREFOOT",
+    "bfas": "BFAS",
     "simple_switch_grpc": "SIMPLE_SWITCH_GRPC",
     "simple_switch_CLI": "SIMPLE_SWITCH_CLI",
     "ptf": "PTF",
@@ -60,6 +62,7 @@ class Toolchain:
     p4c: Tool
     p4c_bm2_ss: Tool
     p4c_barefoot: Tool  # p4c's Tofino backend, built by hand (docs/p4-toolchain.md)
+    bfas: Tool  # the Tofino assembler built with it: checks the resources, writes context.json and the binary
     simple_switch_grpc: Tool
     simple_switch_cli: Tool
     ptf: Tool
@@ -73,6 +76,7 @@ class Toolchain:
             self.p4c,
             self.p4c_bm2_ss,
             self.p4c_barefoot,
+            self.bfas,
             self.simple_switch_grpc,
             self.simple_switch_cli,
             self.ptf,
@@ -83,11 +87,11 @@ class Toolchain:
 
     def missing_for(self, purpose: Purpose) -> list[str]:
         """What `purpose` lacks: "compile" needs p4c-bm2-ss; "bmv2" needs simple_switch_grpc with nanomsg and PTF;
-        "tofino" needs p4c-barefoot."""
+        "tofino" needs p4c-barefoot and bfas."""
         if purpose == "compile":
             return [] if self.p4c_bm2_ss.found else ["p4c-bm2-ss"]
         if purpose == "tofino":
-            return [] if self.p4c_barefoot.found else ["p4c-barefoot"]
+            return [tool.name for tool in (self.p4c_barefoot, self.bfas) if not tool.found]
         if purpose == "bmv2":
             missing = []
             if not self.simple_switch_grpc.found:
@@ -129,6 +133,7 @@ def detect() -> Toolchain:
             p4c=absent["p4c"],
             p4c_bm2_ss=absent["p4c-bm2-ss"],
             p4c_barefoot=absent["p4c-barefoot"],
+            bfas=absent["bfas"],
             simple_switch_grpc=absent["simple_switch_grpc"],
             simple_switch_cli=absent["simple_switch_CLI"],
             ptf=absent["ptf"],
@@ -138,12 +143,15 @@ def detect() -> Toolchain:
             hidden=True,
         )
     tools = {name: _find_tool(name) for name in ENV_OVERRIDES}
+    if not tools["bfas"].found and tools["p4c-barefoot"].path is not None:
+        tools["bfas"] = _bfas_beside(tools["p4c-barefoot"].path)
     switch = tools["simple_switch_grpc"]
     switch_help = _run(switch.path, "--help")[1] if switch.path else ""
     return Toolchain(
         p4c=tools["p4c"],
         p4c_bm2_ss=tools["p4c-bm2-ss"],
         p4c_barefoot=tools["p4c-barefoot"],
+        bfas=tools["bfas"],
         simple_switch_grpc=switch,
         simple_switch_cli=tools["simple_switch_CLI"],
         ptf=tools["ptf"],
@@ -171,6 +179,16 @@ def _find_tool(name: str) -> Tool:
     path = Path(found)
     status, output = _run(path, "--version")
     return Tool(name, path, parse_version(output) if status == 0 else None)
+
+
+def _bfas_beside(p4c_barefoot: Path) -> Tool:
+    """bfas where p4c-barefoot really is: in the same directory (an install) or in p4c's build tree
+    (backends/tofino/bf-p4c/p4c-barefoot beside backends/tofino/bf-asm/bfas), when PATH has only p4c-barefoot."""
+    real = p4c_barefoot.resolve()
+    for candidate in (real.parent / "bfas", real.parent.parent / "bf-asm" / "bfas"):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return Tool("bfas", candidate, None)
+    return Tool("bfas", None, None)
 
 
 def _run(path: Path, arg: str) -> tuple[int | None, str]:
