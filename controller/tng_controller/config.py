@@ -16,6 +16,8 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 ETCD_TLS_KEYS = ("etcd_ca", "etcd_cert", "etcd_key")  # [store] keys of TLS towards etcd
 DEFAULT_P4INFO = REPO / "p4src/build/tng/p4info.txtpb"
 DEFAULT_BMV2_JSON = REPO / "p4src/build/tng/bmv2.json"
+DEFAULT_TNA_P4INFO = REPO / "p4src/build/tng_tna/p4info.txtpb"
+DEFAULT_TNA_CONTEXT = REPO / "p4src/build/tng_tna/context.json"
 _SWITCH_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 _TRAFFIC_CLASS = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # as policy.TRAFFIC_CLASS_PATTERN
 _HOST_PORT = re.compile(r"(?P<host>\[[^]]+\]|[^:]+):(?P<port>\d{1,5})")
@@ -85,6 +87,17 @@ class HelperConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TofinoConfig:
+    """A Tofino switch (bf_switchd with P4Runtime) runs p4src/tna/tng.p4: it is given the compiler's binary and
+    context.json besides the P4Info, and egress reports each LWIP port's queueing time to steering this often
+    (docs/tofino.md)."""
+
+    binary: Path
+    context: Path = DEFAULT_TNA_CONTEXT
+    queue_report_interval_us: float = 100.0
+
+
+@dataclass(frozen=True, slots=True)
 class SwitchConfig:
     name: str
     address: str
@@ -97,6 +110,7 @@ class SwitchConfig:
     routes: tuple[RouteConfig, ...] = ()
     helper: HelperConfig | None = None
     probe_source: ipaddress.IPv4Address | None = None  # the switch's own address: link probes come from it
+    tofino: TofinoConfig | None = None  # None: BMv2
 
     @property
     def has_topology(self) -> bool:
@@ -342,6 +356,7 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
             "port",
             "route",
             "helper",
+            "tofino",
         },
     )
     name = reader.string(raw, f"{where}.name", None)
@@ -381,11 +396,17 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
     helper = None
     if "helper" in raw:
         helper = _helper(reader, reader.table(raw, "helper"), f"{where}.helper")
+    tofino = None
+    if "tofino" in raw:
+        tofino = _tofino(reader, reader.table(raw, "tofino"), f"{where}.tofino")
+        for key in ("bmv2_json", "thrift"):
+            if key in raw:
+                raise reader.error(f"{where}.{key}", f"is for BMv2, not for a switch with {where}.tofino")
     return SwitchConfig(
         name=name,
         address=address,
         device_id=device_id,
-        p4info=reader.path(raw, f"{where}.p4info", DEFAULT_P4INFO),
+        p4info=reader.path(raw, f"{where}.p4info", DEFAULT_TNA_P4INFO if tofino else DEFAULT_P4INFO),
         bmv2_json=reader.path(raw, f"{where}.bmv2_json", DEFAULT_BMV2_JSON),
         lowest_rtt_link=lowest_rtt_link,
         thrift=thrift,
@@ -393,6 +414,19 @@ def _switch(reader: _Reader, raw: Any, where: str) -> SwitchConfig:
         routes=routes,
         helper=helper,
         probe_source=probe_source,
+        tofino=tofino,
+    )
+
+
+def _tofino(reader: _Reader, raw: dict[str, Any], where: str) -> TofinoConfig:
+    reader.only(raw, f"{where}.", {"binary", "context", "queue_report_interval_us"})
+    binary = reader.optional_path(raw, f"{where}.binary")
+    if binary is None:
+        raise reader.error(f"{where}.binary", "is required: the tofino.bin of a compile of p4src/tna/tng.p4")
+    return TofinoConfig(
+        binary=binary,
+        context=reader.path(raw, f"{where}.context", DEFAULT_TNA_CONTEXT),
+        queue_report_interval_us=reader.number(raw, f"{where}.queue_report_interval_us", 100.0),
     )
 
 

@@ -35,7 +35,8 @@ from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyReader, StoredPolicy
 from tng_controller.stream import SharedStream
-from tng_controller.topology import TOPOLOGY_TABLES, helper_clone_session, topology_entries
+from tng_controller.targets import pipeline_blob, queue_report_session
+from tng_controller.topology import helper_clone_session, topology_entries, topology_tables
 
 LOGGER = logging.getLogger(__name__)
 PORT_ROLE = "ingress.port_role"
@@ -126,7 +127,7 @@ class SwitchFleet:
         for config in configs:
             options = fy.SwitchOptions(
                 p4info=config.p4info,
-                p4blob=config.bmv2_json,
+                p4blob=pipeline_blob(config),
                 device_id=config.device_id,
                 initial_election_id=election_id,
                 ready_handler=self._on_ready,
@@ -314,7 +315,8 @@ class SwitchFleet:
 
     async def _sync(self, member: _Member) -> None:
         """Makes the switch's owned tables those of the topology and the stored policies, points clone session 1 at
-        the helper and turns new-flow digests on, retrying with backoff."""
+        the helper (and on Tofino mirror session 2 at the recirculation port) and turns new-flow digests on, retrying
+        with backoff."""
         attempt = 0
         while True:
             try:
@@ -327,6 +329,8 @@ class SwitchFleet:
                     await self._write(member, corrections)
                     if member.config.helper is not None:
                         await _insert_or_modify(member.switch, helper_clone_session(member.config.helper))
+                    if member.config.tofino is not None:
+                        await _insert_or_modify(member.switch, queue_report_session())
                     if _has_digest(member.switch):
                         await _insert_or_modify(member.switch, fy.P4DigestEntry(NEW_FLOW_DIGEST, **DIGEST_CONFIG))
                     member.installed = desired
@@ -344,6 +348,13 @@ class SwitchFleet:
         """BMv2 egress queue rates and depths from the configured capacities and queue sizes (Thrift)."""
         commands = queue_commands(member.config.ports)
         if not commands:
+            return
+        if member.config.tofino is not None:
+            LOGGER.warning(
+                "%s: ports have capacities or queue depths: on Tofino the traffic manager shapes queues (bf_switchd's"
+                " port and queue config, docs/tofino.md), not the controller",
+                member.config.name,
+            )
             return
         if member.thrift is None:
             LOGGER.warning(
@@ -508,7 +519,7 @@ class SwitchFleet:
         return new, frozenset(keys)
 
     async def _read_installed(self, member: _Member) -> Entries:
-        tables = POLICY_TABLES + (TOPOLOGY_TABLES if member.config.has_topology else ())
+        tables = POLICY_TABLES + (topology_tables(member.config) if member.config.has_topology else ())
         if _owns_link_state(member):
             tables += (LINK_STATE,)
         entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in tables])

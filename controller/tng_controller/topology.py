@@ -1,5 +1,5 @@
-"""A switch's topology (config.SwitchConfig) -> entries of the pipeline's port, route and capacity tables, and the
-clone session toward the VISIBLE helper."""
+"""A switch's topology (config.SwitchConfig) -> entries of the pipeline's port, route and capacity tables (and, on
+Tofino, its queue-report tables: tng_controller.targets), and the clone session toward the VISIBLE helper."""
 
 from __future__ import annotations
 
@@ -8,16 +8,22 @@ from collections.abc import Iterator
 import finsy as fy
 
 from tng_controller.config import ROLES, HelperConfig, SwitchConfig
+from tng_controller.targets import TOFINO_TABLES, queue_report_entries
 
 PORT_ROLE = "ingress.port_role"
 ROUTES = "ingress.forwarding.routes"
 PORT_MAC = "egress.port_mac"
 PORT_CAPACITY = "egress.backpressure.port_capacity"
-# The tables a switch with a configured topology has exactly the configured entries in.
+# The tables a switch with a configured topology has exactly the configured entries in (topology_tables).
 TOPOLOGY_TABLES = (PORT_ROLE, ROUTES, PORT_MAC, PORT_CAPACITY)
 
 HELPER_CLONE_SESSION = 1
 CPU_PORT = 255
+
+
+def topology_tables(config: SwitchConfig) -> tuple[str, ...]:
+    """The tables that hold exactly the entries of topology_entries(config)."""
+    return TOPOLOGY_TABLES + (TOFINO_TABLES if config.tofino is not None else ())
 
 
 def topology_entries(config: SwitchConfig) -> Iterator[fy.P4TableEntry]:
@@ -61,6 +67,7 @@ def topology_entries(config: SwitchConfig) -> Iterator[fy.P4TableEntry]:
         # Answers to the link prober's probes come back to the switch's own address: to the controller.
         own = fy.Match(dst_addr=(int(config.probe_source), 32))
         yield fy.P4TableEntry(ROUTES, match=own, action=fy.Action("ingress.forwarding.punt"))
+    yield from queue_report_entries(config)
 
 
 def helper_clone_session(helper: HelperConfig) -> fy.P4CloneSessionEntry:
