@@ -3,13 +3,14 @@ queue-report entries of the Tofino program, encoded against its committed P4Info
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from pathlib import Path
 
 import finsy as fy
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from tng_controller import targets
+from tng_controller import daemon, targets
 from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_TNA_CONTEXT, DEFAULT_TNA_P4INFO, ConfigError, parse
 from tng_controller.topology import TOPOLOGY_TABLES, topology_entries, topology_tables
 
@@ -117,3 +118,9 @@ def test_a_port_in_two_lwip_pairs_is_refused(tmp_path: Path) -> None:
     (config,) = parse({"switch": [switch(tofino={"binary": "b"}, route=routes, port=ports)]}, tmp_path).switches
     with pytest.raises(ValueError, match=r"port 2 is in two LWIP pairs \(route 10\.0\.2\.0/24\)"):
         list(targets.queue_report_entries(config))
+
+
+def test_the_daemon_names_a_missing_tofino_binary_before_it_starts(tmp_path: Path) -> None:
+    config = parse({"switch": [switch(tofino={"binary": "nowhere/tofino.bin"})]}, tmp_path)
+    with pytest.raises(ConfigError, match=r"switch\[0\]\.tofino\.binary: .*nowhere/tofino\.bin does not exist"):
+        asyncio.run(daemon.run(config))

@@ -33,8 +33,12 @@ async def run(config: Config, on_ready: Callable[[int, int | None], None] = lamb
     """Serves until SIGINT or SIGTERM; `on_ready` gets the API's port and the metrics endpoint's (None: not served)
     once they listen."""
     for index, switch in enumerate(config.switches):
-        for key in ("p4info", "bmv2_json"):
-            path = getattr(switch, key)
+        pipeline = {"p4info": switch.p4info}
+        if switch.tofino is None:
+            pipeline["bmv2_json"] = switch.bmv2_json
+        else:
+            pipeline |= {"tofino.binary": switch.tofino.binary, "tofino.context": switch.tofino.context}
+        for key, path in pipeline.items():
             if not path.is_file():
                 raise ConfigError(f"switch[{index}].{key}: {path} does not exist (compile the pipeline: make p4)")
     metrics = Metrics()
