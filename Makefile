@@ -119,7 +119,7 @@ fmt: deps ## Format Rust and Python sources
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-p4: deps ## Compile every P4 program into p4src/build/: BMv2 with p4c-bm2-ss, the Tofino P4Info with p4c-barefoot (each target skipped with its reason when its compiler is absent)
+p4: deps ## Compile every P4 program into p4src/build/: BMv2 with p4c-bm2-ss, Tofino with p4c-barefoot and bfas (each target skipped with its reason when its compilers are absent)
 	@$(PY) -m tng_p4.artifacts compile || [ $$? = 3 ]
 
 p4-check: deps ## Fail if the committed P4 artifacts are stale: source digests always, a fresh compile with each compiler that is here
