@@ -111,7 +111,7 @@ def compile_tna_program(compilers: tuple[Path, ...], source: Path, out_dir: Path
         assembly = f"{source.stem}.bfa"
         _run_compiler([str(bfas), assembly, "-o", str(backend / "bin")], backend / "pipe")
         try:
-            tofino_build.write_outputs(backend, assembly, backend / tofino_build.BFRT, out_dir)
+            tofino_build.write_outputs(backend, assembly, out_dir)
         except tofino_build.OutputError as err:
             raise CompileError(str(err)) from err
     _write_manifest(out_dir, "tna", source, root)

@@ -119,9 +119,9 @@ def _stage_use(stage: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     return use, capacity
 
 
-def write_outputs(backend_dir: Path, assembly_name: str, bfrt: Path, out_dir: Path) -> None:
-    """Writes the committed outputs into `out_dir` from a compile in `backend_dir` (p4c-barefoot's -o with -g, the
-    assembler's output in `bin/`) and the BF-RT schema at `bfrt`."""
+def write_outputs(backend_dir: Path, assembly_name: str, out_dir: Path) -> None:
+    """Writes the committed outputs into `out_dir` from a compile in `backend_dir` (p4c-barefoot's -o with -g and its
+    BF-RT schema, the assembler's output in `bin/`)."""
     context = _read_json(backend_dir / "bin" / CONTEXT)
     report = _read_json(backend_dir / "pipe" / "logs" / RESOURCES)
     assembly_path = backend_dir / "pipe" / assembly_name
@@ -135,7 +135,7 @@ def write_outputs(backend_dir: Path, assembly_name: str, bfrt: Path, out_dir: Pa
         raise OutputError(f"unexpected layout of the compiler's resource report ({err!r})") from err
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_json(out_dir / CONTEXT, normalize_context(context))
-    _write_json(out_dir / BFRT, normalize_bfrt(_read_json(bfrt)))
+    _write_json(out_dir / BFRT, normalize_bfrt(_read_json(backend_dir / BFRT)))
     _write_json(out_dir / RESOURCES, summary)
 
 
