@@ -19,7 +19,7 @@ from p4runtime_recorder import P4RuntimeRecorder
 from packet_ports import PacketPorts
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from tng_controller.config import DEFAULT_P4INFO
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import (
     ControllerProcess,
     SwitchReader,

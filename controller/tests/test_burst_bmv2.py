@@ -12,10 +12,10 @@ import grpc
 import pytest
 from switch_tables import held
 from tng_controller.bench import bench_policy, controller_counters
-from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import ControllerProcess, SwitchReader, fleet_config, wait_until_connected
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config

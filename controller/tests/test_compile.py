@@ -8,9 +8,9 @@ from pathlib import Path
 import finsy as fy
 import pytest
 from tng_controller.compile import Link, Tuning, compile_policies, policy_entries
-from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.store import StoredPolicy
+from tng_controller.switch_config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 
 GOLDEN = Path(__file__).parent / "golden" / "compile.txt"
 WIFI, LTE = Tuning(Link.WIFI), Tuning(Link.LTE)

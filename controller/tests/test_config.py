@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from tng_controller import protogen
-from tng_controller.config import DEFAULT_P4INFO, ConfigError, EtcdConfig, EtcdTls, load, parse
+from tng_controller.config import ConfigError, EtcdConfig, EtcdTls, load, parse
+from tng_controller.switch_config import DEFAULT_P4INFO
 
 
 def test_full_config(tmp_path: Path) -> None:

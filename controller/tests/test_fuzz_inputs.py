@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from tng_controller import policy as policies
 from tng_controller.api import PolicyServicer
 from tng_controller.compile import Link, Tuning, policy_entries
-from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, ConfigError, parse
+from tng_controller.config import ConfigError, parse
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.switch_config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 
 # Values near the edges of what the fields and the pipeline's parameters hold, and a few ordinary ones.
 EDGE_INTS = (0, 1, 2, 7, 8, 100, 255, 256, 1000, 1460, 65535, 65536, 10**6, 2**31 - 1, 2**32 - 1)

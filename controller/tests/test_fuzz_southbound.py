@@ -18,10 +18,10 @@ from test_fuzz_inputs import WORDS, message_of
 from test_southbound import TableServer, free_port, until
 from tng_controller import policy as policies
 from tng_controller.api import PolicyServicer
-from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchConfig
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore
+from tng_controller.switch_config import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchConfig
 
 INVALID_POLICIES = message_of(pb.Policy.DESCRIPTOR).filter(lambda policy: any(policies.validate(policy)))
 INVALID_NAMES = st.one_of(st.sampled_from(WORDS), st.text(max_size=70)).filter(

@@ -10,7 +10,7 @@ from pathlib import Path
 import finsy as fy
 import pytest
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES, compile_policies
-from tng_controller.config import ConfigError, HelperConfig, PortConfig, TrafficClassRule, parse
+from tng_controller.config import ConfigError, TrafficClassRule, parse
 from tng_controller.digests import FlowKey, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.helper_health import HelperHealth, keep_helper_table
 from tng_controller.monitor import LinkRates, QdeplShare, qdepl_rates
@@ -19,6 +19,7 @@ from tng_controller.queue_rates import Bmv2Thrift, ThriftError, queue_commands
 from tng_controller.retransmit_helper import Health
 from tng_controller.store import StoredPolicy
 from tng_controller.stream import SharedStream
+from tng_controller.switch_config import HelperConfig, PortConfig
 from tng_controller.topology import helper_clone_session, topology_entries
 
 SWITCH = {

@@ -15,9 +15,9 @@ import pytest
 from packet_ports import PacketPorts
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import ControllerProcess, SwitchReader, controller_config, wait_until_connected
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config

@@ -19,9 +19,9 @@ import pytest
 from switch_tables import held
 from tng_controller.bench import bench_policy
 from tng_controller.cluster_testbed import Replicas, skip_reason
-from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import SwitchReader
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config

@@ -18,12 +18,13 @@ from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
 from tng_controller import southbound
 from tng_controller.compile import compile_policies
-from tng_controller.config import SwitchConfig, parse
+from tng_controller.config import parse
 from tng_controller.fleet import Change, RolloutError, rollout
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.probe import MIN_ANSWERS
 from tng_controller.southbound import SwitchFleet
 from tng_controller.store import PolicyStore, StoredPolicy
+from tng_controller.switch_config import SwitchConfig
 
 
 class TableServer(P4RuntimeServer):

@@ -11,7 +11,8 @@ import finsy as fy
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tng_controller import daemon, targets
-from tng_controller.config import DEFAULT_BMV2_JSON, DEFAULT_TNA_CONTEXT, DEFAULT_TNA_P4INFO, ConfigError, parse
+from tng_controller.config import ConfigError, parse
+from tng_controller.switch_config import DEFAULT_BMV2_JSON, DEFAULT_TNA_CONTEXT, DEFAULT_TNA_P4INFO
 from tng_controller.topology import TOPOLOGY_TABLES, topology_entries, topology_tables
 
 MAC = "02:00:00:00:00:01"

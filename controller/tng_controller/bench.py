@@ -32,10 +32,10 @@ from tng_controller.bench_takeover import run_takeover
 from tng_controller.bench_watch import run_fanout
 from tng_controller.cluster_testbed import skip_reason as etcd_skip_reason
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
-from tng_controller.config import DEFAULT_P4INFO
 from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import (
     ControllerProcess,
     ProcessUsage,

@@ -15,9 +15,10 @@ from tng_p4.bmv2 import Bmv2, nanomsg_config
 
 from tng_controller.cluster_testbed import Replicas
 from tng_controller.compile import FLOW_POLICY
-from tng_controller.config import DEFAULT_P4INFO, EtcdConfig
+from tng_controller.config import EtcdConfig
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
+from tng_controller.switch_config import DEFAULT_P4INFO
 from tng_controller.testbed import SwitchReader
 
 

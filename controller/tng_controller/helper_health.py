@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 import finsy as fy
 
-from tng_controller.config import HelperConfig
 from tng_controller.retransmit_helper import Health, HelperStatus, RetransmitHelper, probe_health
+from tng_controller.switch_config import HelperConfig
 
 LOGGER = logging.getLogger(__name__)
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 import finsy as fy
 
 from tng_controller.compile import Link, Tuning
-from tng_controller.config import MonitorConfig, RouteConfig, SwitchConfig
+from tng_controller.config import MonitorConfig
 from tng_controller.monitor import LinkRates
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.policy import parse_prefix
 from tng_controller.prober import LinkProber
 from tng_controller.queue_rates import PACKET_BITS
+from tng_controller.switch_config import RouteConfig, SwitchConfig
 
 LINK_STATE = "ingress.steering.link_state"
 SET_LINK_STATE = "ingress.steering.set_link_state"

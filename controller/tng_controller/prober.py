@@ -13,10 +13,11 @@ from collections.abc import Iterator
 
 import finsy as fy
 
-from tng_controller.config import MonitorConfig, NextHop, RouteConfig, SwitchConfig
+from tng_controller.config import MonitorConfig
 from tng_controller.probe import Outstanding, RouteProbe
 from tng_controller.probe_frames import ETHERTYPE_IPV4, echo_request, parse_echo_reply
 from tng_controller.retransmit_helper import PacketSwitch
+from tng_controller.switch_config import NextHop, RouteConfig, SwitchConfig
 
 LOGGER = logging.getLogger(__name__)
 # Answers wait here until the receiving task takes them; a probe round adds two per route.
@@ -24,7 +25,7 @@ PACKET_IN_QUEUE = 1024
 
 
 class LinkProber:
-    """Probes the routes of `config` that have a `probe` target (their ports have MACs: config.py checks)."""
+    """Probes the routes of `config` that have a `probe` target (their ports have MACs: switch_config.py checks)."""
 
     def __init__(self, config: SwitchConfig, monitor: MonitorConfig, identifier: int | None = None) -> None:
         assert config.probe_source is not None

@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Iterable, Sequence
 
-from tng_controller.config import PortConfig
+from tng_controller.switch_config import PortConfig
 
 CLI = "simple_switch_CLI"
 PACKET_BITS = 1500 * 8  # the queue rates are packets/s; the configured capacities are bit/s of 1500-byte packets

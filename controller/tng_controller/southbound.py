@@ -20,7 +20,7 @@ from finsy.proto import p4r
 
 from tng_controller.change_work import ChangedEntries, ChangeWork, update_message
 from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
-from tng_controller.config import DigestConfig, MonitorConfig, SwitchConfig, TrafficClassRule
+from tng_controller.config import DigestConfig, MonitorConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
 from tng_controller.fleet import Change, SwitchWriteError
@@ -35,6 +35,7 @@ from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyReader, StoredPolicy
 from tng_controller.stream import SharedStream
+from tng_controller.switch_config import ROLES, SwitchConfig
 from tng_controller.targets import pipeline_blob, queue_report_session
 from tng_controller.topology import helper_clone_session, topology_entries, topology_tables
 
@@ -42,7 +43,6 @@ LOGGER = logging.getLogger(__name__)
 PORT_ROLE = "ingress.port_role"
 PORT_TX = "egress.port_tx"
 STEERED = "ingress.steering.steered"
-ROLES = {0: "core", 1: "lte", 2: "wifi", 3: "helper"}
 SYNC_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # new_flow_digest_t: lists of up to 64 flows, sent after at most 5 ms; a list not acked is resent after 1 s.
 DIGEST_CONFIG = {"max_list_size": 64, "max_timeout_ns": 5_000_000, "ack_timeout_ns": 1_000_000_000}
@@ -589,9 +589,14 @@ async def _insert_or_modify(switch: fy.Switch, entity: Any) -> None:
         await switch.modify([entity])
 
 
+def _role_name(value: int) -> str:
+    """A port_role entry's role as the configuration names it ("unknown" for a value no role has)."""
+    return ROLES[value] if 0 <= value < len(ROLES) else "unknown"
+
+
 async def _port_stats(name: str, switch: fy.Switch, links: LinkRates) -> list[pb.PortStats]:
     roles = {
-        int(entry.match["ingress_port"]): ROLES.get(int(entry.action.args["role"]), "unknown")
+        int(entry.match["ingress_port"]): _role_name(int(entry.action.args["role"]))
         for entry in await _read_all(switch, fy.P4TableEntry(PORT_ROLE))
         if entry.match is not None and isinstance(entry.action, fy.P4TableAction)
     }

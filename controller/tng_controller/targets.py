@@ -17,7 +17,7 @@ from pathlib import Path
 
 import finsy as fy
 
-from tng_controller.config import SwitchConfig, TofinoConfig
+from tng_controller.switch_config import SwitchConfig, TofinoConfig
 
 PROGRAM_NAME = "tng"
 QUEUE_REPORTS = "egress.report_queue_delay.queue_reports"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import finsy as fy
 
-from tng_controller.config import ROLES, HelperConfig, SwitchConfig
+from tng_controller.switch_config import ROLES, HelperConfig, SwitchConfig
 from tng_controller.targets import TOFINO_TABLES, queue_report_entries
 
 PORT_ROLE = "ingress.port_role"
