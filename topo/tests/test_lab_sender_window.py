@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tng_lab.runner import _needed_packets
 from tng_lab.scenario import load
 from tng_lab.sender_window import SenderWindowSampler, SocketSample, parse, series
+from tng_lab.workload_run import needed_packets
 
 # Two lines as iproute2 6.1 prints them with -tinHO and a state filter (no State column): the data connection in
 # congestion avoidance with BBR's nested fields, which must not be read as the top-level ones, and the perf tool's
@@ -114,7 +114,7 @@ def test_a_steered_connection_needs_the_summed_rate_over_the_slowest_round_trip(
     scenario = load(Path(__file__).resolve().parents[1] / "scenarios" / "lwip.toml")
     workloads = {workload.name: workload for workload in scenario.workloads}
     # LTE 10 Mbit/s at 50 ms, Wi-Fi 30 Mbit/s at 10 ms, in 1500-byte packets
-    assert _needed_packets(scenario, workloads["mptcp"]) == 66.7  # 41.7 + 25: each subflow its own RTT
+    assert needed_packets(scenario, workloads["mptcp"]) == 66.7  # 41.7 + 25: each subflow its own RTT
     # 40 Mbit/s x 30 ms: LTE's 25 ms down, the ACKs 5 ms back over Wi-Fi (where the UE answers)
-    assert _needed_packets(scenario, workloads["earliest-arrival"]) == 100.0
-    assert _needed_packets(scenario, workloads["tcp-wifi"]) == 25.0
+    assert needed_packets(scenario, workloads["earliest-arrival"]) == 100.0
+    assert needed_packets(scenario, workloads["tcp-wifi"]) == 25.0
