@@ -34,6 +34,8 @@ def parse_rate(value: object) -> int | None:
 
 
 def host_of(address: str) -> str | None:
+    """The host of "host:port" (an IPv6 host without its brackets); None when it is not that or the port is past
+    65535."""
     match = _HOST_PORT.fullmatch(address)
     if match is None or int(match["port"]) > 65535:
         return None
@@ -41,6 +43,7 @@ def host_of(address: str) -> str | None:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (a name is not)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
