@@ -30,7 +30,7 @@ BENCH_ROUNDS ?= 3
 
 # Debian packages the project needs (never the P4 toolchain: see README, "P4 toolchain").
 APT_PACKAGES := build-essential pkg-config python3-venv python3-dev libffi-dev \
-	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump etcd-server libjemalloc2
+	iproute2 iputils-ping iperf3 ethtool valgrind tshark tcpdump etcd-server libjemalloc2 nftables
 RUST_COMPONENTS := rustfmt clippy
 
 .PHONY: help deps build test bench demo soak lint fmt clean distclean p4 p4-check fuzz lock

@@ -62,6 +62,8 @@ def test_valid_policies_have_no_errors() -> None:
     assert errors(relayed) == []
     relayed.host_policy.relay = "[fd00::1]:4477"
     assert errors(relayed) == []
+    relayed.host_policy.relay = "on-path"
+    assert errors(relayed) == []
 
 
 def test_a_relay_is_refused_for_a_policy_that_matches_only_tcp() -> None:
@@ -223,7 +225,7 @@ def test_a_relay_is_refused_for_a_policy_that_matches_only_tcp() -> None:
         ),
         (
             lambda p: setattr(p.host_policy, "relay", "10.0.0.1"),
-            'policy.host_policy.relay: "10.0.0.1" is not an address a.b.c.d:port',
+            'policy.host_policy.relay: "10.0.0.1" is not "on-path" or an address a.b.c.d:port',
         ),
         (
             lambda p: setattr(p.host_policy, "relay", "10.0.0.1:70000"),

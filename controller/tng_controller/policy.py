@@ -17,6 +17,7 @@ TRAFFIC_CLASS_PATTERN = r"[a-z0-9][a-z0-9._-]{0,62}"
 CONGESTION_CONTROLS = ("newreno", "cubic", "vegas", "copa", "bbr", "verus", "sprout")
 SCHEDULERS = ("ack-clocked", "lowest-rtt", "weighted")
 TAIL_LOSS_MODES = ("same-path", "alternate-path")
+RELAY_ON_PATH = "on-path"  # host_policy.relay for a relay on the path rather than at an address
 MAX_PRIORITY = 0xFFFF
 MAX_CHANNEL = 255
 PROTOCOLS_WITH_PORTS = {6: "TCP", 17: "UDP"}
@@ -281,11 +282,13 @@ def _host_errors(host: pb.HostPolicy, field: str) -> Iterator[FieldError]:
 
 
 def _relay_problem(text: str) -> str | None:
-    """Why `text` is not a relay's address as the agent reads it ("a.b.c.d:port" or "[v6]:port"), or None."""
+    """Why `text` is not a relay as the agent reads it ("a.b.c.d:port", "[v6]:port" or "on-path"), or None."""
+    if text == RELAY_ON_PATH:
+        return None
     host, colon, port = text.rpartition(":")
     shown = _quote(text)
     if not colon or not port.isdigit():
-        return f"{shown} is not an address a.b.c.d:port or [v6]:port"
+        return f"{shown} is not {_quote(RELAY_ON_PATH)} or an address a.b.c.d:port or [v6]:port"
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
         family = 6

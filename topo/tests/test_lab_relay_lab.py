@@ -17,7 +17,8 @@ import lab_binaries
 import pytest
 from tng_lab import relay_lab_report
 from tng_lab.linkem import Counters, LinkCounters
-from tng_lab.relay_lab import DIRECTIONS, SCHEMES, Options
+from tng_lab.netns import list_namespaces, run_prefix
+from tng_lab.relay_lab import DIRECTIONS, SCHEMES, Options, run_scheme
 from tng_lab.relay_lab_net import Links, Net, QueueSample
 from tng_lab.runner import REPO, Binaries
 
@@ -80,6 +81,22 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
         assert set(row["targets"]) == {"goodput_at_least_0_95", "p95_delay_at_most_0_2"}
     for name in ("goodput", "delay", "dsl-queue", "relay"):
         assert (out / f"download-{name}.png").stat().st_size > 10_000
+
+
+@pytest.mark.needs_root
+def test_a_relay_on_the_path_splits_a_connection_addressed_to_the_server(bin_dir: Path, tmp_path: Path) -> None:
+    """The split scheme with `tng relay --on-path` in the routing namespace and the client's `--relay on-path`: the
+    client sends its SECTIONs to the server's address, the namespace diverts them to the relay, and the relay answers
+    as the server. Intact, and carried by the relay, or the interception did not happen."""
+    on_path = Options(tmp_path, Binaries.locate(bin_dir), Links(), LEVEL_S, max_cross=0, relay_queue=64, on_path=True)
+    split = SCHEMES[0]
+    assert split.split
+    report = run_scheme(on_path, DIRECTIONS["download"], split)
+    transfer = report["transfer"]
+    assert transfer["exit_status"] == 0 and transfer["verified"] and transfer["bytes_corrupted"] == 0, transfer
+    assert transfer["bytes_checked"] > 1_000_000, transfer  # 4 s on a 10 Mbit/s DSL
+    assert report["relay"]["forwarded"] >= transfer["bytes_checked"] / SECTION_PAYLOAD_MAX, report["relay"]
+    assert not [ns for ns in list_namespaces() if ns.startswith(run_prefix())]
 
 
 def options(tmp_path: Path) -> Options:

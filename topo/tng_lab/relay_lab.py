@@ -4,10 +4,13 @@ A `tng relay` process in its own namespace between a DSL link (10/1 Mbit/s, 10 m
 buffer) and a 100 Mbit/s core link (50 ms each way, one BDP of buffer), both emulated by linkem; real `tng perf`
 server and client; kernel TCP CUBIC cross traffic on the core, one flow more every `--level-seconds` up to
 `--max-cross`. Three schemes, each on a fresh topology, per direction: split (the relay runs Vegas on its DSL side
-and CUBIC on its core side), end-to-end CUBIC and end-to-end Vegas (the relay namespace only routes). The topology
-is tng_lab.relay_lab_net; docs/lab.md, "Tng's DSL experiment with real processes", has what was measured.
+and CUBIC on its core side), end-to-end CUBIC and end-to-end Vegas (the relay namespace only routes). The split
+scheme's client names the relay by address, or, with `--on-path`, addresses its SECTIONs to the server and the relay
+namespace diverts them to the relay (docs/architecture.md, "Relays"). The topology is tng_lab.relay_lab_net;
+docs/lab.md, "Tng's DSL experiment with real processes", has what was measured.
 
-    python -m tng_lab.relay_lab --out build/lab/relay-lab [--direction both] [--level-seconds 30] [--max-cross 4]
+    python -m tng_lab.relay_lab --out build/lab/relay-lab [--direction both] [--level-seconds 30] [--max-cross 4] \
+        [--on-path]
 
 Writes `relay-lab.json` (per direction and scheme: a 1 s timeline, per-level goodput and p95 delays, bytes checked
 and corrupted, the relay's counters and its trace; per level the split/CUBIC ratios against Tng's targets) and, per
@@ -41,6 +44,7 @@ from tng_lab.relay_procs import (
     END_GRACE_S,
     RELAY_PORT,
     client_argv,
+    divert_sections,
     start_relay,
     stop_relay,
     trace_path,
@@ -100,6 +104,7 @@ class Options:
     level_s: float
     max_cross: int
     relay_queue: int
+    on_path: bool = False  # the split scheme's relay intercepts on the path instead of being addressed
 
     @property
     def total_s(self) -> float:
@@ -140,13 +145,24 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
         cross_server.ensure(None)
         relay = None
         if scheme.split:
-            relay = start_relay(options.binaries.tng, net.ns("relay"), direction.relay_ccs, options.relay_queue, logs)
+            on_path_port = PERF_PORT if options.on_path else None
+            if on_path_port is not None:
+                divert_sections(net.ns("relay"), on_path_port)
+            relay = start_relay(
+                options.binaries.tng,
+                net.ns("relay"),
+                direction.relay_ccs,
+                options.relay_queue,
+                logs,
+                on_path_port=on_path_port,
+            )
         if relay is not None:
             stack.callback(relay.stop)
         sampler = QueueSampler(net)
         sampler.start()
         stack.callback(sampler.stop)
-        via = ["--relay", f"{direction.relay_address}:{RELAY_PORT}"] if relay else []
+        relay_route = "on-path" if options.on_path else f"{direction.relay_address}:{RELAY_PORT}"
+        via = ["--relay", relay_route] if relay else []
         argv = client_argv(
             options.binaries.tng,
             net.ns(direction.receiver),
@@ -235,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level-seconds", type=float, default=30.0, help="seconds per cross-traffic level")
     parser.add_argument("--max-cross", type=int, default=4, help="cross flows at most (one more per level)")
     parser.add_argument("--relay-queue", type=int, default=64, help="tng relay --queue-limit (packets)")
+    parser.add_argument(
+        "--on-path",
+        action="store_true",
+        help="the split scheme's relay intercepts what it routes (tng relay --on-path; clients: --relay on-path)",
+    )
     parser.add_argument("--bin-dir", type=Path, default=None, help="where tng and linkem are (default target/release)")
     args = parser.parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -245,13 +266,14 @@ def main(argv: list[str] | None = None) -> int:
         say(str(err))
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    options = Options(args.out, binaries, Links(), args.level_seconds, args.max_cross, args.relay_queue)
+    options = Options(args.out, binaries, Links(), args.level_seconds, args.max_cross, args.relay_queue, args.on_path)
     names = ["download", "upload"] if args.direction == "both" else [args.direction]
     report: dict[str, Any] = {
         "experiment": "Tng's DSL experiment with real processes (seed 004, Figures 5 and 6)",
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "links": options.links.describe(),
         "relay_queue_limit": options.relay_queue,
+        "relay_found": "on the path" if options.on_path else "by address",
         "level_s": options.level_s,
         "max_cross": options.max_cross,
         "binaries": {"tng": str(binaries.tng), "linkem": str(binaries.linkem)},

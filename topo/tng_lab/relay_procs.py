@@ -17,6 +17,7 @@ from tng_lab.netns import LabError, sh
 from tng_lab.procs import Child, log_tail, spawn
 
 RELAY_PORT = 4477
+DIVERT_MARK = 0x746E  # "tn": the firewall mark, and the routing table number, of diverted SECTIONs
 END_GRACE_S = 30.0  # how long a client may run beyond its duration before the run counts as failed
 TRACE_INTERVAL_MS = 100
 PROGRESS_LINE = re.compile(r"^\[\s*(\d+) s\]\s+([0-9.]+) Mbit/s", re.M)
@@ -32,6 +33,26 @@ def trace_path(logs: Path, name: str) -> Path:
     return logs / f"{name}-trace.jsonl"
 
 
+def divert_sections(ns: str, port: int) -> None:
+    """Makes `ns`, a router, hand the tng SECTIONs and SECTION_ACKs it routes to UDP `port` to a `tng relay
+    --on-path` listening on that port: an nftables TPROXY rule matching the port and the tng header's packet type
+    (the second byte of the UDP payload: 0x07 SECTION, 0x08 SECTION_ACK) marks them, and a policy route delivers
+    marked packets locally (the kernel's tproxy documentation). Everything else is forwarded as before. Once per
+    namespace: the rule outlives relay restarts."""
+    table = ["ip", "tng_relay"]
+    hook = "{ type filter hook prerouting priority mangle; policy accept; }"
+    match = ["udp", "dport", str(port), "@th,72,8", "{ 0x07, 0x08 }"]
+    action = ["meta", "mark", "set", hex(DIVERT_MARK), "tproxy", "to", f":{port}", "accept"]
+    for command in (
+        netns_exec(ns, "nft", "add", "table", *table),
+        netns_exec(ns, "nft", "add", "chain", *table, "prerouting", hook),
+        netns_exec(ns, "nft", "add", "rule", *table, "prerouting", *match, *action),
+        ["ip", "-n", ns, "rule", "add", "fwmark", hex(DIVERT_MARK), "lookup", str(DIVERT_MARK)],
+        ["ip", "-n", ns, "route", "add", "local", "0.0.0.0/0", "dev", "lo", "table", str(DIVERT_MARK)],
+    ):
+        sh(command)
+
+
 def start_relay(
     tng: Path,
     ns: str,
@@ -41,11 +62,16 @@ def start_relay(
     *,
     next_relay: str | None = None,
     name: str = "relay",
+    on_path_port: int | None = None,
 ) -> Child:
-    """`tng relay` on RELAY_PORT in `ns` with (--toward-client-cc, --toward-server-cc) = `ccs`, tracing to
-    `trace_path(logs, name)`; returns once its socket is bound."""
+    """`tng relay` in `ns` with (--toward-client-cc, --toward-server-cc) = `ccs`, tracing to `trace_path(logs,
+    name)`, on RELAY_PORT, or with `on_path_port` on the path (`--on-path`), on that port, the servers', to which
+    `divert_sections` sends what `ns` routes. Returns once its socket is bound."""
     toward_client, toward_server = ccs
-    argv = netns_exec(ns, str(tng), "relay", "--listen", f"0.0.0.0:{RELAY_PORT}")
+    port = RELAY_PORT if on_path_port is None else on_path_port
+    argv = netns_exec(ns, str(tng), "relay", "--listen", f"0.0.0.0:{port}")
+    if on_path_port is not None:
+        argv.append("--on-path")
     argv += ["--toward-client-cc", toward_client, "--toward-server-cc", toward_server]
     argv += ["--queue-limit", str(queue_limit), "--log-level", "info"]
     argv += ["--trace", str(trace_path(logs, name)), "--trace-interval", str(TRACE_INTERVAL_MS)]
@@ -53,7 +79,7 @@ def start_relay(
         argv += ["--next-relay", next_relay]
     relay = spawn(f"tng relay ({name})", argv, logs / f"{name}.log")
     deadline = time.monotonic() + 10.0
-    while not sh(netns_exec(ns, "ss", "-Hlun", f"sport = :{RELAY_PORT}")).strip():
+    while not sh(netns_exec(ns, "ss", "-Hlun", f"sport = :{port}")).strip():
         relay.check()
         if time.monotonic() > deadline:
             raise LabError(f"tng relay ({name}) did not bind its socket within 10 s")

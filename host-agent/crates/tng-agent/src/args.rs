@@ -11,6 +11,7 @@ use tng_proto::{CcKind, EndpointConfig, Identity, SchedulerKind, ServerConfig, T
 use tng_qlog::{Clock, QlogDir};
 
 use crate::policy::PolicyFile;
+use crate::relay_route::RelayRoute;
 use crate::resolver::LocalPolicies;
 use crate::subscription::{Controller, TlsFiles};
 
@@ -103,10 +104,11 @@ pub struct ClientArgs {
     #[arg(long)]
     pub identity: Option<PathBuf>,
     /// Reach the server through the `tng relay` at this address (Tng's flow middlebox): every packet travels to it
-    /// in a SECTION naming the server, and the relay's sections carry it on. Without it, a matching policy's
-    /// `host_policy.relay` decides.
-    #[arg(long, value_name = "ADDR")]
-    pub relay: Option<SocketAddr>,
+    /// in a SECTION naming the server, and the relay's sections carry it on. `on-path`: the SECTIONs go to the
+    /// server itself, for a `tng relay --on-path` routing between the two to intercept. Without it, a matching
+    /// policy's `host_policy.relay` decides.
+    #[arg(long, value_name = "ADDR|on-path")]
+    pub relay: Option<RelayRoute>,
     #[command(flatten)]
     pub transport: TransportArgs,
 }

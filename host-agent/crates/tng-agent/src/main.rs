@@ -14,6 +14,7 @@ mod policy;
 mod proxy;
 mod registry;
 mod relay;
+mod relay_route;
 mod resolver;
 mod service;
 mod sockopt;
@@ -92,6 +93,11 @@ struct RelayArgs {
     /// UDP address to receive SECTIONs on.
     #[arg(long, default_value = "0.0.0.0:4477")]
     listen: SocketAddr,
+    /// Relay on the path: the host routes between clients and servers, a TPROXY rule diverts the SECTIONs routed
+    /// through it to --listen (whose port must be the servers'), and clients speak SECTIONs to their servers
+    /// (`--relay on-path`). Needs CAP_NET_ADMIN; the rule is in docs/architecture.md, "Relays".
+    #[arg(long)]
+    on_path: bool,
     /// Congestion controller of the sections sent toward servers (the core: cubic, newreno, ...), or a fixed rate
     /// for a link of reserved capacity (fixed:20mbit).
     #[arg(long, default_value = "cubic")]
@@ -220,7 +226,8 @@ async fn run(command: Command) -> Result<()> {
             let trace = args
                 .trace
                 .map(|path| relay::TraceOptions { path, interval: Duration::from_millis(args.trace_interval) });
-            relay::run(args.listen, config, trace).await
+            let reached = if args.on_path { relay::Reached::OnPath } else { relay::Reached::ByAddress };
+            relay::run(args.listen, reached, config, trace).await
         }
         Command::Perf { role: PerfRole::Server { listen, identity, accept, transport } } => {
             perf::command::server(listen, identity, accept, transport).await
@@ -272,8 +279,8 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
             );
         }
     }
-    if let Some(relay) = args.relay {
-        agent.route_through(server, relay);
+    if let Some(route) = args.relay {
+        agent.route_through(server, route.relay_for(server));
     }
     let mut paths = Vec::new();
     for local in locals {

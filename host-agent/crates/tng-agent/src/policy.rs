@@ -13,6 +13,8 @@ use serde::Deserialize;
 
 use tng_proto::{CcKind, HostPolicy, SchedulerKind, TailLossMode, TransportConfig};
 
+use crate::relay_route::RelayRoute;
+
 /// IP protocol number of UDP, which carries every tng connection.
 const UDP: u32 = 17;
 
@@ -87,7 +89,8 @@ pub struct HostPolicyEntry {
     pub queue_threshold_us: u32,
     #[serde(default)]
     pub copa_delta: f64,
-    /// A `tng relay`'s address, "a.b.c.d:port" or "[v6]:port"; empty: straight to the server.
+    /// A `tng relay`'s address, "a.b.c.d:port" or "[v6]:port", or "on-path" (a relay on the way to the server
+    /// intercepts the SECTIONs sent to it); empty: straight to the server.
     #[serde(default)]
     pub relay: String,
 }
@@ -163,7 +166,7 @@ struct HostHalf {
     rate_cap: Option<u64>,
     queue_threshold: Option<Duration>,
     copa_delta: Option<f64>,
-    relay: Option<SocketAddr>,
+    relay: Option<RelayRoute>,
 }
 
 impl PolicyFile {
@@ -278,7 +281,10 @@ impl HostPolicyEntry {
         if !(self.copa_delta >= 0.0 && self.copa_delta.is_finite()) {
             bail!("host_policy.copa_delta must be a non-negative number, not {}", self.copa_delta);
         }
-        let relay = (!self.relay.is_empty()).then(|| parse_relay(&self.relay)).transpose()?;
+        let relay = (!self.relay.is_empty())
+            .then(|| self.relay.parse::<RelayRoute>())
+            .transpose()
+            .map_err(|problem| anyhow::anyhow!("host_policy.relay: {problem}"))?;
         Ok(HostHalf {
             cc,
             cc_per_channel,
@@ -291,16 +297,6 @@ impl HostPolicyEntry {
             relay,
         })
     }
-}
-
-fn parse_relay(text: &str) -> Result<SocketAddr> {
-    let relay: SocketAddr = text
-        .parse()
-        .map_err(|_| anyhow::anyhow!("host_policy.relay: {text:?} is not an address a.b.c.d:port or [v6]:port"))?;
-    if relay.port() == 0 || relay.ip().is_unspecified() || relay.ip().is_multicast() {
-        bail!("host_policy.relay: {text:?} cannot be a relay's address");
-    }
-    Ok(relay)
 }
 
 impl Matcher {
@@ -334,7 +330,7 @@ impl Matcher {
 
 impl Policy {
     /// The relay this policy routes its connections through, if it names one.
-    pub fn relay(&self) -> Option<SocketAddr> {
+    pub fn relay(&self) -> Option<RelayRoute> {
         self.host.relay
     }
 }
@@ -499,6 +495,9 @@ mod tests {
         )
         .unwrap();
         let relays: Vec<_> = policies.iter().map(Policy::relay).collect();
-        assert_eq!(relays, [Some(addr("10.0.0.1:4477")), Some(addr("[fd00::1]:4477")), None]);
+        let at = |text| Some(RelayRoute::At(addr(text)));
+        assert_eq!(relays, [at("10.0.0.1:4477"), at("[fd00::1]:4477"), None]);
+        let on_path = parse("[[policy]]\nname = \"dsl\"\nhost_policy = { relay = \"on-path\" }\n").unwrap();
+        assert_eq!(on_path[0].relay(), Some(RelayRoute::OnPath));
     }
 }

@@ -1,9 +1,11 @@
 //! `tng relay`: the thin UDP driver around the sans-IO relay core (`tng_relay::Relay`). One socket; datagrams in,
 //! datagrams out, the core's timer. Everything the relay knows lives in the core and is soft state: killing the
-//! process loses at most the packets it held (docs/architecture.md, "Relays").
+//! process loses at most the packets it held (docs/architecture.md, "Relays"). On the path (`--on-path`) the socket
+//! is transparent: a TPROXY rule diverts the SECTIONs routed through the host to it, and it answers each client from
+//! the server address the client sent to.
 
 use std::fs::File;
-use std::future::pending;
+use std::future::{pending, poll_fn};
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,10 +15,11 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use tng_proto::Time;
 use tng_relay::{DirectionState, Relay, RelayConfig};
-use tokio::net::UdpSocket;
 
-/// Largest datagram read: anything longer than a tng packet is read whole and dropped by the codec.
-const RECEIVE_BUFFER: usize = 65_536;
+use crate::udp::{self, Socket};
+
+/// Receives handled before the relay sends what they released.
+const RECEIVE_BATCH: usize = 32;
 
 /// Where and how often `tng relay --trace` writes the relay's state.
 pub struct TraceOptions {
@@ -81,14 +84,28 @@ fn direction_json(state: &DirectionState) -> Value {
     })
 }
 
+/// How the relay's socket finds the SECTIONs it relays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reached {
+    /// Clients address their SECTIONs to the relay (`--relay ADDR`, a policy's `host_policy.relay`).
+    ByAddress,
+    /// The relay routes between client and server and a TPROXY rule diverts the SECTIONs addressed to servers to
+    /// its transparent socket (clients with `--relay on-path`).
+    OnPath,
+}
+
 /// Relays SECTIONs arriving on `listen` until interrupted, writing its state to `trace` if given.
-pub async fn run(listen: SocketAddr, config: RelayConfig, trace: Option<TraceOptions>) -> Result<()> {
-    let socket = UdpSocket::bind(listen).await.with_context(|| format!("binding the relay socket {listen}"))?;
-    tracing::info!(address = %socket.local_addr()?, "relay listening");
+pub async fn run(listen: SocketAddr, reached: Reached, config: RelayConfig, trace: Option<TraceOptions>) -> Result<()> {
+    let socket = match reached {
+        Reached::ByAddress => Socket::bind(listen, true),
+        Reached::OnPath => Socket::bind_transparent(listen),
+    }
+    .with_context(|| format!("binding the relay socket {listen}"))?;
+    tracing::info!(address = %socket.local, ?reached, "relay listening");
     let start = Instant::now();
     let now = || Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let mut relay = Relay::new(config);
-    let mut buffer = vec![0; RECEIVE_BUFFER];
+    let mut buffer = udp::recv_buffer();
     let (mut trace, mut trace_ticks) = match trace {
         Some(options) => {
             let mut ticks = tokio::time::interval(options.interval);
@@ -98,17 +115,27 @@ pub async fn run(listen: SocketAddr, config: RelayConfig, trace: Option<TraceOpt
         None => (None, None),
     };
     loop {
-        while let Some((to, datagram)) = relay.poll_transmit(now()) {
-            if let Err(err) = socket.send_to(&datagram, to).await {
+        while let Some(sent) = relay.poll_transmit(now()) {
+            let source = sent.source.unwrap_or(socket.local);
+            let size = sent.datagram.len();
+            if let Err(err) = socket.send(source, sent.destination, None, &sent.datagram, size).await {
                 // One unreachable next hop must not stop the others: the packet is lost like any section loss.
-                tracing::debug!(%to, %err, "relay send failed");
+                tracing::debug!(to = %sent.destination, %err, "relay send failed");
             }
         }
         let timer = relay.poll_timeout().map(|deadline| deadline.saturating_since(now()));
         tokio::select! {
-            received = socket.recv_from(&mut buffer) => {
-                let (len, from) = received.context("receiving on the relay socket")?;
-                relay.handle_datagram(now(), from, &buffer[..len]);
+            ready = poll_fn(|cx| socket.poll_recv_ready(cx)) => {
+                ready.context("receiving on the relay socket")?;
+                // A bounded batch: what the datagrams release is sent before more are read.
+                for _ in 0..RECEIVE_BATCH {
+                    let Some(received) = socket.try_recv(&mut buffer).context("receiving on the relay socket")? else {
+                        break;
+                    };
+                    for datagram in received.payloads() {
+                        relay.handle_datagram(now(), received.local, received.remote, datagram);
+                    }
+                }
             }
             () = async {
                 match timer {

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use tng_proto::{Connection, ConnectionHandle, TransportConfig};
 
 use crate::policy::{self, ConnectionFacts, Policy, Source};
+use crate::relay_route::RelayRoute;
 
 /// The agent's policies and their traffic class.
 #[derive(Debug, Default)]
@@ -76,7 +77,7 @@ impl PolicyResolver {
     }
 
     /// The relay a connection about to open over `paths` goes through, if the policy that will govern it names one.
-    pub fn relay_for(&self, paths: &[(SocketAddr, SocketAddr)]) -> Option<(SocketAddr, PolicyRef)> {
+    pub fn relay_for(&self, paths: &[(SocketAddr, SocketAddr)]) -> Option<(RelayRoute, PolicyRef)> {
         let policy = self.choose(paths, None)?;
         Some((policy.relay()?, PolicyRef::of(policy)))
     }

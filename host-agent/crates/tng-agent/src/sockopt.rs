@@ -1,5 +1,6 @@
 //! Kernel socket options the agent needs and no safe crate exposes: TCP and MPTCP counters for the perf tool, the
-//! kernel state and send limits ALCC works with, and forced UDP buffer sizes for the daemon.
+//! kernel state and send limits ALCC works with, forced UDP buffer sizes for the daemon, and the transparent sockets
+//! of an on-path relay.
 #![allow(unsafe_code)] // getsockopt/setsockopt with caller-owned buffers; with ifaddrs.rs the only unsafe code of the agent.
 
 use std::io;
@@ -139,6 +140,17 @@ pub fn force_buffer_sizes(socket: &impl AsRawFd, bytes: usize) -> io::Result<()>
         setsockopt(socket, libc::SOL_SOCKET, name, &value)?;
     }
     Ok(())
+}
+
+/// Lets `socket` receive what a TPROXY rule diverts to it and send from addresses that are not the host's
+/// (IP_TRANSPARENT, or IPV6_TRANSPARENT for an IPv6 socket); needs CAP_NET_ADMIN.
+pub fn set_transparent(socket: &impl AsRawFd, ipv6: bool) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    if ipv6 {
+        setsockopt(socket, libc::SOL_IPV6, libc::IPV6_TRANSPARENT, &on)
+    } else {
+        setsockopt(socket, libc::SOL_IP, libc::IP_TRANSPARENT, &on)
+    }
 }
 
 /// `setsockopt` with a plain integer value.

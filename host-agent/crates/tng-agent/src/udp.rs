@@ -8,6 +8,7 @@ use std::task::{self, Poll};
 
 use anyhow::{Context, Result};
 use quinn_udp::{EcnCodepoint as UdpEcn, RecvMeta, Transmit, UdpSocketState};
+use socket2::{Domain, Protocol, Type};
 use tng_proto::EcnCodepoint;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
@@ -22,9 +23,9 @@ pub struct Socket {
     pub local: SocketAddr,
     io: UdpSocket,
     state: UdpSocketState,
-    /// A server socket bound to the unspecified address reports each datagram's destination address as its local
-    /// address (IP_PKTINFO) and answers from that address, so that a multihomed server's replies come from the
-    /// address the client sent to.
+    /// A server socket bound to the unspecified address (or a transparent one) reports each datagram's destination
+    /// address as its local address (IP_PKTINFO) and answers from that address, so that a multihomed server's
+    /// replies come from the address the client sent to.
     per_destination: bool,
 }
 
@@ -50,6 +51,24 @@ impl Socket {
     /// [`Socket::per_destination`].
     pub fn bind(local: SocketAddr, per_destination: bool) -> Result<Arc<Socket>> {
         let std_socket = std::net::UdpSocket::bind(local).with_context(|| format!("cannot bind UDP {local}"))?;
+        let unspecified = std_socket.local_addr()?.ip().is_unspecified();
+        Socket::configure(std_socket, per_destination && unspecified)
+    }
+
+    /// Binds `local` transparently (IP_TRANSPARENT, IPV6_TRANSPARENT): a TPROXY rule may divert datagrams addressed
+    /// to other hosts to it, each reports the address it was sent to as its local address, and answers leave from
+    /// that address (an on-path relay answering for the server). Needs CAP_NET_ADMIN.
+    pub fn bind_transparent(local: SocketAddr) -> Result<Arc<Socket>> {
+        let socket = socket2::Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
+            .with_context(|| format!("cannot open a UDP socket for {local}"))?;
+        crate::sockopt::set_transparent(&socket, local.is_ipv6()).with_context(|| {
+            format!("cannot make UDP {local} transparent (IP_TRANSPARENT needs CAP_NET_ADMIN: run as root)")
+        })?;
+        socket.bind(&local.into()).with_context(|| format!("cannot bind UDP {local}"))?;
+        Socket::configure(socket.into(), true)
+    }
+
+    fn configure(std_socket: std::net::UdpSocket, per_destination: bool) -> Result<Arc<Socket>> {
         let local = std_socket.local_addr()?;
         let state = UdpSocketState::new((&std_socket).into()).context("cannot configure the UDP socket")?;
         let sock_ref = socket2::SockRef::from(&std_socket);
@@ -71,7 +90,6 @@ impl Socket {
             }
         }
         std_socket.set_nonblocking(true)?;
-        let per_destination = per_destination && local.ip().is_unspecified();
         Ok(Arc::new(Socket { local, io: UdpSocket::from_std(std_socket)?, state, per_destination }))
     }
 

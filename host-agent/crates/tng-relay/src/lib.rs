@@ -21,7 +21,9 @@ mod section_sender;
 
 pub use endpoint_sections::{EndpointSections, Received, SectionStats};
 pub use queue::{QueueFull, SectionQueue};
-pub use relay::{ConnectionState, DirectionState, Relay, RelayConfig, RelayStats, CONNECTION_IDLE, MAX_CONNECTIONS};
+pub use relay::{
+    ConnectionState, DirectionState, Relay, RelayConfig, RelayStats, RelayTransmit, CONNECTION_IDLE, MAX_CONNECTIONS,
+};
 pub use section_control::{BadSectionControl, SectionControl};
 pub use section_receiver::SectionReceiver;
 pub use section_sender::SectionSender;

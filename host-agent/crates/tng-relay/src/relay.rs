@@ -2,8 +2,9 @@
 //! downstream [`SectionSender`]. Sans-IO: datagrams and time in, datagrams out.
 //!
 //! Everything here is soft state, learned from the SECTIONs themselves: the connection (by `connection_id`), the
-//! upstream peer (the address a SECTION naming a next hop came from) and the downstream peer (that next hop). A
-//! restarted relay learns them again from the next SECTION the client sends.
+//! upstream peer (the address a SECTION naming a next hop came from), the address it sent them to (which the relay
+//! answers from) and the downstream peer (that next hop). A restarted relay learns them again from the next SECTION
+//! the client sends.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -141,13 +142,27 @@ impl Direction {
     }
 }
 
+/// A datagram the relay sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayTransmit {
+    /// The address to send from: toward a client, the address its SECTIONs were sent to (a relay on the path, whose
+    /// socket intercepts SECTIONs addressed to the server, answers as the server); `None` toward a server: the
+    /// socket's own address.
+    pub source: Option<SocketAddr>,
+    pub destination: SocketAddr,
+    pub datagram: Vec<u8>,
+}
+
 #[derive(Debug)]
 struct Relayed {
     client: SocketAddr,
+    /// Where the client's SECTIONs arrive: the relay's own address, or, on the path, the server's.
+    client_facing: SocketAddr,
     /// The downstream peer: the server, or the next relay toward it.
     server: SocketAddr,
-    /// The server, when `server` is the next relay: what the SECTIONs toward it name as their next hop.
-    next_hop: Option<SocketAddr>,
+    /// The server, which every SECTION toward it names as next hop: a next relay learns where to go from it, and so
+    /// does a relay on the path beyond this one.
+    named_server: SocketAddr,
     toward_server: Direction,
     toward_client: Direction,
     /// When a SECTION or SECTION_ACK of the connection last arrived.
@@ -187,14 +202,15 @@ impl Relay {
         self.connections.get(&connection_id).map_or(0, |relayed| relayed.toward_server.queue.len())
     }
 
-    /// One datagram arrived from `from`.
-    pub fn handle_datagram(&mut self, now: Time, from: SocketAddr, datagram: &[u8]) {
-        if self.dispatch(now, from, datagram).is_none() {
+    /// One datagram arrived from `from`, sent to `local` (the relay's own address, or the server's when the relay
+    /// intercepts SECTIONs on the path).
+    pub fn handle_datagram(&mut self, now: Time, local: SocketAddr, from: SocketAddr, datagram: &[u8]) {
+        if self.dispatch(now, local, from, datagram).is_none() {
             self.stats.dropped += 1;
         }
     }
 
-    fn dispatch(&mut self, now: Time, from: SocketAddr, datagram: &[u8]) -> Option<()> {
+    fn dispatch(&mut self, now: Time, local: SocketAddr, from: SocketAddr, datagram: &[u8]) -> Option<()> {
         let packet = Packet::parse(datagram).ok()?;
         let id = packet.connection_id;
         match packet.payload {
@@ -208,14 +224,11 @@ impl Relay {
                         return None;
                     }
                     let config = &self.config;
-                    let (downstream, next_hop) = match config.next_relay {
-                        Some(relay) => (relay, Some(server)),
-                        None => (server, None),
-                    };
                     self.connections.entry(id).or_insert_with(|| Relayed {
                         client: from,
-                        server: downstream,
-                        next_hop,
+                        client_facing: local,
+                        server: config.next_relay.unwrap_or(server),
+                        named_server: server,
                         toward_server: Direction::new(config.toward_server, config, now),
                         toward_client: Direction::new(config.toward_client, config, now),
                         last_active: now,
@@ -224,6 +237,7 @@ impl Relay {
                 let relayed = self.connections.get_mut(&id)?;
                 relayed.last_active = now;
                 let direction = if from == relayed.client {
+                    relayed.client_facing = local;
                     &mut relayed.toward_server
                 } else if from == relayed.server {
                     &mut relayed.toward_client
@@ -245,6 +259,7 @@ impl Relay {
                 let direction = if from == relayed.server {
                     &mut relayed.toward_server
                 } else if from == relayed.client {
+                    relayed.client_facing = local;
                     &mut relayed.toward_client
                 } else {
                     return None;
@@ -257,20 +272,23 @@ impl Relay {
         }
     }
 
-    /// The next datagram to send and where: SECTION_ACKs first (they release the upstream window), then queued
-    /// packets the downstream window has room for.
-    pub fn poll_transmit(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
+    /// The next datagram to send: SECTION_ACKs first (they release the upstream window), then queued packets the
+    /// downstream window has room for.
+    pub fn poll_transmit(&mut self, now: Time) -> Option<RelayTransmit> {
         for (&id, relayed) in &mut self.connections {
-            let Relayed { client, server, next_hop, toward_server, toward_client, .. } = relayed;
-            for (direction, previous, next, named) in
-                [(&mut *toward_server, *client, *server, *next_hop), (toward_client, *server, *client, None)]
-            {
+            let Relayed { client, client_facing, server, named_server, toward_server, toward_client, .. } = relayed;
+            let (to_client, to_server) = ((Some(*client_facing), *client), (None, *server));
+            for (direction, previous, next, named) in [
+                (&mut *toward_server, to_client, to_server, Some(*named_server)),
+                (toward_client, to_server, to_client, None),
+            ] {
                 if direction.receiver.ack_due(now) {
                     let own = direction.own_feedback(now);
                     if let Some(frames) = direction.receiver.take_ack(now, own) {
                         let number = direction.acks_sent;
                         direction.acks_sent += 1;
-                        return Some((previous, encode(id, number, Payload::SectionAck(&frames))?));
+                        let datagram = encode(id, number, Payload::SectionAck(&frames))?;
+                        return Some(RelayTransmit { source: previous.0, destination: previous.1, datagram });
                     }
                 }
                 let fits = direction
@@ -284,7 +302,8 @@ impl Relay {
                     direction.receiver.release(now, head.upstream_pn);
                     direction.forwarded += 1;
                     self.stats.forwarded += 1;
-                    return Some((next, encode(id, number, Payload::Section(Section::new(named, &head.inner)))?));
+                    let datagram = encode(id, number, Payload::Section(Section::new(named, &head.inner)))?;
+                    return Some(RelayTransmit { source: next.0, destination: next.1, datagram });
                 }
             }
         }
@@ -376,6 +395,11 @@ mod tests {
         }
     }
 
+    /// The relay's own address.
+    fn own() -> SocketAddr {
+        "10.0.1.254:4477".parse().expect("address")
+    }
+
     /// A client's SECTION of connection `id` naming the server as next hop.
     fn opening(id: u64) -> Vec<u8> {
         numbered(id, 0)
@@ -393,7 +417,7 @@ mod tests {
         let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
         let mut relay = Relay::new(config());
         for number in 0..6 {
-            relay.handle_datagram(Time::ZERO, client, &numbered(9, number));
+            relay.handle_datagram(Time::ZERO, own(), client, &numbered(9, number));
         }
         let waiting: Vec<ConnectionState> = relay.connection_states(Time::from_millis(3)).collect();
         let [state] = waiting.as_slice() else { panic!("one connection: {waiting:?}") };
@@ -419,7 +443,7 @@ mod tests {
     fn an_idle_connection_is_forgotten() {
         let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
         let mut relay = Relay::new(config());
-        relay.handle_datagram(Time::ZERO, client, &opening(1));
+        relay.handle_datagram(Time::ZERO, own(), client, &opening(1));
         while relay.poll_transmit(Time::ZERO).is_some() {}
         assert_eq!(relay.connections(), 1);
         let deadline = relay.poll_timeout().expect("a timer");
@@ -436,12 +460,12 @@ mod tests {
         let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
         let mut relay = Relay::new(config());
         for id in 0..MAX_CONNECTIONS as u64 {
-            relay.handle_datagram(Time::ZERO, client, &opening(id));
+            relay.handle_datagram(Time::ZERO, own(), client, &opening(id));
         }
         assert_eq!((relay.connections(), relay.stats().dropped), (MAX_CONNECTIONS, 0));
-        relay.handle_datagram(Time::ZERO, client, &opening(u64::MAX));
+        relay.handle_datagram(Time::ZERO, own(), client, &opening(u64::MAX));
         assert_eq!((relay.connections(), relay.stats().dropped), (MAX_CONNECTIONS, 1));
-        relay.handle_datagram(Time::ZERO, client, &opening(3));
+        relay.handle_datagram(Time::ZERO, own(), client, &opening(3));
         assert_eq!(relay.stats().dropped, 1, "a known connection still passes");
     }
 
@@ -458,10 +482,10 @@ mod tests {
         let server: SocketAddr = "10.0.2.1:4433".parse().expect("address");
         let next: SocketAddr = "10.0.3.1:4477".parse().expect("address");
         let mut relay = Relay::new(RelayConfig { next_relay: Some(next), ..config() });
-        relay.handle_datagram(Time::ZERO, client, &opening(1));
-        let (to, datagram) = relay.poll_transmit(Time::ZERO).expect("the section goes on");
-        assert_eq!(to, next);
-        let (next_hop, inner) = section_of(&datagram);
+        relay.handle_datagram(Time::ZERO, own(), client, &opening(1));
+        let sent = relay.poll_transmit(Time::ZERO).expect("the section goes on");
+        assert_eq!((sent.source, sent.destination), (None, next));
+        let (next_hop, inner) = section_of(&sent.datagram);
         assert_eq!(next_hop, Some(server), "the next relay learns the server from it");
         assert_eq!(inner, encode(1, 0, Payload::Data(&[7; 40])).expect("inner"));
 
@@ -469,16 +493,41 @@ mod tests {
         let reply = encode(1, 9, Payload::Data(&[8; 40])).expect("inner");
         relay.handle_datagram(
             Time::ZERO,
+            own(),
             next,
             &encode(1, 0, Payload::Section(Section::new(None, &reply))).expect("section"),
         );
-        let sent: Vec<(SocketAddr, Vec<u8>)> =
-            std::iter::from_fn(|| relay.poll_transmit(Time::from_millis(50))).collect();
-        let back = sent.iter().find(|(to, datagram)| {
-            *to == client && matches!(Packet::parse(datagram).map(|p| p.payload), Ok(Payload::Section(_)))
+        let sent: Vec<RelayTransmit> = std::iter::from_fn(|| relay.poll_transmit(Time::from_millis(50))).collect();
+        let back = sent.iter().find(|sent| {
+            sent.destination == client
+                && matches!(Packet::parse(&sent.datagram).map(|p| p.payload), Ok(Payload::Section(_)))
         });
-        let (_, datagram) = back.expect("the reply reached the client");
-        assert_eq!(section_of(datagram), (None, reply));
+        let back = back.expect("the reply reached the client");
+        assert_eq!(back.source, Some(own()), "from the address the client sent to");
+        assert_eq!(section_of(&back.datagram), (None, reply));
+        assert_eq!(relay.stats().dropped, 0);
+    }
+
+    #[test]
+    fn on_the_path_the_relay_answers_the_client_as_the_server_and_names_the_server_onward() {
+        // The client addresses its SECTIONs to the server itself; the relay on the path intercepts them.
+        let client: SocketAddr = "10.0.1.1:5000".parse().expect("address");
+        let server: SocketAddr = "10.0.2.1:4433".parse().expect("address");
+        let mut relay = Relay::new(config());
+        relay.handle_datagram(Time::ZERO, server, client, &opening(1));
+        let onward = relay.poll_transmit(Time::ZERO).expect("the section goes on");
+        assert_eq!((onward.source, onward.destination), (None, server));
+        assert_eq!(section_of(&onward.datagram).0, Some(server), "a relay further on learns the server too");
+
+        let reply = encode(1, 9, Payload::Data(&[8; 40])).expect("inner");
+        let from_server = encode(1, 0, Payload::Section(Section::new(None, &reply))).expect("section");
+        relay.handle_datagram(Time::ZERO, own(), server, &from_server);
+        let sent: Vec<RelayTransmit> = std::iter::from_fn(|| relay.poll_transmit(Time::from_millis(50))).collect();
+        let to_client: Vec<&RelayTransmit> = sent.iter().filter(|sent| sent.destination == client).collect();
+        assert!(!to_client.is_empty(), "{sent:?}");
+        for sent in to_client {
+            assert_eq!(sent.source, Some(server), "the client's section peer is the address it sent to");
+        }
         assert_eq!(relay.stats().dropped, 0);
     }
 }

@@ -101,7 +101,7 @@ proptest! {
         for (from, input, advance_ms) in inputs {
             now += Duration::from_millis(advance_ms);
             let datagram = encode(&input);
-            relay.handle_datagram(now, peer(from), &datagram);
+            relay.handle_datagram(now, peer(2), peer(from), &datagram);
             match sections.on_datagram(now, local, peer(from), &datagram) {
                 Received::Direct(bytes) => prop_assert_eq!(bytes, &datagram[..]),
                 Received::Unwrapped { inner, .. } => prop_assert!(inner.len() < datagram.len()),
@@ -117,8 +117,8 @@ proptest! {
             }
             relay.handle_timeout(now);
             sections.handle_timeout(now);
-            while let Some((_, datagram)) = relay.poll_transmit(now) {
-                assert_well_formed(&datagram)?;
+            while let Some(sent) = relay.poll_transmit(now) {
+                assert_well_formed(&sent.datagram)?;
             }
             let mut buf = Vec::new();
             while let Some(transmit) = sections.poll_section(now, &mut buf) {

@@ -181,15 +181,15 @@ impl World {
             let datagram = outer(number, Payload::Section(Section::new(Some(sink_addr()), &inner)));
             self.transmit(source_addr(), relay_addr(), datagram);
         }
-        while let Some((to, datagram)) = self.relay.poll_transmit(self.now) {
-            self.transmit(relay_addr(), to, datagram);
+        while let Some(sent) = self.relay.poll_transmit(self.now) {
+            self.transmit(relay_addr(), sent.destination, sent.datagram);
         }
         self.max_queue = self.max_queue.max(self.relay.queued_toward_server(CONNECTION_ID));
     }
 
     fn deliver(&mut self, delivery: Delivery) {
         if delivery.to == relay_addr() {
-            self.relay.handle_datagram(self.now, delivery.from, &delivery.bytes);
+            self.relay.handle_datagram(self.now, relay_addr(), delivery.from, &delivery.bytes);
         } else if delivery.to == sink_addr() {
             let packet = Packet::parse(&delivery.bytes).expect("the relay sends well-formed packets");
             let Payload::Section(section) = packet.payload else { panic!("sink got {packet:?}") };

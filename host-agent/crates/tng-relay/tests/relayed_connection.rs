@@ -1,6 +1,7 @@
 //! A real tng connection through a relay, on virtual time: a client endpoint and a server endpoint, each behind its
-//! [`EndpointSections`], and a [`Relay`] between two links. The client routes the server through the relay; the
-//! server learns the relay from the SECTIONs it receives. The transfer must arrive whole and intact, and the handshake
+//! [`EndpointSections`], and a [`Relay`] between two links. The client routes the server through the relay (by its
+//! address, or on the path: SECTIONs addressed to the server, which the relay intercepts); the server learns the relay
+//! from the SECTIONs it receives. The transfer must arrive whole and intact, and the handshake
 //! and every packet after it must cross the relay, even when the relay dies mid-transfer and a fresh one takes its
 //! place. Whole and intact is also the proof that no section acknowledged anything end to end: a sender never
 //! retransmits what its peer's STREAM_ACKs covered, so a byte acknowledged without having arrived would be missing.
@@ -87,6 +88,17 @@ impl Host {
     }
 }
 
+/// Where the relay is and how the client reaches it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RelayAt {
+    /// The client addresses its SECTIONs to the relay.
+    Address,
+    /// The client addresses its SECTIONs to the server and the relay, routing between them, intercepts them.
+    OnPath,
+    /// The client addresses its SECTIONs to the server and nothing intercepts them.
+    Absent,
+}
+
 /// A datagram on a link.
 struct Flight {
     at: Time,
@@ -98,6 +110,7 @@ struct Flight {
 
 struct Network {
     now: Time,
+    relay_at: RelayAt,
     client: Host,
     relay: Relay,
     server: Host,
@@ -114,7 +127,7 @@ struct Network {
 }
 
 impl Network {
-    fn new(transfer: usize) -> Network {
+    fn new(transfer: usize, relay_at: RelayAt) -> Network {
         let mut client = Host {
             address: addr(CLIENT),
             endpoint: Endpoint::new(EndpointConfig::client(), StaticKeypair::from_seed(1), 11),
@@ -127,11 +140,13 @@ impl Network {
             sections: sections(),
             direct: 0,
         };
-        client.sections.route_through(addr(SERVER), addr(RELAY));
+        let relay = if relay_at == RelayAt::Address { addr(RELAY) } else { addr(SERVER) };
+        client.sections.route_through(addr(SERVER), relay);
         let client_handle =
             client.endpoint.connect(Time::ZERO, &[(addr(CLIENT), addr(SERVER))], None).expect("connect");
         Network {
             now: Time::ZERO,
+            relay_at,
             client,
             relay: Relay::new(relay_config()),
             server,
@@ -207,8 +222,8 @@ impl Network {
         for (from, to, payload) in self.client.transmit(self.now).into_iter().chain(self.server.transmit(self.now)) {
             self.put_on_link(from, to, payload);
         }
-        while let Some((to, payload)) = self.relay.poll_transmit(self.now) {
-            self.put_on_link(addr(RELAY), to, payload);
+        while let Some(sent) = self.relay.poll_transmit(self.now) {
+            self.put_on_link(sent.source.unwrap_or(addr(RELAY)), sent.destination, sent.datagram);
         }
         let timers = [self.client.next_timeout(), self.server.next_timeout(), self.relay.poll_timeout()];
         let arrival = self.flights.iter().map(|flight| flight.at).min();
@@ -217,12 +232,13 @@ impl Network {
         self.flights.sort_by_key(|flight| (flight.at, flight.order));
         let due = self.flights.iter().take_while(|flight| flight.at <= self.now).count();
         for flight in self.flights.drain(..due).collect::<Vec<_>>() {
+            let intercepted = self.relay_at == RelayAt::OnPath && flight.from == addr(CLIENT);
             if flight.to == addr(CLIENT) {
                 self.client.receive(self.now, flight.from, &flight.payload);
-            } else if flight.to == addr(SERVER) {
+            } else if flight.to == addr(SERVER) && !intercepted {
                 self.server.receive(self.now, flight.from, &flight.payload);
             } else {
-                self.relay.handle_datagram(self.now, flight.from, &flight.payload);
+                self.relay.handle_datagram(self.now, flight.to, flight.from, &flight.payload);
             }
         }
         self.client.handle_timeout(self.now);
@@ -242,7 +258,7 @@ impl Network {
 
 #[test]
 fn a_transfer_through_a_relay_arrives_whole_and_every_packet_crosses_it() {
-    let mut network = Network::new(1_000_000);
+    let mut network = Network::new(1_000_000, RelayAt::Address);
     assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
     assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
     assert_eq!((network.client.direct, network.server.direct), (0, 0), "nothing bypassed the relay");
@@ -258,7 +274,7 @@ fn a_transfer_through_a_relay_arrives_whole_and_every_packet_crosses_it() {
 
 #[test]
 fn a_relay_that_dies_mid_transfer_loses_nothing_and_a_fresh_one_carries_the_rest() {
-    let mut network = Network::new(1_000_000);
+    let mut network = Network::new(1_000_000, RelayAt::Address);
     // A third acknowledged end to end: two thirds of the transfer must still cross a relay (the server's
     // application may read more slowly than its endpoint receives, so what it read says less).
     let a_third = network.to_send.len() as u64 / 3;
@@ -272,4 +288,32 @@ fn a_relay_that_dies_mid_transfer_loses_nothing_and_a_fresh_one_carries_the_rest
     assert!(network.client_acked() > acked_at_death);
     assert!(network.relay.stats().forwarded > 0, "the fresh relay carried the rest");
     assert_eq!((network.client.direct, network.server.direct), (0, 0), "nothing bypassed the relay");
+}
+
+#[test]
+fn a_relay_on_the_path_intercepts_the_sections_addressed_to_the_server_and_answers_as_the_server() {
+    let mut network = Network::new(1_000_000, RelayAt::OnPath);
+    assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
+    assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
+    assert_eq!((network.client.direct, network.server.direct), (0, 0), "every packet travelled in a SECTION");
+    let relayed = network.relay.stats();
+    assert!(relayed.forwarded > 700 && relayed.dropped == 0, "{relayed:?}");
+    let (client, server) = (network.client.sections.stats(), network.server.sections.stats());
+    assert!(
+        client.unwrapped > 100 && client.dropped == 0,
+        "the client took the relay's SECTIONs as the server's: {client:?}"
+    );
+    assert!(server.unwrapped > 700, "{server:?}");
+    assert!(network.now < Time::from_millis(4_000), "took {:?}", network.now);
+}
+
+#[test]
+fn without_a_relay_on_the_path_the_server_terminates_the_single_section() {
+    let mut network = Network::new(1_000_000, RelayAt::Absent);
+    assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
+    assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
+    assert_eq!(network.relay.stats().forwarded, 0);
+    let (client, server) = (network.client.sections.stats(), network.server.sections.stats());
+    assert!(client.sent > 700 && server.unwrapped > 700, "{client:?} {server:?}");
+    assert!(client.unwrapped > 100 && client.dropped == 0, "the server answered in SECTIONs: {client:?}");
 }

@@ -391,7 +391,12 @@ impl Simulation {
             }
             Progress::AtRelay { site, datagram } => {
                 if let Some(node) = self.relays[site.index()].as_mut() {
-                    node.relay.handle_datagram(to_time(self.now), datagram.source, &datagram.payload);
+                    node.relay.handle_datagram(
+                        to_time(self.now),
+                        datagram.destination,
+                        datagram.source,
+                        &datagram.payload,
+                    );
                     self.drain_relay(site);
                 }
             }
@@ -481,8 +486,9 @@ impl Simulation {
         let now = self.now;
         let Some(node) = self.relays[site.index()].as_mut() else { return };
         let mut outgoing = Vec::new();
-        while let Some((to, payload)) = node.relay.poll_transmit(to_time(now)) {
-            outgoing.push(Datagram { source: site.address(), destination: to, ecn: Ecn::NotEct, payload });
+        while let Some(sent) = node.relay.poll_transmit(to_time(now)) {
+            let source = sent.source.unwrap_or_else(|| site.address());
+            outgoing.push(Datagram { source, destination: sent.destination, ecn: Ecn::NotEct, payload: sent.datagram });
         }
         let next = node.relay.poll_timeout().map(|at| (at - to_time(Duration::ZERO)).max(now));
         if next != node.armed {

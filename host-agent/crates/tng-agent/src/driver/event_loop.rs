@@ -282,11 +282,11 @@ impl Driver {
     /// A connection about to open to a server without a relay route takes the relay its policy names, if any; the
     /// route stays for every later connection to that server (a relay named by `--relay` is never replaced).
     fn route_by_policy(&mut self, paths: &[(SocketAddr, SocketAddr)]) {
-        let Some((relay, policy)) = self.policies.relay_for(paths) else { return };
+        let Some((route, policy)) = self.policies.relay_for(paths) else { return };
         for &(_, server) in paths {
             if self.sections.route(server).is_none() {
-                tracing::info!("{server}: through relay {relay} (policy {:?}, {})", policy.name, policy.source);
-                self.sections.route_through(server, relay);
+                tracing::info!("{server}: through relay {route} (policy {:?}, {})", policy.name, policy.source);
+                self.sections.route_through(server, route.relay_for(server));
             }
         }
     }
