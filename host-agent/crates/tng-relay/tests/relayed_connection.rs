@@ -256,11 +256,17 @@ impl Network {
     }
 }
 
-#[test]
-fn a_transfer_through_a_relay_arrives_whole_and_every_packet_crosses_it() {
-    let mut network = Network::new(1_000_000, RelayAt::Address);
+/// A 1 MB transfer run to its end, asserted whole and intact.
+fn transferred(relay_at: RelayAt) -> Network {
+    let mut network = Network::new(1_000_000, relay_at);
     assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
     assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
+    network
+}
+
+#[test]
+fn a_transfer_through_a_relay_arrives_whole_and_every_packet_crosses_it() {
+    let network = transferred(RelayAt::Address);
     assert_eq!((network.client.direct, network.server.direct), (0, 0), "nothing bypassed the relay");
     let relayed = network.relay.stats();
     assert!(relayed.forwarded > 700, "{relayed:?}");
@@ -292,9 +298,7 @@ fn a_relay_that_dies_mid_transfer_loses_nothing_and_a_fresh_one_carries_the_rest
 
 #[test]
 fn a_relay_on_the_path_intercepts_the_sections_addressed_to_the_server_and_answers_as_the_server() {
-    let mut network = Network::new(1_000_000, RelayAt::OnPath);
-    assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
-    assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
+    let network = transferred(RelayAt::OnPath);
     assert_eq!((network.client.direct, network.server.direct), (0, 0), "every packet travelled in a SECTION");
     let relayed = network.relay.stats();
     assert!(relayed.forwarded > 700 && relayed.dropped == 0, "{relayed:?}");
@@ -309,9 +313,7 @@ fn a_relay_on_the_path_intercepts_the_sections_addressed_to_the_server_and_answe
 
 #[test]
 fn without_a_relay_on_the_path_the_server_terminates_the_single_section() {
-    let mut network = Network::new(1_000_000, RelayAt::Absent);
-    assert!(network.run_until(Duration::from_secs(30), |network| network.finished), "transfer incomplete");
-    assert!(network.received == network.to_send, "the server read {} bytes, not the ones sent", network.received.len());
+    let network = transferred(RelayAt::Absent);
     assert_eq!(network.relay.stats().forwarded, 0);
     let (client, server) = (network.client.sections.stats(), network.server.sections.stats());
     assert!(client.sent > 700 && server.unwrapped > 700, "{client:?} {server:?}");
