@@ -1,15 +1,14 @@
-"""Fills BMv2's buffers once, so that a soak's warm-up sees the most memory the switch can hold for packets.
+"""Fills BMv2's egress queues toward the links once, so that a soak's warm-up sees the memory they make the switch hold.
 
 BMv2 never frees a packet header vector: its pool (bm_sim/phv_source.cpp) keeps every PHV it made for the next
-packet, and with the tng pipeline one is tens of kilobytes. The switch's RSS is therefore the high-water mark of the
-packets inside it at once: up to 1024 in simple_switch's input buffer while its ingress thread falls behind, plus
-what its egress queues hold. Each of those packets also holds a buffer of its own (`new char[len + 512]` in
-simple_switch), which the allocator keeps once freed, so the bytes held at once count too. A soak that first met
-such a moment in a fault saw BMv2 rise 15-40 MiB and stay there (docs/soak.md), which the 10% rule cannot tell from
-a leak. A burst of full-size UDP datagrams from the server towards each link's UE, sent far faster than the
-ingress pipeline takes them, fills the input buffer and the links' egress queues with packets as large as any the
-traffic brings; afterwards the pools hold the bound the burst reached. That bound is not everything a fault can
-queue: in a 60-minute soak (seed 5, docs/soak.md) a delay burst still added 20 MiB after this fill.
+packet, and with the tng pipeline each costs 100-130 KiB of RSS. The switch's RSS is therefore the high-water mark of
+the packets inside it at once: its egress queues, and up to 1024 in simple_switch's input buffer while its ingress
+thread falls behind. A soak that first met such a moment in a fault saw BMv2 rise 15-40 MiB and stay there
+(docs/soak.md), which the 10% rule cannot tell from a leak. A burst of full-size UDP datagrams from the server towards
+each link's UE, far faster than the links drain, fills the links' queues (about 220 PHVs in the pool afterwards,
+counted with a uprobe); the ingress thread keeps up with it. That is not everything a fault can queue: at the end of
+a delay burst, while VISIBLE clones a train of TCP segments for the helper, BMv2 held 110-340 packets more
+(docs/soak.md, "Invariants").
 
 Run as a module inside the server's namespace: `python -m tng_lab.soak.switch_buffers --to ADDR ...`.
 """
@@ -24,8 +23,8 @@ from tng_lab.netns import sh
 from tng_lab.procs import rss_kib
 
 DISCARD_PORT = 9  # nothing listens; the UE's kernel drops the datagrams (and rate-limits its ICMP answers)
-# Far more than the input buffer (1024) and the queues hold: the ingress thread must fall behind for the whole burst.
-# On this machine 2048 per link sometimes left the buffers short of full (a delay burst later added 23 MiB); after
+# Far more than the links' queues hold, so that they stay full for the whole burst whatever the kernel drops on the
+# way. On this machine 2048 per link sometimes left the buffers short of full (a delay burst later added 23 MiB); after
 # one burst of 8192 per link, three more added at most 1 MiB.
 DATAGRAMS_PER_LINK = 8192
 # Full-size: 1472 bytes of UDP payload make a 1500-byte IP packet, as large as the traffic's. A burst of 64-byte
