@@ -63,6 +63,11 @@ def capacity(rate_bps: float) -> str:
     return f"{round(rate_bps)}bit"
 
 
+def link_queue_depth(link: Link) -> int | None:
+    """The egress queue depth in packets the controller gives BMv2's port toward `link` (None: BMv2's default)."""
+    return queue_packets(link) if link.down.rate_bps is not None else None
+
+
 def queue_packets(link: Link) -> int | None:
     """The link's downlink queue in packets (a byte size in MTU-sized packets), or None when linkem's default."""
     for key, value in link.down.extra:
@@ -101,7 +106,7 @@ def config_toml(scenario: Scenario, plan: Plan, p4info: Path, bmv2_json: Path, s
         lines.append(f'mac = "{path.switch_mac}"')
         if link.down.rate_bps is not None:  # a trace link is shaped by linkem alone
             lines.append(f'capacity = "{capacity(link.down.rate_bps)}"')
-            depth = queue_packets(link)
+            depth = link_queue_depth(link)
             if depth is not None:
                 lines.append(f"queue = {depth}")
     lines += _route("10.0.0.0/24", f"port = {SERVER_PORT}", f'dst_mac = "{plan.server_mac}"')

@@ -5,8 +5,9 @@
   RECOVERY_S after it heals;
 - policies: a policy deleted from the controller leaves no entry on the switch once it reconciled (churn checks);
 - resources: the RSS and open file descriptors of every process stay within 10% of their level after its warm-up;
-  the RSS less what a process reports holding in a bounded store of its own (the VISIBLE helper's copies: they fill
-  by design while a receiver is slow or gone, up to the store's size, and are freed when acknowledged or expired);
+  the RSS less what a process holds by design in a bounded store of its own (the VISIBLE helper's copies: they fill
+  while a receiver is slow or gone, up to the store's size, and are freed when acknowledged or expired; BMv2's pool
+  of packet header vectors, counted by a uprobe, up to what its buffers hold: packet_pool);
 - processes: none exits except those a fault killed; every fault heals.
 """
 

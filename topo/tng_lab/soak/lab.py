@@ -17,9 +17,10 @@ from tng_p4.bmv2 import Bmv2, Bmv2Error
 from tng_lab import bmv2, controller, linkem
 from tng_lab.netns import LabError, sh
 from tng_lab.plan import HELPER_HEALTH
-from tng_lab.procs import Child, running
+from tng_lab.procs import Child, rss_kib, running
 from tng_lab.runner import RunningLab
 from tng_lab.soak import switch_buffers
+from tng_lab.soak.packet_pool import SwitchPool
 from tng_lab.soak.processes import Registry, alive
 from tng_lab.switch import SwitchChoice
 
@@ -50,6 +51,7 @@ class SoakLab:
     logs: Path
     starts: int = 0  # restarts so far, for log file names
     argv_of: dict[str, list[str]] = field(default_factory=dict)  # role -> how start_process started it
+    switch_pool: SwitchPool | None = None  # BMv2's packet pool, where a uprobe counts it (packet_pool)
 
     @property
     def plan(self):
@@ -126,6 +128,8 @@ class SoakLab:
         choice = self.choice
         assert choice.simple_switch_grpc is not None
         self.starts += 1
+        if self.switch_pool is not None:
+            self.switch_pool.new_life()
         config = bmv2.config(choice.simple_switch_grpc, self.plan, self.logs / f"bmv2-{self.starts}.log")
         try:
             switch = self.stack.enter_context(Bmv2(config))
@@ -136,10 +140,17 @@ class SoakLab:
         return switch.pid
 
     def fill_switch_buffers(self) -> str:
-        """Fills BMv2's input buffer and egress queues once (tng_lab.soak.switch_buffers); the evidence."""
+        """Fills BMv2's egress queues toward the links once (tng_lab.soak.switch_buffers); the evidence, with what one
+        packet header vector costs where the pool is counted."""
         ue = self.plan.ues[0]
         destinations = [ue.source(path.name).address for path in self.plan.paths]
-        return switch_buffers.fill(self.plan.server_ns, destinations, self.registry.pid("bmv2"))
+        pid, pool = self.registry.pid("bmv2"), self.switch_pool
+        before = (pool.phvs(), rss_kib(pid)) if pool is not None else None
+        filled = switch_buffers.fill(self.plan.server_ns, destinations, pid)
+        after = rss_kib(pid)
+        if pool is None or before is None or before[1] is None or after is None:
+            return filled
+        return f"{filled}; {pool.measure(before[0], before[1], pool.phvs(), after)}"
 
     def helper_held_bytes(self) -> int | None:
         """The bytes of copies the VISIBLE helper holds now, from its health report (None: no answer)."""

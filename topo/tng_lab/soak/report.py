@@ -61,6 +61,7 @@ def to_json(record: SoakRecord) -> dict[str, Any]:
         "round_s": options.round_s,
         "switch": record.switch,
         "switch_buffers_filled": record.switch_buffers_filled,
+        "switch_pool": record.switch_pool,
         "loadavg": {"start": record.loadavg_start, "end": record.loadavg_end},
         "skipped_traffic": record.skipped_traffic,
         "unavailable_faults": record.unavailable_faults,

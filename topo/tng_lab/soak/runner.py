@@ -21,6 +21,7 @@ from tng_lab.soak import faults as faults_module
 from tng_lab.soak.faults import Fault, NotInjected
 from tng_lab.soak.invariants import Violation, Window, delivery, processes, resources
 from tng_lab.soak.lab import PROXY_SERVER_PORT, SoakLab, wait_listening
+from tng_lab.soak.packet_pool import CounterUnavailable, PhvCounter, SwitchPool, buffer_bound
 from tng_lab.soak.policies import Churn, churn
 from tng_lab.soak.processes import Exit, Registry
 from tng_lab.soak.sampler import LinkSample, Pause, ProcessSample, Sampler
@@ -70,6 +71,7 @@ class SoakRecord:
     loadavg_start: float
     loadavg_end: float = 0.0
     switch_buffers_filled: str = ""  # BMv2's buffers filled once before the warm-up ends (switch_buffers): evidence
+    switch_pool: str = ""  # whether BMv2's packet pool is counted and left out of its RSS (packet_pool), its bound
     elapsed_s: float = 0.0
     skipped_traffic: dict[str, str] = field(default_factory=dict)
     unavailable_faults: dict[str, str] = field(default_factory=dict)
@@ -141,10 +143,14 @@ def soak(options: SoakOptions) -> SoakRecord:
         soak_lab = SoakLab(lab, choice, stack, Registry(started), logs)
         fetch_log = _start_services(soak_lab, options)
         if lab.controller is not None:
+            record.switch_pool = _count_switch_pool(soak_lab, scenario, stack)
+            notice(f"BMv2's packet pool: {record.switch_pool}")
             record.switch_buffers_filled = soak_lab.fill_switch_buffers()
             notice(f"BMv2's buffers filled once: {record.switch_buffers_filled}")
         traffic = _start_traffic(soak_lab, options, record, started)
         held = {"helper": soak_lab.helper_held_bytes} if "helper" in soak_lab.registry.roles() else {}
+        if soak_lab.switch_pool is not None:
+            held["bmv2"] = soak_lab.switch_pool.held_bytes
         sampler = Sampler(soak_lab.registry, soak_lab.link_down_bytes, held).start()
         stack.callback(sampler.stop)
         try:
@@ -165,6 +171,23 @@ def soak(options: SoakOptions) -> SoakRecord:
             record.loadavg_end = os.getloadavg()[0]
     record.check()
     return record
+
+
+def _count_switch_pool(soak: SoakLab, scenario: Scenario, stack: contextlib.ExitStack) -> str:
+    """Sets the uprobe that counts BMv2's packet header vectors (packet_pool); what the report says of it."""
+    assert soak.choice.simple_switch_grpc is not None
+    try:
+        counter = PhvCounter.attach(soak.choice.simple_switch_grpc)
+    except CounterUnavailable as err:
+        return f"not counted ({err}): BMv2's whole RSS counts"
+    stack.callback(counter.close)
+    plan = soak.plan
+    depths = [controller.link_queue_depth(scenario.link(path.name)) for path in plan.paths]
+    others = 2 + (plan.helper_port is not None)  # the server's port, the CPU port, the helper's
+    bound = buffer_bound(depths + [None] * others)
+    soak.switch_pool = SwitchPool(counter.hits, bound)
+    soak.switch_pool.new_life()
+    return f"counted by a uprobe on bm::PHVFactory::create; left out of BMv2's RSS up to {bound} packets (its buffers)"
 
 
 def _sleep_until(deadline: float) -> None:

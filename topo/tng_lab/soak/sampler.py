@@ -22,8 +22,8 @@ class ProcessSample:
     pid: int
     rss_kib: int
     fds: int
-    # Of the RSS, what the process reports holding by design in a bounded store (the VISIBLE helper's copies of
-    # unacknowledged segments, at most its --max-mbytes), read right after the RSS; 0 for the others.
+    # Of the RSS, what the process holds by design in a bounded store (the VISIBLE helper's copies of unacknowledged
+    # segments, at most its --max-mbytes; BMv2's packet pool, packet_pool), read right after the RSS; 0 for others.
     held_kib: int = 0
 
 
