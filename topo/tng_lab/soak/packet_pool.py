@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 SYMBOL = "_ZNK2bm10PHVFactory6createEv"  # bm::PHVFactory::create() const
@@ -129,7 +129,6 @@ class SwitchPool:
     bound: int  # the most packets BMv2's buffers hold at once
     _life_start: int = 0
     kib_per_phv: float | None = None  # measured at a fill; the lowest measurement (the least left out)
-    measurements: list[str] = field(default_factory=list)
 
     def new_life(self) -> None:
         """A new BMv2 process starts with an empty pool (call before it starts)."""
@@ -146,15 +145,18 @@ class SwitchPool:
         each = (rss_after_kib - rss_before_kib) / made
         if each > 0:
             self.kib_per_phv = each if self.kib_per_phv is None else min(self.kib_per_phv, each)
-        said = f"{made} PHVs made ({phvs_after} held), {each:.0f} KiB each"
-        self.measurements.append(said)
-        return said
+        return f"{made} PHVs made ({phvs_after} held), {each:.0f} KiB each"
 
     def held_bytes(self) -> int | None:
-        """The RSS the pool accounts for, up to `bound` PHVs; None before a fill measured one."""
+        """The RSS the pool accounts for, up to `bound` PHVs; None before a fill measured one or when the uprobe's
+        count cannot be read (then the whole RSS counts)."""
         if self.kib_per_phv is None:
             return None
-        return int(min(self.phvs(), self.bound) * self.kib_per_phv * 1024)
+        try:
+            phvs = self.phvs()
+        except (CounterUnavailable, OSError):
+            return None
+        return int(min(phvs, self.bound) * self.kib_per_phv * 1024)
 
 
 def buffer_bound(queue_depths: list[int | None]) -> int:
