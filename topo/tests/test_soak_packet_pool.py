@@ -99,3 +99,12 @@ def test_the_pool_is_counted_per_life_and_measured_at_a_fill() -> None:
     assert pool.held_bytes() == 500 * 112 * 1024
     pool.new_life()  # a restarted switch starts with an empty pool
     assert pool.phvs() == 0 and pool.held_bytes() == 0
+
+
+def test_an_unreadable_count_leaves_nothing_out() -> None:
+    def gone() -> int:
+        raise CounterUnavailable("uprobe phv_create_41 is not in uprobe_profile")
+
+    pool = SwitchPool(gone, bound=500, kib_per_phv=112)
+    assert pool.phvs() is None
+    assert pool.held_bytes() is None  # the whole RSS counts

@@ -145,12 +145,14 @@ class SoakLab:
         ue = self.plan.ues[0]
         destinations = [ue.source(path.name).address for path in self.plan.paths]
         pid, pool = self.registry.pid("bmv2"), self.switch_pool
-        before = (pool.phvs(), rss_kib(pid)) if pool is not None else None
+        if pool is None:
+            return switch_buffers.fill(self.plan.server_ns, destinations, pid)
+        phvs_before, rss_before = pool.phvs(), rss_kib(pid)
         filled = switch_buffers.fill(self.plan.server_ns, destinations, pid)
-        after = rss_kib(pid)
-        if pool is None or before is None or before[1] is None or after is None:
+        phvs_after, rss_after = pool.phvs(), rss_kib(pid)
+        if None in (phvs_before, rss_before, phvs_after, rss_after):
             return filled
-        return f"{filled}; {pool.measure(before[0], before[1], pool.phvs(), after)}"
+        return f"{filled}; {pool.measure(phvs_before, rss_before, phvs_after, rss_after)}"
 
     def helper_held_bytes(self) -> int | None:
         """The bytes of copies the VISIBLE helper holds now, from its health report (None: no answer)."""

@@ -15,10 +15,11 @@ hits are read from uprobe_profile. It counts every process that runs the binary:
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tng_lab.netns import LabError, sh
 
 SYMBOL = "_ZNK2bm10PHVFactory6createEv"  # bm::PHVFactory::create() const
 TRACEFS = Path("/sys/kernel/tracing")
@@ -41,12 +42,9 @@ class CounterUnavailable(Exception):
 
 def _run(argv: list[str]) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise CounterUnavailable(f"`{' '.join(argv)}`: {err}") from err
-    if done.returncode != 0:
-        raise CounterUnavailable(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
-    return done.stdout
+        return sh(argv)
+    except LabError as err:
+        raise CounterUnavailable(str(err)) from err
 
 
 def _append(path: Path, line: str) -> None:
@@ -134,8 +132,12 @@ class SwitchPool:
         """A new BMv2 process starts with an empty pool (call before it starts)."""
         self._life_start = self.count()
 
-    def phvs(self) -> int:
-        return self.count() - self._life_start
+    def phvs(self) -> int | None:
+        """PHVs the running BMv2 has made; None when the uprobe's count cannot be read."""
+        try:
+            return self.count() - self._life_start
+        except (CounterUnavailable, OSError):
+            return None
 
     def measure(self, phvs_before: int, rss_before_kib: int, phvs_after: int, rss_after_kib: int) -> str:
         """What one PHV costs, from the RSS step of a fill that made `phvs_after - phvs_before` of them."""
@@ -150,11 +152,8 @@ class SwitchPool:
     def held_bytes(self) -> int | None:
         """The RSS the pool accounts for, up to `bound` PHVs; None before a fill measured one or when the uprobe's
         count cannot be read (then the whole RSS counts)."""
-        if self.kib_per_phv is None:
-            return None
-        try:
-            phvs = self.phvs()
-        except (CounterUnavailable, OSError):
+        phvs = self.phvs()
+        if self.kib_per_phv is None or phvs is None:
             return None
         return int(min(phvs, self.bound) * self.kib_per_phv * 1024)
 
