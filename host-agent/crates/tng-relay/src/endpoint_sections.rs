@@ -69,6 +69,29 @@ pub struct SectionStats {
     pub dropped: u64,
 }
 
+/// One of an endpoint's sections as it stands: its sending end's controller and the packets waiting for its window
+/// (what bounds a connection through a relay; the endpoint's channel only sees the room it is told).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SectionState {
+    /// The relay the section goes through.
+    pub relay: SocketAddr,
+    pub connection_id: u64,
+    /// Datagrams waiting for the section's window.
+    pub waiting: usize,
+    /// The section's congestion controller.
+    pub controller: &'static str,
+    /// The section's congestion window, bytes.
+    pub window: u64,
+    /// Bytes the section has in flight.
+    pub in_flight: u64,
+    /// The section's smoothed RTT, once sampled.
+    pub srtt: Option<Duration>,
+    /// The section's smallest RTT sample.
+    pub min_rtt: Option<Duration>,
+    /// SECTIONs declared lost.
+    pub lost: u64,
+}
+
 /// One section of one connection, at this endpoint.
 #[derive(Debug)]
 struct SectionEnd {
@@ -268,6 +291,21 @@ impl EndpointSections {
         }
         end.waiting.push_back(payload);
         None
+    }
+
+    /// Every section as it stands.
+    pub fn section_states(&self) -> impl Iterator<Item = SectionState> + '_ {
+        self.sections.iter().map(|(&(relay, connection_id), end)| SectionState {
+            relay,
+            connection_id,
+            waiting: end.waiting.len(),
+            controller: end.sender.controller(),
+            window: end.sender.window(),
+            in_flight: end.sender.bytes_in_flight(),
+            srtt: end.sender.srtt(),
+            min_rtt: end.sender.min_rtt(),
+            lost: end.sender.lost(),
+        })
     }
 
     /// The next datagram for the sockets: section traffic first (SECTION_ACKs and waiting packets their section's
@@ -478,6 +516,25 @@ mod tests {
         assert_eq!(server.on_datagram(Time::ZERO, local, relay, &stray_ack), Received::Dropped);
         assert_eq!(server.stats().dropped, 2);
         assert!(server.is_empty());
+    }
+
+    #[test]
+    fn section_states_show_what_waits_and_what_the_window_holds() {
+        let (server, relay) = (addr("10.0.2.1:4433"), addr("10.0.1.2:4477"));
+        let mut client = sections(8);
+        client.route_through(server, relay);
+        assert_eq!(client.section_states().count(), 0, "a route opens no section before a packet goes");
+        for seq in 0..3 {
+            assert_eq!(hand_over(&mut client, server, inner(seq)), None);
+        }
+        let waiting: Vec<SectionState> = client.section_states().collect();
+        let [state] = waiting.as_slice() else { panic!("one section: {waiting:?}") };
+        assert_eq!((state.relay, state.connection_id, state.waiting, state.in_flight), (relay, ID, 3, 0));
+        assert_eq!((state.controller, state.srtt, state.lost), ("newreno", None, 0));
+        let sent = next_section(&mut client, Time::ZERO).expect("a SECTION");
+        let state = client.section_states().next().expect("the section");
+        assert_eq!((state.waiting, state.in_flight), (2, sent.payload.len() as u64));
+        assert!(state.window >= state.in_flight, "{state:?}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ mod section_control;
 mod section_receiver;
 mod section_sender;
 
-pub use endpoint_sections::{EndpointSections, Received, SectionStats};
+pub use endpoint_sections::{EndpointSections, Received, SectionState, SectionStats};
 pub use queue::{QueueFull, SectionQueue};
 pub use relay::{
     ConnectionState, DirectionState, Relay, RelayConfig, RelayStats, RelayTransmit, CONNECTION_IDLE, MAX_CONNECTIONS,

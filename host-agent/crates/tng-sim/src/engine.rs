@@ -546,6 +546,7 @@ impl Simulation {
                 HostId::CrossClient(f) => format!("cross{f}"),
             };
             observation::log_channels(now, &name, &mut self.host(host).endpoint);
+            observation::log_sections(now, &name, &self.host(host).sections);
         }
         for site in RelaySite::all(self.relays.len() / 2) {
             if let Some(node) = &self.relays[site.index()] {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tng_proto::{Endpoint, Time};
-use tng_relay::{DirectionState, Relay};
+use tng_relay::{DirectionState, EndpointSections, Relay, SectionState};
 
 /// Prints each channel of `endpoint`'s connections to stderr as one JSON line (`tng-sim run --channel-log`).
 pub fn log_channels(now: Duration, host: &str, endpoint: &mut Endpoint) {
@@ -35,6 +35,30 @@ pub fn log_channels(now: Duration, host: &str, endpoint: &mut Endpoint) {
             });
             eprintln!("{line}");
         }
+    }
+}
+
+/// Prints each section `host`'s endpoint sends through a relay to stderr as one JSON line: the section's own
+/// controller, which bounds the channel through it (`tng-sim run --channel-log`).
+pub fn log_sections(now: Duration, host: &str, sections: &EndpointSections) {
+    let at_ms = now.as_secs_f64() * 1000.0;
+    let ms = |rtt: Option<Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1000.0);
+    for state in sections.section_states() {
+        let SectionState { relay, connection_id, waiting, controller, window, in_flight, srtt, min_rtt, lost } = state;
+        let line = serde_json::json!({
+            "t_ms": at_ms,
+            "host": host,
+            "section": relay.to_string(),
+            "connection": connection_id,
+            "waiting": waiting,
+            "cc": controller,
+            "cwnd": window,
+            "bytes_in_flight": in_flight,
+            "srtt_ms": ms(srtt),
+            "min_rtt_ms": ms(min_rtt),
+            "lost": lost,
+        });
+        eprintln!("{line}");
     }
 }
 

@@ -183,7 +183,7 @@ fn bench_reports_events_per_second() {
 }
 
 #[test]
-fn the_channel_log_has_a_line_per_channel_and_per_relayed_direction() {
+fn the_channel_log_has_a_line_per_channel_per_relayed_direction_and_per_section_end() {
     let relayed = r#"
 duration_s = 1.0
 [workload]
@@ -218,4 +218,12 @@ delay_ms = 20
     let down = relay.iter().rev().find(|line| line["direction"] == "toward_client").expect("downloading");
     assert_eq!(down["cc"], "vegas");
     assert!(down["forwarded"].as_u64() > Some(0), "{down}");
+    // The server's end of its core section: the controller that bounds the download's sender.
+    let section_ends: Vec<&serde_json::Value> = lines.iter().filter(|line| line.get("section").is_some()).collect();
+    let server = section_ends.iter().rev().find(|line| line["host"] == "server").expect("the server's section end");
+    assert_eq!((&server["section"], &server["cc"]), (&serde_json::json!("10.0.0.3:4477"), &serde_json::json!("cubic")));
+    assert!(server["cwnd"].as_u64() > Some(0) && server["srtt_ms"].as_f64() > Some(40.0), "{server}");
+    for field in ["waiting", "bytes_in_flight", "min_rtt_ms", "lost"] {
+        assert!(server.get(field).is_some(), "{field} in {server}");
+    }
 }
