@@ -121,7 +121,9 @@ def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_q
     t0 = 1000.0
     transfer = {"goodput_per_second": [(1, 4.0), (2, 9.0), (3, 8.0), (4, 6.0)], "bytes_checked": 1}
     sender = relay_lab_report.SenderMetrics(
-        srtt_ms=[(t0 + 0.5, 100.0), (t0 + 2.5, 300.0)], in_flight_bytes=[(t0 + 0.5, 20_000.0), (t0 + 3.0, 60_000.0)]
+        srtt_ms=[(t0 + 0.5, 100.0), (t0 + 2.5, 300.0)],
+        in_flight_bytes=[(t0 + 0.5, 20_000.0), (t0 + 3.0, 60_000.0)],
+        section_window_bytes=[(t0 + 1.5, 30_000.0)],
     )
     # 12,500 bytes in the 10 Mbit/s DSL's queue are 10 ms; the core carried 1.25 MB between the second level's first
     # and last samples (2.0 and 3.9 s).
@@ -141,6 +143,7 @@ def test_a_scheme_s_levels_come_from_its_seconds_its_sender_s_srtt_and_the_dsl_q
     assert [point["t_s"] for point in report["timeline"]] == [1, 2, 3, 4]
     assert report["timeline"][2]["sender_srtt_ms"] == 300.0
     assert [point["sender_in_flight_kb"] for point in report["timeline"]] == [20.0, 20.0, 60.0, 60.0]
+    assert [point["sender_section_window_kb"] for point in report["timeline"]] == [None, 30.0, 30.0, 30.0]
     # On the 100 ms grid the second level (2.0-3.9 s) holds 20 kB ten times and 60 kB ten times (from 3.0 s).
     assert first["sender_in_flight_mean_kb"] == 20.0 and second["sender_in_flight_mean_kb"] == 40.0
     assert "goodput_per_second" not in report["transfer"]
@@ -199,7 +202,7 @@ def test_the_comparison_gives_the_ratios_to_end_to_end_cubic_and_tng_s_targets()
     assert rows[1]["targets"] == {"goodput_at_least_0_95": False, "p95_delay_at_most_0_2": False}
 
 
-def test_the_sender_s_srtt_and_bytes_in_flight_are_read_from_its_qlog_even_when_its_last_line_is_cut(
+def test_the_sender_s_srtt_flight_and_section_window_are_read_from_its_qlog_even_when_its_last_line_is_cut(
     tmp_path: Path,
 ) -> None:
     header = {"trace": {"common_fields": {"reference_time": 1_000_000.0}}}
@@ -209,6 +212,12 @@ def test_the_sender_s_srtt_and_bytes_in_flight_are_read_from_its_qlog_even_when_
         {"time": 30.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "bytes_in_flight": 1000}},
         {"time": 40.0, "name": "recovery:metrics_updated", "data": {"channel": 0, "smoothed_rtt": 150.0}},
         {"time": 45.0, "name": "recovery:metrics_updated", "data": {"channel": 1, "bytes_in_flight": 500}},
+        {
+            "time": 46.0,
+            "name": "tng:section_updated",
+            "data": {"remote": "10.20.2.1:4477", "congestion_window": 14720, "smoothed_rtt": None},
+        },
+        {"time": 47.0, "name": "tng:section_updated", "data": {"remote": "10.20.2.1:4477", "congestion_window": 20000}},
     ]
     lines = [json.dumps(header), *(json.dumps(event) for event in events)]
     cut_short = '{"time":50.0,"name":"recovery:metrics_updated","data":{"channel":0,"smoothed_rtt":16'
@@ -216,6 +225,7 @@ def test_the_sender_s_srtt_and_bytes_in_flight_are_read_from_its_qlog_even_when_
     metrics = relay_lab_report.sender_metrics(tmp_path)
     assert metrics.srtt_ms == [(1000.01, 120.5), (1000.04, 150.0)]
     assert metrics.in_flight_bytes == [(1000.03, 1000.0), (1000.045, 1500.0)]  # the channels' added up
+    assert metrics.section_window_bytes == [(1000.046, 14720.0), (1000.047, 20000.0)]  # one section, as it changed
 
 
 def test_the_network_routes_every_host_through_the_relay_namespace(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ targets)."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,40 +34,50 @@ class SenderMetrics:
 
     srtt_ms: list[tuple[float, float]]  # the largest smoothed RTT over its channels
     # The sum of its channels' bytes in flight, end to end. Through a relay the channel's own controller does not
-    # bound them: the sender's section to the relay does (its room, tng_relay::EndpointSections), whose window the
-    # qlog does not carry.
+    # bound them: the sender's section to the relay does (tng_relay::EndpointSections, its room).
     in_flight_bytes: list[tuple[float, float]]
+    # The sum of the congestion windows of its sections to relays (`tng:section_updated`): what bounds the bytes
+    # in flight of a split flow's sender. Empty end to end.
+    section_window_bytes: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+
+
+# The qlog events read, and of each the fields and the series they go to: (event, field, series).
+_SENDER_FIELDS = (
+    ("recovery:metrics_updated", "smoothed_rtt", "srtt"),
+    ("recovery:metrics_updated", "bytes_in_flight", "in_flight"),
+    ("tng:section_updated", "congestion_window", "section_window"),
+)
 
 
 def sender_metrics(qlog_dir: Path) -> SenderMetrics:
-    """Every `recovery:metrics_updated` that set a smoothed RTT or the bytes in flight, over every trace in
-    `qlog_dir` (the data sender's)."""
+    """Every `recovery:metrics_updated` that set a smoothed RTT or the bytes in flight, and every
+    `tng:section_updated`, over every trace in `qlog_dir` (the data sender's)."""
     events: list[tuple[float, str, str, float]] = []
     for trace in sorted(qlog_dir.glob("*.sqlog")):
         with trace.open(errors="replace") as lines:
             header = json.loads(lines.readline().lstrip("\x1e"))
             reference_ms = float(header["trace"]["common_fields"]["reference_time"])
             for line in lines:
-                if "metrics_updated" not in line or ("smoothed_rtt" not in line and "bytes_in_flight" not in line):
+                if "metrics_updated" not in line and "section_updated" not in line:
                     continue
                 try:
                     event = json.loads(line.lstrip("\x1e"))
                 except ValueError:  # the last line of a trace cut short when its server stopped
                     continue
-                channel = f"{trace.name}/{event['data'].get('channel', 0)}"
+                data = event["data"]
+                # A channel's series are its own; a section's are the relay's it goes through.
+                source = f"{trace.name}/{data.get('channel', data.get('remote', 0))}"
                 at = (reference_ms + event["time"]) / 1000
-                for field in ("smoothed_rtt", "bytes_in_flight"):
-                    if field in event["data"]:
-                        events.append((at, field, channel, float(event["data"][field])))
-    held: dict[str, dict[str, float]] = {"smoothed_rtt": {}, "bytes_in_flight": {}}
-    srtt, in_flight = [], []
-    for at, field, channel, value in sorted(events):
-        held[field][channel] = value
-        if field == "smoothed_rtt":
-            srtt.append((at, max(held[field].values())))
-        else:
-            in_flight.append((at, sum(held[field].values())))
-    return SenderMetrics(srtt, in_flight)
+                for name, field_name, series in _SENDER_FIELDS:
+                    if event["name"] == name and data.get(field_name) is not None:
+                        events.append((at, series, source, float(data[field_name])))
+    held: dict[str, dict[str, float]] = {series: {} for _, _, series in _SENDER_FIELDS}
+    out: dict[str, list[tuple[float, float]]] = {series: [] for series in held}
+    for at, series, source, value in sorted(events):
+        held[series][source] = value
+        combined = max(held[series].values()) if series == "srtt" else sum(held[series].values())
+        out[series].append((at, combined))
+    return SenderMetrics(out["srtt"], out["in_flight"], out["section_window"])
 
 
 def _held(series: list[tuple[float, float]], times: list[float], at: float) -> float | None:
@@ -103,11 +114,16 @@ def scheme_report(
         return counters.down if down else counters.up
 
     queue = [(s.t_unix - t0_unix, sending(s.dsl).queue_bytes * 8 / dsl_bps * 1000) for s in samples]
-    srtt, in_flight = sender.srtt_ms, sender.in_flight_bytes
+    srtt, in_flight, window = sender.srtt_ms, sender.in_flight_bytes, sender.section_window_bytes
     srtt_times, in_flight_times = [at for at, _ in srtt], [at for at, _ in in_flight]
+    window_times = [at for at, _ in window]
 
     def in_flight_kb(at: float) -> float | None:
         held = _held(in_flight, in_flight_times, at)
+        return round(held / 1000, 1) if held is not None else None
+
+    def section_window_kb(at: float) -> float | None:
+        held = _held(window, window_times, at)
         return round(held / 1000, 1) if held is not None else None
 
     goodput = dict(transfer.pop("goodput_per_second"))
@@ -121,6 +137,7 @@ def scheme_report(
                 "goodput_mbps": goodput.get(k),
                 "sender_srtt_ms": _held(srtt, srtt_times, t0_unix + k),
                 "sender_in_flight_kb": in_flight_kb(t0_unix + k),
+                "sender_section_window_kb": section_window_kb(t0_unix + k),
                 "dsl_queue_ms": _mean(in_second),
             }
         )
@@ -166,6 +183,7 @@ def scheme_report(
         "queue_samples": len(samples),
         "srtt_samples": len(srtt),
         "in_flight_samples": len(in_flight),
+        "section_window_samples": len(window),
     }
 
 
@@ -318,6 +336,17 @@ def plot_relay(name: str, split: dict[str, Any], out_dir: Path, title: str) -> P
         [kb for _, kb in sender],
         color="#9467bd",
         label="data sender's bytes in flight end to end (its qlog), at each second's end",
+    )
+    section = [
+        (p["t_s"], p["sender_section_window_kb"])
+        for p in split["timeline"]
+        if p.get("sender_section_window_kb") is not None
+    ]
+    window_axes.plot(
+        [t for t, _ in section],
+        [kb for _, kb in section],
+        color="#ff7f0e",
+        label="data sender's section window toward the relay (its qlog), at each second's end",
     )
     window_axes.plot(
         [s["t_s"] for s in relay["samples"]],

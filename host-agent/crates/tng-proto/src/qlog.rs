@@ -125,6 +125,23 @@ pub struct Metrics {
     pub congestion_state: &'static str,
 }
 
+/// The flow state of a relay's section that a connection's channels toward `remote` go through (`tng:section_updated`):
+/// the section's own controller sets their window (`Endpoint::set_section_room`), so their `metrics_updated` show
+/// only what they have in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SectionMetrics {
+    /// Where the channels send: the relay, or the peer a client names through it.
+    pub remote: SocketAddr,
+    /// The section controller's name.
+    pub controller: &'static str,
+    pub cwnd: u64,
+    pub bytes_in_flight: u64,
+    /// `None` until the section has a sample.
+    pub smoothed_rtt: Option<Duration>,
+    /// Datagrams waiting for the section's window.
+    pub waiting: u64,
+}
+
 /// One event of a connection.
 #[derive(Debug)]
 pub enum QlogEvent<'a> {
@@ -191,4 +208,6 @@ pub enum QlogEvent<'a> {
         channel: u8,
         feedback: Feedback,
     },
+    /// The section the channels toward a relay go through changed its window, flight, RTT or queue.
+    SectionUpdated(SectionMetrics),
 }

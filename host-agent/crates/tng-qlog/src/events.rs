@@ -104,6 +104,17 @@ pub(crate) fn name_and_data(event: &QlogEvent<'_>) -> (&'static str, Value) {
             }
             ("tng:feedback_echoed", data)
         }
+        QlogEvent::SectionUpdated(section) => (
+            "tng:section_updated",
+            json!({
+                "remote": section.remote.to_string(),
+                "controller": section.controller,
+                "congestion_window": section.cwnd,
+                "bytes_in_flight": section.bytes_in_flight,
+                "smoothed_rtt": section.smoothed_rtt.map(ms),
+                "waiting": section.waiting,
+            }),
+        ),
     }
 }
 

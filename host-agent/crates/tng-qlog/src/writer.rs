@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use tng_proto::qlog::{Metrics, QlogEvent, QlogSink, TraceStart};
+use tng_proto::qlog::{Metrics, QlogEvent, QlogSink, SectionMetrics, TraceStart};
 use tng_proto::streams::Side;
 use tng_proto::Time;
 
@@ -78,6 +79,8 @@ pub struct QlogWriter<W: Write> {
     out: W,
     /// What each channel's last `metrics_updated` said, so that only changes are written (as qlog asks).
     metrics: BTreeMap<u8, Metrics>,
+    /// What each relay section's last `tng:section_updated` said, likewise.
+    sections: BTreeMap<SocketAddr, SectionMetrics>,
     last_flush: Time,
     /// The first write error; nothing more is written after it.
     failed: bool,
@@ -108,7 +111,13 @@ impl<W: Write + Send> QlogWriter<W> {
                 configuration: Configuration { time_offset: 0.0, time_units: "ms" },
             },
         };
-        let mut writer = QlogWriter { out, metrics: BTreeMap::new(), last_flush: start.now, failed: false };
+        let mut writer = QlogWriter {
+            out,
+            metrics: BTreeMap::new(),
+            sections: BTreeMap::new(),
+            last_flush: start.now,
+            failed: false,
+        };
         writer.record_value(&header);
         writer.record(start.now, "connectivity:connection_started", &events::connection_started(start));
         writer
@@ -162,6 +171,13 @@ impl<W: Write + Send> QlogSink for QlogWriter<W> {
     fn emit(&mut self, now: Time, event: &QlogEvent<'_>) {
         match event {
             QlogEvent::MetricsUpdated(metrics) => self.metrics(now, metrics),
+            QlogEvent::SectionUpdated(section) => {
+                // A section is told of every acknowledgement and send; only a change is an event.
+                if self.sections.insert(section.remote, *section) != Some(*section) {
+                    let (name, data) = events::name_and_data(event);
+                    self.record(now, name, &data);
+                }
+            }
             QlogEvent::ChannelRemoved { channel } => {
                 self.metrics.remove(channel);
                 let (name, data) = events::name_and_data(event);

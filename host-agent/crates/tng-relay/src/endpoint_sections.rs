@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tng_proto::cc::CcConfig;
+use tng_proto::qlog::SectionMetrics;
 use tng_proto::{CcKind, EcnCodepoint, Endpoint, Time, Transmit};
 use tng_wire::{Feedback, FlowHeader, Packet, PacketType, Payload, Section, MAX_SECTION_INNER};
 
@@ -317,7 +318,7 @@ impl EndpointSections {
             if let Some(section) = self.poll_section(now, buf) {
                 return Some(section);
             }
-            self.tell_room(endpoint);
+            self.tell_room(endpoint, now);
             let transmit = endpoint.poll_transmit(now, buf)?;
             if let Some(direct) = self.on_transmit(now, transmit, buf) {
                 return Some(direct);
@@ -350,8 +351,9 @@ impl EndpointSections {
         None
     }
 
-    /// Tells each channel whose section's room changed how many packets it may now hand over.
-    fn tell_room(&mut self, endpoint: &mut Endpoint) {
+    /// Tells each channel whose section's room changed how many packets it may now hand over, and its trace what the
+    /// section holds.
+    fn tell_room(&mut self, endpoint: &mut Endpoint, now: Time) {
         for (relay, connection_id) in self.room_changed.drain() {
             let Some(end) = self.sections.get(&(relay, connection_id)) else { continue };
             let window = end.sender.room() / section_len(MAX_SECTION_INNER);
@@ -359,7 +361,17 @@ impl EndpointSections {
             let room = (window + SECTION_HEADROOM)
                 .saturating_sub(waiting)
                 .min((self.queue_limit as u64).saturating_sub(waiting));
-            endpoint.set_section_room(connection_id, end.next_hop.unwrap_or(relay), Some(room));
+            let remote = end.next_hop.unwrap_or(relay);
+            endpoint.set_section_room(connection_id, remote, Some(room));
+            let section = SectionMetrics {
+                remote,
+                controller: end.sender.controller(),
+                cwnd: end.sender.window(),
+                bytes_in_flight: end.sender.bytes_in_flight(),
+                smoothed_rtt: end.sender.srtt(),
+                waiting,
+            };
+            endpoint.trace_section(now, connection_id, &section);
         }
     }
 

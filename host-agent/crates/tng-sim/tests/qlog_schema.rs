@@ -25,14 +25,16 @@ fn schema(part: &str) -> jsonschema::Validator {
 
 /// Runs migration.toml for 6 simulated seconds at a low rate with qlog into a fresh directory.
 fn traced_run(name: &str) -> PathBuf {
+    traced(name, "migration.toml", &["duration_s=6", "paths.0.rate_mbps=4", "paths.1.rate_mbps=4"])
+}
+
+/// Runs the scenario file `file` with `overrides` and qlog into a fresh directory.
+fn traced(name: &str, file: &str, overrides: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tng-qlog-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let qlog = QlogDir::new(&dir, "tng-sim", Clock::Virtual).expect("qlog directory").into_config();
-    let path = repo_path("host-agent/scenarios/migration.toml");
-    let overrides: Vec<Override> = ["duration_s=6", "paths.0.rate_mbps=4", "paths.1.rate_mbps=4"]
-        .iter()
-        .map(|text| Override::parse(text).expect("override"))
-        .collect();
+    let path = repo_path(&format!("host-agent/scenarios/{file}"));
+    let overrides: Vec<Override> = overrides.iter().map(|text| Override::parse(text).expect("override")).collect();
     let scenario = load_scenario(&path, &overrides).expect("scenario");
     let base_dir = path.parent().expect("scenarios directory").to_path_buf();
     run(&scenario, &base_dir, RunOptions { qlog: Some(qlog), ..RunOptions::default() }).expect("run");
@@ -113,6 +115,35 @@ fn two_path_run_writes_schema_valid_json_seq_for_both_ends() {
             assert!(migrated, "the server moved channel 1 to the client's new address");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_split_download_traces_the_section_that_bounds_its_sender() {
+    let dir = traced("section", "relay-dsl.toml", &["duration_s=4", "workload.bytes=2000000"]);
+    let server = std::fs::read_dir(&dir)
+        .expect("qlog dir")
+        .map(|entry| entry.expect("entry").path())
+        .find(|path| path.to_string_lossy().ends_with("-server.sqlog"))
+        .expect("the server's trace");
+    let event_schema = schema("event");
+    let sections: Vec<Value> =
+        records(&server).into_iter().filter(|event| event["name"] == "tng:section_updated").collect();
+    assert!(sections.len() > 100, "the server's core section, traced as it changes: {} events", sections.len());
+    for event in &sections {
+        let errors: Vec<String> = event_schema.iter_errors(event).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{event}: {errors:?}");
+        assert_eq!(
+            (&event["data"]["remote"], &event["data"]["controller"]),
+            (&"10.0.0.3:4477".into(), &"cubic".into())
+        );
+    }
+    let windows: Vec<u64> =
+        sections.iter().map(|event| event["data"]["congestion_window"].as_u64().expect("u64")).collect();
+    let grown = windows.iter().max().expect("events") > windows.first().expect("events");
+    assert!(grown, "the section's slow start shows: {:?}", &windows[..windows.len().min(20)]);
+    let repeated = sections.windows(2).filter(|pair| pair[0]["data"] == pair[1]["data"]).count();
+    assert_eq!(repeated, 0, "only changes are events");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -552,6 +552,14 @@ impl Connection {
         found
     }
 
+    /// Traces the relay section the channels toward `section.remote` go through, if this connection is traced.
+    pub(crate) fn trace_section(&mut self, section: &crate::qlog::SectionMetrics) {
+        let now = self.now;
+        if let Some(sink) = self.qlog.sink() {
+            sink.emit(now, &QlogEvent::SectionUpdated(*section));
+        }
+    }
+
     /// Sends no datagram larger than `size` bytes from now on (never above the configured size).
     pub(crate) fn limit_datagram_size(&mut self, size: usize) {
         self.config.max_datagram_size = self.config.max_datagram_size.min(size);

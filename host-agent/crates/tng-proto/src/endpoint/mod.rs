@@ -20,6 +20,7 @@ use crate::config::{EndpointConfig, RetryPolicy};
 use crate::connection::{Connection, ConnectionHandle, ConnectionStats, Datagram, EcnCodepoint, Event, Transmit};
 use crate::error::{ConnectError, ConnectionError};
 use crate::identity::{Identity, StaticKeypair};
+use crate::qlog::SectionMetrics;
 use crate::retry::TokenKey;
 use crate::time::Time;
 
@@ -336,6 +337,20 @@ impl Endpoint {
         let found = entry.connection.set_section_room(remote, packets);
         self.work.touch(handle, &mut entry.marks); // room that grew may let data out now
         found
+    }
+
+    /// Traces the relay section that the channels of the connection with `connection_id` toward `section.remote`
+    /// go through (qlog `tng:section_updated`): what bounds them, which their own metrics do not show. Nothing
+    /// happens unless connections are traced.
+    pub fn trace_section(&mut self, now: Time, connection_id: u64, section: &SectionMetrics) {
+        if self.config.transport.qlog.is_none() {
+            return;
+        }
+        let Some(&handle) = self.by_id.get(&connection_id) else { return };
+        if let Some(entry) = self.connections.get_mut(&handle) {
+            entry.connection.advance(now);
+            entry.connection.trace_section(section);
+        }
     }
 
     /// A snapshot of a connection's counters (without needing `&mut self`).
