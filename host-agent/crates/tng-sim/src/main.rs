@@ -41,8 +41,8 @@ enum Command {
         /// No progress lines on stderr.
         #[arg(long)]
         quiet: bool,
-        /// Every MS simulated milliseconds, print each channel's RTT, window, bytes in flight and pacing rate to
-        /// stderr as JSON lines (to see what limits a transfer).
+        /// Every MS simulated milliseconds, print each channel's RTT, window, bytes in flight and pacing rate, each
+        /// relay's queues and each section end's window to stderr as JSON lines (to see what limits a transfer).
         #[arg(long, value_name = "MS")]
         channel_log: Option<u64>,
         /// Write a qlog trace of every connection end into DIR (JSON-SEQ, one `.sqlog` file each; virtual time).
