@@ -1,10 +1,11 @@
 //! A tng connection through `tng relay`, all three as processes on loopback: `tng perf client --relay` sends every
 //! packet through the relay, and when the relay is killed mid-transfer and started again on its address, the
-//! transfer goes on through the fresh relay with every byte intact.
+//! transfer goes on through the fresh relay with every byte intact; the sender's qlog traces its section.
 
 mod common;
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -66,4 +67,62 @@ fn a_transfer_through_a_killed_and_restarted_relay_arrives_intact() {
     assert_eq!(report["bytes_corrupted"], 0, "{report}");
     assert!(report["bytes_received"].as_u64().is_some_and(|bytes| bytes > 1_000_000), "{report}");
     assert!(forwarded_by_fresh > 100, "the fresh relay forwarded {forwarded_by_fresh} SECTIONs");
+}
+
+/// Starts `tng perf server` on a free port with `args` added; its address once it listens.
+fn start_server(args: &[&str]) -> (Process, String) {
+    let server = format!("127.0.0.1:{}", free_port());
+    let process = Process::spawn(&[&["perf", "server", "--listen", &server], args].concat());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&server).is_err() {
+        assert!(Instant::now() < deadline, "perf server did not listen on {server}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (process, server)
+}
+
+/// The `tng:section_updated` events of the traces in `dir`.
+fn section_events(dir: &Path) -> Vec<Value> {
+    let mut events = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("qlog dir") {
+        let bytes = std::fs::read(entry.expect("entry").path()).expect("trace");
+        for record in bytes.split(|&b| b == 0x1e).filter(|record| record.ends_with(b"\n")) {
+            let event: Value = serde_json::from_slice(record).expect("JSON");
+            if event["name"] == "tng:section_updated" {
+                events.push(event["data"].clone());
+            }
+        }
+    }
+    events
+}
+
+#[test]
+fn the_sender_s_qlog_traces_the_section_to_the_relay() {
+    let qlog = std::env::temp_dir().join(format!("tng-relayed-qlog-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&qlog);
+    let (mut server, address) = start_server(&["--qlog", qlog.to_str().expect("utf-8")]);
+    let relay_address = format!("127.0.0.1:{}", free_port());
+    let relay = start_relay(&relay_address);
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new(TNG)
+        .args(["perf", "client", "--transport", "tng", "--connect", &address, "--relay", &relay_address])
+        .args(["--mode", "bulk", "--duration", "2", "--json"])
+        .output()
+        .expect("tng perf client");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Interrupted, the server ends its connections and flushes their traces.
+    let signalled = Command::new("kill").args(["-INT", &server.0.id().to_string()]).status().expect("kill");
+    assert!(signalled.success());
+    let _ = server.0.wait();
+    stop_relay(relay);
+    let sections = section_events(&qlog);
+    assert!(sections.len() > 10, "the server's section to the relay, as it changed: {} events", sections.len());
+    for section in &sections {
+        assert_eq!(section["remote"], relay_address.as_str(), "{section}");
+        assert!(section["controller"].as_str().is_some_and(|name| !name.is_empty()), "{section}");
+    }
+    let windows = sections.iter().filter_map(|section| section["congestion_window"].as_u64());
+    assert!(windows.max() > Some(0), "{sections:?}");
+    assert!(sections.iter().any(|section| section["smoothed_rtt"].as_f64().is_some()), "an RTT sampled");
+    let _ = std::fs::remove_dir_all(&qlog);
 }
