@@ -70,23 +70,15 @@ pub struct SectionStats {
     pub dropped: u64,
 }
 
-/// One of an endpoint's sections as it stands: its sending end's controller and the packets waiting for its window
-/// (what bounds a connection through a relay; the endpoint's channel only sees the room it is told).
+/// One of an endpoint's sections as it stands (what bounds a connection through a relay; the endpoint's channel only
+/// sees the room it is told): its sending end's flow state as the qlog traces it, and what the trace leaves out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SectionState {
     /// The relay the section goes through.
     pub relay: SocketAddr,
     pub connection_id: u64,
-    /// Datagrams waiting for the section's window.
-    pub waiting: usize,
-    /// The section's congestion controller.
-    pub controller: &'static str,
-    /// The section's congestion window, bytes.
-    pub window: u64,
-    /// Bytes the section has in flight.
-    pub in_flight: u64,
-    /// The section's smoothed RTT, once sampled.
-    pub srtt: Option<Duration>,
+    /// The section's controller, window, flight, RTT and waiting datagrams (`tng:section_updated`).
+    pub flow: SectionMetrics,
     /// The section's smallest RTT sample.
     pub min_rtt: Option<Duration>,
     /// SECTIONs declared lost.
@@ -106,6 +98,21 @@ struct SectionEnd {
     acks_sent: u64,
     /// When the section last carried a packet either way.
     last_active: Time,
+}
+
+impl SectionEnd {
+    /// The sending end's flow state, toward where the endpoint's channels send (the next hop a client names, else
+    /// `relay`).
+    fn flow(&self, relay: SocketAddr) -> SectionMetrics {
+        SectionMetrics {
+            remote: self.next_hop.unwrap_or(relay),
+            controller: self.sender.controller(),
+            cwnd: self.sender.window(),
+            bytes_in_flight: self.sender.bytes_in_flight(),
+            smoothed_rtt: self.sender.srtt(),
+            waiting: self.waiting.len() as u64,
+        }
+    }
 }
 
 /// The sections of an endpoint, by relay and connection id.
@@ -299,11 +306,7 @@ impl EndpointSections {
         self.sections.iter().map(|(&(relay, connection_id), end)| SectionState {
             relay,
             connection_id,
-            waiting: end.waiting.len(),
-            controller: end.sender.controller(),
-            window: end.sender.window(),
-            in_flight: end.sender.bytes_in_flight(),
-            srtt: end.sender.srtt(),
+            flow: end.flow(relay),
             min_rtt: end.sender.min_rtt(),
             lost: end.sender.lost(),
         })
@@ -361,17 +364,9 @@ impl EndpointSections {
             let room = (window + SECTION_HEADROOM)
                 .saturating_sub(waiting)
                 .min((self.queue_limit as u64).saturating_sub(waiting));
-            let remote = end.next_hop.unwrap_or(relay);
-            endpoint.set_section_room(connection_id, remote, Some(room));
-            let section = SectionMetrics {
-                remote,
-                controller: end.sender.controller(),
-                cwnd: end.sender.window(),
-                bytes_in_flight: end.sender.bytes_in_flight(),
-                smoothed_rtt: end.sender.srtt(),
-                waiting,
-            };
-            endpoint.trace_section(now, connection_id, &section);
+            let flow = end.flow(relay);
+            endpoint.set_section_room(connection_id, flow.remote, Some(room));
+            endpoint.trace_section(now, connection_id, &flow);
         }
     }
 
@@ -541,12 +536,15 @@ mod tests {
         }
         let waiting: Vec<SectionState> = client.section_states().collect();
         let [state] = waiting.as_slice() else { panic!("one section: {waiting:?}") };
-        assert_eq!((state.relay, state.connection_id, state.waiting, state.in_flight), (relay, ID, 3, 0));
-        assert_eq!((state.controller, state.srtt, state.lost), ("newreno", None, 0));
+        assert_eq!(
+            (state.relay, state.connection_id, state.flow.waiting, state.flow.bytes_in_flight),
+            (relay, ID, 3, 0)
+        );
+        assert_eq!((state.flow.controller, state.flow.smoothed_rtt, state.lost), ("newreno", None, 0));
         let sent = next_section(&mut client, Time::ZERO).expect("a SECTION");
         let state = client.section_states().next().expect("the section");
-        assert_eq!((state.waiting, state.in_flight), (2, sent.payload.len() as u64));
-        assert!(state.window >= state.in_flight, "{state:?}");
+        assert_eq!((state.flow.waiting, state.flow.bytes_in_flight), (2, sent.payload.len() as u64));
+        assert!(state.flow.cwnd >= state.flow.bytes_in_flight, "{state:?}");
     }
 
     #[test]

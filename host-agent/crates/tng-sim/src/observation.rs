@@ -44,17 +44,17 @@ pub fn log_sections(now: Duration, host: &str, sections: &EndpointSections) {
     let at_ms = now.as_secs_f64() * 1000.0;
     let ms = |rtt: Option<Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1000.0);
     for state in sections.section_states() {
-        let SectionState { relay, connection_id, waiting, controller, window, in_flight, srtt, min_rtt, lost } = state;
+        let SectionState { relay, connection_id, flow, min_rtt, lost } = state;
         let line = serde_json::json!({
             "t_ms": at_ms,
             "host": host,
             "section": relay.to_string(),
             "connection": connection_id,
-            "waiting": waiting,
-            "cc": controller,
-            "cwnd": window,
-            "bytes_in_flight": in_flight,
-            "srtt_ms": ms(srtt),
+            "waiting": flow.waiting,
+            "cc": flow.controller,
+            "cwnd": flow.cwnd,
+            "bytes_in_flight": flow.bytes_in_flight,
+            "srtt_ms": ms(flow.smoothed_rtt),
             "min_rtt_ms": ms(min_rtt),
             "lost": lost,
         });
