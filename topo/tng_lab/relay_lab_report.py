@@ -85,6 +85,11 @@ def _held(series: list[tuple[float, float]], times: list[float], at: float) -> f
     return series[index][1] if index >= 0 else None
 
 
+def _held_kb(series: list[tuple[float, float]], times: list[float], at: float) -> float | None:
+    held = _held(series, times, at)
+    return round(held / 1000, 1) if held is not None else None
+
+
 def _p(values: Sequence[float], q: float) -> float | None:
     return round(float(numpy.percentile(values, q)), 1) if values else None
 
@@ -119,12 +124,10 @@ def scheme_report(
     window_times = [at for at, _ in window]
 
     def in_flight_kb(at: float) -> float | None:
-        held = _held(in_flight, in_flight_times, at)
-        return round(held / 1000, 1) if held is not None else None
+        return _held_kb(in_flight, in_flight_times, at)
 
     def section_window_kb(at: float) -> float | None:
-        held = _held(window, window_times, at)
-        return round(held / 1000, 1) if held is not None else None
+        return _held_kb(window, window_times, at)
 
     goodput = dict(transfer.pop("goodput_per_second"))
     seconds = int(options.total_s)
