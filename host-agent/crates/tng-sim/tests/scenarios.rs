@@ -2,7 +2,8 @@
 //!
 //! Heavy: they simulate the files' full durations (up to 60 s of traffic) through the real protocol, so they are
 //! ignored in unoptimized builds; `make test` (profile `ci`) and `cargo test --release -p tng-sim` run them (about a
-//! minute on two cores).
+//! minute on two cores). `TNG_SIM_SEED=N` runs every file with seed N instead of its own, so that the targets can be
+//! checked beyond the seed they were measured at.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,14 +23,27 @@ fn scenario_path(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(file)
 }
 
+/// `overrides` parsed, with `seed=N` last when `TNG_SIM_SEED` is set.
+fn parse_overrides(overrides: &[&str]) -> Vec<Override> {
+    let seed = std::env::var("TNG_SIM_SEED").ok().map(|seed| {
+        let seed: u64 = seed.parse().unwrap_or_else(|_| panic!("TNG_SIM_SEED={seed:?} is not a seed (an integer)"));
+        format!("seed={seed}")
+    });
+    overrides
+        .iter()
+        .copied()
+        .chain(seed.as_deref())
+        .map(|text| Override::parse(text).expect("valid override"))
+        .collect()
+}
+
 fn run_scenario(file: &str, overrides: &[&str]) -> Report {
     run_scenario_with(file, overrides, RunOptions::default())
 }
 
 fn run_scenario_with(file: &str, overrides: &[&str], options: RunOptions) -> Report {
     let path = scenario_path(file);
-    let overrides: Vec<Override> =
-        overrides.iter().map(|text| Override::parse(text).expect("valid override")).collect();
+    let overrides = parse_overrides(overrides);
     let scenario = load_scenario(&path, &overrides).unwrap_or_else(|error| panic!("{error}"));
     let base_dir = path.parent().expect("scenario directory").to_path_buf();
     let outcome = run(&scenario, &base_dir, options).unwrap_or_else(|error| panic!("{error}"));
@@ -269,8 +283,7 @@ fn run_logged(file: &str, relayed: bool, overrides: &[&str]) -> (Report, SrttLog
     let without: String = text.lines().filter(|line| !is_relay(line)).collect::<Vec<_>>().join("\n");
     assert_ne!(without.lines().count(), text.lines().count(), "{file} has a relay line");
     let document = if relayed { text } else { without };
-    let overrides: Vec<Override> =
-        overrides.iter().map(|text| Override::parse(text).expect("valid override")).collect();
+    let overrides = parse_overrides(overrides);
     let base_dir = path.parent().expect("scenario directory").to_path_buf();
     let scenario = parse_scenario(&path, &document, &overrides).unwrap_or_else(|error| panic!("{error}"));
     let log = SrttLog::default();
@@ -457,15 +470,24 @@ fn a_fixed_rate_wan_section_keeps_the_split_flow_at_the_wan_rate_as_random_loss_
             );
             // The WAN section neither ramps up nor backs off: the split flow keeps the WAN's rate (less framing and
             // what the end-to-end layer resends) at every loss rate. End to end, the client's controller reads
-            // each random loss as congestion (Tng's Figure 10).
+            // each random loss as congestion (Tng's Figure 10). A 10 s step holds only a few dozen of those losses
+            // at 100 ms of RTT, so the end-to-end rate of one step is noisy (seeds 1-10: 3.1-7.1 Mbit/s at 0.1 %):
+            // it must fall by the time the loss rate has quadrupled (two steps on), and the split flow's lead is
+            // asserted at 2 x from 0.1 % (seeds 1-10: at least 2.5 x) and 3 x from 0.2 % (at least 4.3 x).
             assert!(split_level.goodput_mbps >= 0.85 * WAN_MBPS, "split at {loss}");
             if index == 0 {
                 assert!(split_level.goodput_mbps >= 0.95 * end_level.goodput_mbps, "split without loss");
-            } else {
-                assert!(end_level.goodput_mbps <= 1.05 * end_to_end.levels[index - 1].goodput_mbps, "{cc} at {loss}");
+            }
+            if index >= 2 {
+                let before = end_to_end.levels[index - 2].goodput_mbps;
+                assert!(
+                    end_level.goodput_mbps < before,
+                    "end-to-end {cc} at {loss}: {before:.2} Mbit/s two steps before"
+                );
             }
             if loss >= 0.001 {
-                assert!(split_level.goodput_mbps >= 3.0 * end_level.goodput_mbps, "split against {cc} at {loss}");
+                let lead = if loss < 0.002 { 2.0 } else { 3.0 };
+                assert!(split_level.goodput_mbps >= lead * end_level.goodput_mbps, "split against {cc} at {loss}");
             }
         }
         let (first, last) = (&end_to_end.levels[0], end_to_end.levels.last().expect("levels"));
