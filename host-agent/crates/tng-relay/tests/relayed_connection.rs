@@ -304,7 +304,7 @@ fn a_relay_on_the_path_intercepts_the_sections_addressed_to_the_server_and_answe
     assert!(relayed.forwarded > 700 && relayed.dropped == 0, "{relayed:?}");
     let (client, server) = (network.client.sections.stats(), network.server.sections.stats());
     assert!(
-        client.unwrapped > 100 && client.dropped == 0,
+        client.unwrapped > 50 && client.dropped == 0,
         "the client took the relay's SECTIONs as the server's: {client:?}"
     );
     assert!(server.unwrapped > 700, "{server:?}");
@@ -317,5 +317,6 @@ fn without_a_relay_on_the_path_the_server_terminates_the_single_section() {
     assert_eq!(network.relay.stats().forwarded, 0);
     let (client, server) = (network.client.sections.stats(), network.server.sections.stats());
     assert!(client.sent > 700 && server.unwrapped > 700, "{client:?} {server:?}");
-    assert!(client.unwrapped > 100 && client.dropped == 0, "the server answered in SECTIONs: {client:?}");
+    // Its answers are mostly ACKs, one per ten packets through a section.
+    assert!(client.unwrapped > 50 && client.dropped == 0, "the server answered in SECTIONs: {client:?}");
 }

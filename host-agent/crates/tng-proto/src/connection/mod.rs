@@ -547,6 +547,7 @@ impl Connection {
         let mut found = false;
         for channel in self.channels.values_mut().filter(|channel| channel.remote == remote) {
             channel.section_room = packets;
+            channel.received.set_relayed(packets.is_some());
             found = true;
         }
         found
