@@ -317,7 +317,13 @@ impl Connection {
 
     /// Reads in-order bytes of a stream.
     pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
-        let result = self.streams_mut()?.read(id, buf);
+        let active = self.channels.values().filter(|channel| channel.state == ChannelState::Active);
+        let longest_round_trip = active.map(|channel| channel.rtt.smoothed()).max();
+        let streams = self.streams_mut()?;
+        if let Some(round_trip) = longest_round_trip {
+            streams.set_round_trip(round_trip);
+        }
+        let result = streams.read(id, buf);
         self.pull_stream_events();
         result
     }

@@ -176,6 +176,8 @@ pub struct Streams {
     stream_count_probe_pending: bool,
     /// The latest `now` a caller told us: `open` has no clock of its own but may need to arm a timer.
     clock: Time,
+    /// The connection's longest round trip, when known: receive windows grow against it.
+    round_trip: Option<Duration>,
 
     // Sending: the peer's credit and our buffers.
     peer_max_data: u64,
@@ -238,6 +240,7 @@ impl Streams {
             open_blocked_at: None,
             stream_count_probe_pending: false,
             clock: Time::ZERO,
+            round_trip: None,
             peer_max_data: peer.max_data,
             peer_max_stream_data: peer.max_stream_data,
             data_sent: 0,

@@ -1,11 +1,13 @@
 //! The receiving halves across streams: incoming STREAM and RESET_STREAM frames, what the application reads or
 //! refuses to read, and the STREAM_ACKs that report it back.
 
+use std::time::Duration;
+
 use tng_wire::varint;
 
 use super::config::MAX_OFFSET;
 use super::error::check_error_code;
-use super::recv::ReadOutcome;
+use super::recv::{ReadOutcome, WindowTuning};
 use super::state::Target;
 use super::{StreamError, StreamEvent, StreamId, Streams};
 
@@ -13,6 +15,12 @@ use super::{StreamError, StreamEvent, StreamId, Streams};
 const MAX_CLOSED_ACKS: usize = 256;
 
 impl Streams {
+    /// The connection's longest round trip now: a stream's receive window grows while its grants come less than two
+    /// of them apart ([`WindowTuning`]).
+    pub fn set_round_trip(&mut self, round_trip: Duration) {
+        self.round_trip = Some(round_trip);
+    }
+
     /// Reads in-order bytes into `buf`.
     pub fn read(&mut self, id: StreamId, buf: &mut [u8]) -> Result<ReadOutcome, StreamError> {
         self.check_opened(id)?;
@@ -20,7 +28,12 @@ impl Streams {
         let outcome = stream.recv.read(id, buf)?;
         match outcome {
             ReadOutcome::Data(n) => {
-                let credit_due = stream.recv.grant_credit(MAX_OFFSET);
+                let tuning = self.round_trip.map(|round_trip| WindowTuning {
+                    now: self.clock,
+                    round_trip,
+                    max_window: self.config.receive_window,
+                });
+                let credit_due = stream.recv.grant_credit(MAX_OFFSET, tuning);
                 self.stats.bytes_read += n as u64;
                 if credit_due {
                     self.schedule_control(id);
@@ -40,7 +53,7 @@ impl Streams {
         self.check_opened(id)?;
         let stream = self.streams.get_mut(&id).ok_or(StreamError::Closed(id))?;
         let (discarded, frame_due) = stream.recv.stop(error_code);
-        let credit_due = discarded > 0 && stream.recv.grant_credit(MAX_OFFSET);
+        let credit_due = discarded > 0 && stream.recv.grant_credit(MAX_OFFSET, None);
         if frame_due || credit_due {
             self.schedule_control(id);
         }
@@ -69,7 +82,7 @@ impl Streams {
         self.data_received += credit.received;
         if credit.discarded > 0 {
             // Stopped streams keep granting credit, so a peer that missed our STOP_SENDING can still finish.
-            stream.recv.grant_credit(MAX_OFFSET);
+            stream.recv.grant_credit(MAX_OFFSET, None);
         }
         if probe && stream.recv.wants_credit() && stream.recv.limit() > offset {
             stream.recv.credit_pending = true;

@@ -5,11 +5,13 @@
 //! memory and the buffer never holds more than the credit we granted.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use super::byte_buffer::ByteBuffer;
 use super::error::StreamError;
 use super::id::StreamId;
 use super::range_set::RangeSet;
+use crate::time::Time;
 
 #[derive(Debug)]
 pub(super) struct RecvStream {
@@ -24,6 +26,8 @@ pub(super) struct RecvStream {
     /// Our latest MAX_STREAM_DATA.
     limit: u64,
     window: u64,
+    /// When the reader's progress last raised `limit` (with a round trip known: see [`WindowTuning`]).
+    last_grant: Option<Time>,
     state: RecvState,
     /// Error code of our STOP_SENDING: the application reads no more, arriving bytes are discarded.
     stopped: Option<u64>,
@@ -64,6 +68,15 @@ pub enum ReadOutcome {
     Blocked,
 }
 
+/// What growing a stream's window takes: the time of a grant, the connection's longest round trip, and the most the
+/// window may become.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowTuning {
+    pub now: Time,
+    pub round_trip: Duration,
+    pub max_window: u64,
+}
+
 /// Connection-level effect of a frame on this stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Credit {
@@ -83,6 +96,7 @@ impl RecvStream {
             final_size: None,
             limit: window,
             window,
+            last_grant: None,
             state: RecvState::Receiving,
             stopped: None,
             stop_pending: false,
@@ -253,13 +267,25 @@ impl RecvStream {
 
     /// Grants more credit once the reader consumed half a window since the last grant, so credit updates cost one
     /// frame per half window rather than one per read. Returns whether a MAX_STREAM_DATA is now due.
-    pub fn grant_credit(&mut self, max_offset: u64) -> bool {
+    ///
+    /// With `tuning` (a read), the window grows as Chromium's and quiche's flow control does: grants less than two
+    /// round trips apart mean the reader keeps up and the window, not the network, holds the sender back (a window
+    /// spans at most two round trips of the sender's rate), so it doubles, up to `max_window`.
+    pub fn grant_credit(&mut self, max_offset: u64, tuning: Option<WindowTuning>) -> bool {
         if self.final_size.is_some() || self.state != RecvState::Receiving {
             return false;
         }
         let new_limit = self.read_offset.saturating_add(self.window).min(max_offset);
         if new_limit > self.limit && new_limit - self.limit >= self.window / 2 {
-            self.limit = new_limit;
+            if let Some(tuning) = tuning {
+                let soon =
+                    self.last_grant.is_some_and(|last| tuning.now.saturating_since(last) < 2 * tuning.round_trip);
+                if soon && self.window < tuning.max_window {
+                    self.window = self.window.saturating_mul(2).min(tuning.max_window);
+                }
+                self.last_grant = Some(tuning.now);
+            }
+            self.limit = self.read_offset.saturating_add(self.window).min(max_offset);
             self.credit_pending = true;
         }
         self.credit_pending
@@ -426,10 +452,47 @@ mod tests {
         let mut r = RecvStream::new(10);
         r.ingest(ID, 0, b"abcdefghij", false, 8).unwrap();
         r.read(ID, &mut [0; 4]).unwrap();
-        assert!(!r.grant_credit(u64::MAX));
+        assert!(!r.grant_credit(u64::MAX, None));
         r.read(ID, &mut [0; 1]).unwrap();
-        assert!(r.grant_credit(u64::MAX));
+        assert!(r.grant_credit(u64::MAX, None));
         assert_eq!(r.limit(), 15);
+    }
+
+    #[test]
+    fn the_window_doubles_while_grants_come_within_two_round_trips() {
+        let tuning = |millis| {
+            Some(WindowTuning {
+                now: Time::from_millis(millis),
+                round_trip: Duration::from_millis(100),
+                max_window: 40,
+            })
+        };
+        let mut r = RecvStream::new(10);
+        let mut offset = 0;
+        let mut read = |r: &mut RecvStream, n: usize| {
+            r.ingest(ID, offset, &vec![0; n], false, 8).unwrap();
+            offset += n as u64;
+            r.read(ID, &mut vec![0; n]).unwrap();
+        };
+        read(&mut r, 5);
+        assert!(r.grant_credit(u64::MAX, tuning(0)));
+        assert_eq!(r.limit(), 15, "the first grant has nothing to compare with");
+        r.credit_pending = false;
+        read(&mut r, 5);
+        assert!(r.grant_credit(u64::MAX, tuning(300)));
+        assert_eq!(r.limit(), 20, "three round trips later: the window stays");
+        r.credit_pending = false;
+        read(&mut r, 5);
+        assert!(r.grant_credit(u64::MAX, tuning(350)));
+        assert_eq!(r.limit(), 35, "half a round trip later: the window doubles to 20");
+        r.credit_pending = false;
+        read(&mut r, 10);
+        assert!(r.grant_credit(u64::MAX, tuning(360)));
+        assert_eq!(r.limit(), 65, "and again, to its most, 40");
+        r.credit_pending = false;
+        read(&mut r, 20);
+        assert!(r.grant_credit(u64::MAX, tuning(370)));
+        assert_eq!(r.limit(), 85, "no further");
     }
 
     #[test]
