@@ -348,3 +348,26 @@ fn a_window_held_back_by_flow_control_does_not_grow() {
     let channel = pair.client.connection_stats(client).expect("client stats").channels[0].clone();
     assert!(channel.cwnd < 256 * 1024, "window grew beyond what flow control let it use: {channel:?}");
 }
+
+#[test]
+fn a_stream_window_smaller_than_the_path_grows_until_the_path_is_the_limit() {
+    // 256 kB of stream credit at first against 10 MB/s over 100 ms of round trip (1 MB in flight to fill it): held
+    // to that window, 10 MB took 7.8 s (a window per round trip, the queue included); grown, 1.8 s: what the path
+    // needs plus slow start.
+    let upload_time = |receive_window: u64| {
+        let mut server_config = EndpointConfig::server();
+        server_config.transport.streams =
+            StreamConfig { stream_receive_window: 256 * 1024, receive_window, ..StreamConfig::default() };
+        let mut pair = Pair::new(EndpointConfig::client(), server_config, vec![PathConfig::clean(50)], 33);
+        let (client, _) = pair.connect_and_wait();
+        let start = pair.now;
+        let upload = payload(10_000_000, 34);
+        pair.client_send(client, upload.clone());
+        assert!(pair.run_until(Duration::from_secs(60), |pair| pair.server_got(&upload)), "upload incomplete");
+        pair.now.saturating_since(start)
+    };
+    let held = upload_time(256 * 1024); // the connection's window caps the stream's growth at its first size
+    let grown = upload_time(16 * 1024 * 1024);
+    assert!(held > Duration::from_millis(3500), "held to 256 kB: {held:?}");
+    assert!(grown < Duration::from_millis(2500), "grown: {grown:?}");
+}

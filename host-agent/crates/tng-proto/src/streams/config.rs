@@ -14,7 +14,8 @@ pub(super) const MAX_STREAM_COUNT: u64 = 1 << 60;
 pub struct StreamConfig {
     /// Peer-opened streams that may be open at once (our MAX_STREAMS).
     pub max_streams: u64,
-    /// Credit per stream (our MAX_STREAM_DATA window): bytes the peer may send beyond what the reader consumed.
+    /// Credit per stream at first (our MAX_STREAM_DATA window): bytes the peer may send beyond what the reader
+    /// consumed. It grows while the window is what holds the sender, up to `receive_window`.
     pub stream_receive_window: u64,
     /// Credit for the whole connection (our MAX_DATA window). Bounds the memory all receive buffers can take.
     pub receive_window: u64,
@@ -29,7 +30,8 @@ pub struct StreamConfig {
     pub unsent_windows: Option<u32>,
     /// Most holes one stream's reassembly may have; a peer that leaves more violates the protocol. A sender that
     /// spreads a window over paths of different delay leaves up to about one hole per packet of the slow path in
-    /// flight, so keep this above `stream_receive_window / packet size`.
+    /// flight (which that path's congestion window bounds, however far the receive window grew), so keep this above
+    /// the slow path's packets in flight.
     pub max_reassembly_gaps: usize,
     /// Longest a STREAM_ACK waits for a packet to ride in before it is sent on its own. The peer's retransmission
     /// timer must exceed a round trip plus this (the flow layer's PTO includes the same delay for its ACKs).
