@@ -42,6 +42,8 @@ proptest! {
 /// Found by the `operations` fuzz target: both paths down for about an idle timeout with streams queued on the
 /// server (some of them empty), then the network heals. The server, which heard nothing through the outage, times
 /// out before a backed-off probe gets through; the interpreter excuses that only within one idle timeout of the heal.
+/// Whether the timeout falls just before the heal or just after depends on when the channels' probe timeouts fell
+/// (since they count from the last progress rather than the last send, before it).
 #[test]
 fn an_outage_as_long_as_the_idle_timeout_ends_the_connection_by_that_timeout() {
     let mut ops = vec![Op::Drive { steps: 167 }; 5];
@@ -53,7 +55,11 @@ fn an_outage_as_long_as_the_idle_timeout_ends_the_connection_by_that_timeout() {
     ops.push(Op::PathDown { path: 0 });
     ops.push(Op::Drive { steps: 133 });
     ops.extend(std::iter::repeat_n(Op::Write { from_client: false, len: 0 }, 12));
-    assert_eq!(operations::run(ops, 12008468688895208011, false), Ok(operations::Healed::IdledOut));
+    let outcome = operations::run(ops, 12008468688895208011, false);
+    assert!(
+        matches!(outcome, Ok(operations::Healed::IdledOut | operations::Healed::AlreadyEnded)),
+        "the idle timeout ends it around the heal: {outcome:?}"
+    );
 }
 
 /// The same schedule with the outage cut short: the connection survives it and delivers every stream.

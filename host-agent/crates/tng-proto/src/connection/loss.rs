@@ -91,7 +91,11 @@ pub(crate) struct LossRecovery {
     largest_acked_sent_time: Option<Time>,
     bytes_in_flight: u64,
     ack_eliciting_in_flight: u64,
-    last_ack_eliciting_sent: Option<Time>,
+    /// What the probe timeout counts from: when ack-eliciting packets went in flight, or the latest ACK of one. Not
+    /// every send, as RFC 9002 restarts it: a channel that keeps sending into a dead path (a receiver's credit
+    /// updates and stream acknowledgements, which its window hardly limits) would postpone its timeout for as long
+    /// as it sends, and with it the channel's failure. TCP's retransmission timer restarts on progress likewise.
+    pto_anchor: Option<Time>,
     /// Earliest time a packet not yet lost by the packet threshold becomes lost by the time threshold.
     loss_time: Option<Time>,
     pto_count: u32,
@@ -143,9 +147,11 @@ impl LossRecovery {
         let pn = self.next_packet_number;
         self.next_packet_number += 1;
         if outgoing.ack_eliciting {
+            if self.ack_eliciting_in_flight == 0 {
+                self.pto_anchor = Some(now);
+            }
             self.bytes_in_flight += outgoing.size;
             self.ack_eliciting_in_flight += 1;
-            self.last_ack_eliciting_sent = Some(now);
         }
         let delivery = self.delivery_rate.on_sent(now, outgoing.ack_eliciting && self.ack_eliciting_in_flight == 1);
         let packet = SentPacket {
@@ -206,6 +212,9 @@ impl LossRecovery {
             self.largest_acked = Some(frame.largest);
         }
         let any_eliciting = acked_numbers.iter().any(|pn| self.sent.get(pn).is_some_and(|p| p.ack_eliciting));
+        if any_eliciting {
+            self.pto_anchor = Some(now);
+        }
         for pn in acked_numbers {
             let Some(packet) = self.remove(pn) else { continue };
             if pn == largest_newly_acked {
@@ -306,8 +315,8 @@ impl LossRecovery {
         if self.ack_eliciting_in_flight == 0 {
             return None;
         }
-        let last = self.last_ack_eliciting_sent?;
-        Some(last + rtt.pto_base(max_ack_delay) * (1u32 << self.pto_count.min(16)))
+        let anchor = self.pto_anchor?;
+        Some(anchor + rtt.pto_base(max_ack_delay) * (1u32 << self.pto_count.min(16)))
     }
 
     /// The loss timer expired: either packets are now lost by the time threshold, or a probe is due (the caller
@@ -419,6 +428,21 @@ mod tests {
         let second = recovery.pto_deadline(&rtt, MAX_ACK_DELAY).expect("armed");
         assert_eq!(second - Time::ZERO, (first - Time::ZERO) * 2);
         assert_eq!(recovery.pto_count(), 1);
+    }
+
+    #[test]
+    fn sending_on_without_an_answer_does_not_postpone_the_probe_timeout() {
+        let mut recovery = LossRecovery::default();
+        let mut rtt = RttEstimator::new(Duration::from_millis(100));
+        send(&mut recovery, Time::ZERO);
+        let first = recovery.pto_deadline(&rtt, MAX_ACK_DELAY).expect("armed");
+        for i in 1..50 {
+            send(&mut recovery, Time::from_millis(i * 10)); // into a dead path: nothing comes back
+        }
+        assert_eq!(recovery.pto_deadline(&rtt, MAX_ACK_DELAY), Some(first), "the sends did not move it");
+        recovery.on_ack(Time::from_millis(600), &ack(vec![0..=3]), &mut rtt, MAX_ACK_DELAY).expect("valid");
+        let after_progress = recovery.pto_deadline(&rtt, MAX_ACK_DELAY).expect("still armed");
+        assert_eq!(after_progress, Time::from_millis(600) + rtt.pto_base(MAX_ACK_DELAY), "an ACK restarts it");
     }
 
     #[test]
