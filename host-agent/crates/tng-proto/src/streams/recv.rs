@@ -460,39 +460,26 @@ mod tests {
 
     #[test]
     fn the_window_doubles_while_grants_come_within_two_round_trips() {
-        let tuning = |millis| {
-            Some(WindowTuning {
-                now: Time::from_millis(millis),
-                round_trip: Duration::from_millis(100),
-                max_window: 40,
-            })
-        };
+        // (bytes read, when in ms, the limit granted then): a round trip is 100 ms, the window 10 at first, 40 at most.
+        let steps = [
+            (5, 0, 15, "the first grant has nothing to compare with"),
+            (5, 300, 20, "three round trips later: the window stays"),
+            (5, 350, 35, "half a round trip later: the window doubles to 20"),
+            (10, 360, 65, "and again, to its most, 40"),
+            (20, 370, 85, "no further"),
+        ];
         let mut r = RecvStream::new(10);
         let mut offset = 0;
-        let mut read = |r: &mut RecvStream, n: usize| {
+        for (n, millis, limit, why) in steps {
             r.ingest(ID, offset, &vec![0; n], false, 8).unwrap();
             offset += n as u64;
             r.read(ID, &mut vec![0; n]).unwrap();
-        };
-        read(&mut r, 5);
-        assert!(r.grant_credit(u64::MAX, tuning(0)));
-        assert_eq!(r.limit(), 15, "the first grant has nothing to compare with");
-        r.credit_pending = false;
-        read(&mut r, 5);
-        assert!(r.grant_credit(u64::MAX, tuning(300)));
-        assert_eq!(r.limit(), 20, "three round trips later: the window stays");
-        r.credit_pending = false;
-        read(&mut r, 5);
-        assert!(r.grant_credit(u64::MAX, tuning(350)));
-        assert_eq!(r.limit(), 35, "half a round trip later: the window doubles to 20");
-        r.credit_pending = false;
-        read(&mut r, 10);
-        assert!(r.grant_credit(u64::MAX, tuning(360)));
-        assert_eq!(r.limit(), 65, "and again, to its most, 40");
-        r.credit_pending = false;
-        read(&mut r, 20);
-        assert!(r.grant_credit(u64::MAX, tuning(370)));
-        assert_eq!(r.limit(), 85, "no further");
+            let now = Time::from_millis(millis);
+            let tuning = WindowTuning { now, round_trip: Duration::from_millis(100), max_window: 40 };
+            assert!(r.grant_credit(u64::MAX, Some(tuning)), "{why}");
+            assert_eq!(r.limit(), limit, "{why}");
+            r.credit_pending = false;
+        }
     }
 
     #[test]
