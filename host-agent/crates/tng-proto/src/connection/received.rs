@@ -26,10 +26,10 @@ pub enum EcnCodepoint {
     Ce,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ReceivedPackets {
-    /// Ack-eliciting packets that make an ACK due at once.
-    threshold: u32,
+    /// The channel goes through a relay's section: its ACKs wait for more packets.
+    relayed: bool,
     /// Disjoint, ascending, non-adjacent ranges of received packet numbers.
     ranges: Vec<RangeInclusive<u64>>,
     /// Largest packet number received and when.
@@ -43,25 +43,10 @@ pub(crate) struct ReceivedPackets {
     feedback: FeedbackTracker,
 }
 
-impl Default for ReceivedPackets {
-    fn default() -> Self {
-        ReceivedPackets {
-            threshold: ACK_ELICITING_THRESHOLD,
-            ranges: Vec::new(),
-            largest: None,
-            ack_eliciting_since_ack: 0,
-            first_unacked_at: None,
-            immediate: false,
-            ecn: EcnCounts::default(),
-            feedback: FeedbackTracker::default(),
-        }
-    }
-}
-
 impl ReceivedPackets {
-    /// Whether the channel goes through a relay's section: its ACKs then wait for more packets.
+    /// Whether the channel goes through a relay's section.
     pub(crate) fn set_relayed(&mut self, relayed: bool) {
-        self.threshold = if relayed { RELAYED_ACK_ELICITING_THRESHOLD } else { ACK_ELICITING_THRESHOLD };
+        self.relayed = relayed;
     }
 
     /// Records an authentic packet.
@@ -132,7 +117,8 @@ impl ReceivedPackets {
     /// ack-eliciting waits.
     pub(crate) fn ack_deadline(&self, max_ack_delay: Duration) -> Option<Time> {
         let first = self.first_unacked_at?;
-        if self.immediate || self.ack_eliciting_since_ack >= self.threshold {
+        let threshold = if self.relayed { RELAYED_ACK_ELICITING_THRESHOLD } else { ACK_ELICITING_THRESHOLD };
+        if self.immediate || self.ack_eliciting_since_ack >= threshold {
             Some(first)
         } else {
             Some(first + max_ack_delay)
