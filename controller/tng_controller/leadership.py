@@ -4,8 +4,9 @@ lease (its name and API address as JSON); the replica whose key was created firs
 Its election id for P4Runtime arbitration is that create_revision: a later leader's key was created after every
 earlier leader's (they were all older than it when they led, or it would not be the oldest now), so each leader's id
 is higher than every former leader's, and a switch refuses the writes of a deposed leader that still has its stream.
-A replica that cannot renew its lease stops leading when the lease would run out, before etcd gives it to another
-(its deadline is counted from when it sent the last renewal that etcd granted, etcd's from when it got it)."""
+A replica that cannot renew its lease stops leading before the lease would run out, so before etcd gives it to
+another: its deadline is counted from when it sent the last renewal that etcd granted (etcd's from when it got it),
+less a tenth of the TTL for its own timers firing late on a loaded machine, whatever renewal is under way then."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tng_controller.metrics import Metric, ReplicaMetrics, gauge
 
 LOGGER = logging.getLogger(__name__)
 RETRY_S = 0.5
+LEASE_MARGIN = 0.1  # of the TTL: this replica's deadline comes that much before etcd's
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,32 +112,42 @@ class Leadership:
 
     async def _renew(self, lease: int, granted: float) -> None:
         """Renews the lease every third of its TTL on one keep-alive stream (opened again after an error); raises
-        LeaseLost when the deadline passes without a renewal."""
-        deadline = self.lease_deadline = granted + self._ttl_s
+        LeaseLost at the deadline if no renewal was granted by then, whatever the attempt under way waits for."""
+        deadline = self.lease_deadline = self._deadline(granted, self._ttl_s)
         stream = None
+        failure = "no renewal granted"
         try:
             while True:
-                await asyncio.sleep(self._ttl_s / 3)
+                await asyncio.sleep(min(self._ttl_s / 3, deadline - time.monotonic()))
                 sent = time.monotonic()
+                if sent >= deadline:
+                    raise LeaseLost(f"lease {lease:x} not renewed in time ({failure})")
                 try:
                     if stream is None:
                         await self._client.connect()  # on another endpoint if this one failed
                         stream = self._client.leasestub.LeaseKeepAlive(metadata=self._client.metadata)
-                    await stream.write(rpc.LeaseKeepAliveRequest(ID=lease))
-                    reply = await asyncio.wait_for(stream.read(), max(deadline - sent, 0.01))
+                    reply = await asyncio.wait_for(self._keep_alive(stream, lease), deadline - sent)
                 except (grpc.RpcError, asyncio.InvalidStateError, TimeoutError, OSError) as exc:  # finished: broken
                     if stream is not None:
                         stream.cancel()
                         stream = None
-                    if time.monotonic() >= deadline:
-                        raise LeaseLost(f"lease {lease:x} not renewed in time ({type(exc).__name__})") from exc
+                    failure = type(exc).__name__
                     continue
                 if reply is grpc.aio.EOF or reply.TTL <= 0:
                     raise LeaseLost(f"etcd no longer knows lease {lease:x}")
-                deadline = self.lease_deadline = sent + reply.TTL
+                deadline = self.lease_deadline = self._deadline(sent, reply.TTL)
         finally:
             if stream is not None:
                 stream.cancel()
+
+    @staticmethod
+    async def _keep_alive(stream: grpc.aio.StreamStreamCall, lease: int) -> rpc.LeaseKeepAliveResponse:
+        await stream.write(rpc.LeaseKeepAliveRequest(ID=lease))
+        return await stream.read()
+
+    @staticmethod
+    def _deadline(sent: float, ttl_s: float) -> float:
+        return sent + ttl_s * (1 - LEASE_MARGIN)
 
     async def _follow(self, elected: Callable[[int], Awaitable[None]], deposed: Callable[[], Awaitable[None]]) -> None:
         """Decides who leads on every change of the replicas' keys. A watch that ends or fails (its etcd endpoint
