@@ -131,7 +131,8 @@ impl Connection {
     }
 
     /// When a pacer (a channel's, or the rate cap) next lets data out, if data waits only for that: later than
-    /// `self.now`, so that a caller never spins on a deadline that has passed.
+    /// `self.now`, so that a caller never spins on a deadline that has passed. A channel whose pacer has released
+    /// already and still did not send was passed over for one that delivers sooner once its pacer releases.
     pub(super) fn pacing_deadline(&self) -> Option<Time> {
         if !self.has_data_to_send(self.now) {
             return None;
@@ -142,6 +143,7 @@ impl Connection {
             .values()
             .filter(|channel| channel.carries_data() && channel.window_allows(mtu))
             .map(|channel| channel.pacer.next_release(mtu, channel.pacing_rate(mtu)))
+            .filter(|release| *release > self.now)
             .min()?;
         let release = match &self.rate_cap {
             Some((rate, pacer)) => channel_release.max(pacer.next_release(mtu, *rate)),

@@ -1,24 +1,31 @@
 //! Viscous's ACK-clocked scheduler. A packet goes only to a channel whose congestion window has room, so the ACK
-//! that frees room clocks the next packet onto that channel and every channel runs at its own pace. Among the
-//! eligible channels the packet goes where it should arrive first: half an RTT of propagation plus the time to drain
-//! what is already in flight at the channel's rate (one window per RTT). A slow channel therefore takes packets only
-//! while the faster ones are full or would deliver later, that is when it shortens completion time.
+//! that frees room clocks the next packet onto that channel and every channel runs at its own pace. Among those
+//! channels the packet goes where it should arrive first: the wait for the channel's pacer, half an RTT of
+//! propagation, and the time to drain what is already in flight at the channel's rate (one window per RTT). A slow
+//! channel therefore takes packets only while the faster ones are full or would deliver later, that is when it
+//! shortens completion time; a fast channel whose pacer holds the packet for a moment keeps it (a burst that fits
+//! the fast channel's window does not leave its tail to the slow one).
 
-use super::{eligible, ChannelView, Scheduler};
+use super::{with_room, ChannelView, Scheduler};
 use crate::time::Time;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AckClocked;
 
-/// Expected delay until a packet sent now on `c` arrives, in nanoseconds: `srtt/2 + bytes_in_flight / (cwnd/srtt)`.
-fn expected_arrival(c: &ChannelView) -> u128 {
+/// Expected delay until a packet sent on `c` arrives, in nanoseconds from `now`: the wait for its pacer, then
+/// `srtt/2 + bytes_in_flight / (cwnd/srtt)`.
+fn expected_arrival(now: Time, c: &ChannelView) -> u128 {
     let srtt = c.srtt.as_nanos();
-    srtt / 2 + u128::from(c.bytes_in_flight) * srtt / u128::from(c.cwnd.max(1))
+    let wait = c.can_send_at.saturating_since(now).as_nanos();
+    wait + srtt / 2 + u128::from(c.bytes_in_flight) * srtt / u128::from(c.cwnd.max(1))
 }
 
 impl Scheduler for AckClocked {
+    /// A channel whose pacer holds the packet for a moment still wins when it would deliver it first: the packet
+    /// then waits for it (`None`; the flow layer asks again at that pacer's release) rather than taking a slower path.
     fn pick(&mut self, now: Time, channels: &[ChannelView], packet_len: u64) -> Option<u8> {
-        eligible(now, channels, packet_len).min_by_key(|c| (expected_arrival(c), c.channel)).map(|c| c.channel)
+        let first = with_room(now, channels, packet_len).min_by_key(|c| (expected_arrival(now, c), c.channel))?;
+        (first.can_send_at <= now).then_some(first.channel)
     }
 
     fn name(&self) -> &'static str {
@@ -48,12 +55,16 @@ mod tests {
     }
 
     #[test]
-    fn a_paced_fast_path_leaves_the_packet_to_a_ready_one() {
+    fn a_paced_fast_path_keeps_the_packet_while_it_still_delivers_first() {
         let mut fast = channel(0, 10, 10);
-        fast.can_send_at = Time::from_millis(1);
         let slow = channel(1, 50, 10);
-        assert_eq!(AckClocked.pick(Time::ZERO, &[fast, slow], PACKET), Some(1));
+        // Paced for 1 ms, the fast path delivers at 6 ms, the ready slow one at 25 ms: the packet waits.
+        fast.can_send_at = Time::from_millis(1);
+        assert_eq!(AckClocked.pick(Time::ZERO, &[fast, slow], PACKET), None);
         assert_eq!(AckClocked.pick(Time::from_millis(1), &[fast, slow], PACKET), Some(0));
+        // Paced for 30 ms, it would deliver at 35 ms: the slow one takes the packet now.
+        fast.can_send_at = Time::from_millis(30);
+        assert_eq!(AckClocked.pick(Time::ZERO, &[fast, slow], PACKET), Some(1));
     }
 
     #[test]

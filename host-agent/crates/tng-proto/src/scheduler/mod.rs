@@ -8,7 +8,9 @@
 //! - a channel is *eligible* when its congestion window has room for the packet and its pacer allows sending now;
 //! - standby channels are used only while no active channel is eligible.
 //!
-//! `None` means no channel should send now; the flow layer asks again when an ACK frees room or a pacer timer fires.
+//! `None` means no channel should send now (the ACK-clocked scheduler also answers it to wait for a paced channel
+//! that delivers sooner than the eligible ones); the flow layer asks again when an ACK frees room or a pacer timer
+//! fires.
 
 mod ack_clocked;
 mod lowest_rtt;
@@ -128,6 +130,13 @@ fn eligible(now: Time, channels: &[ChannelView], packet_len: u64) -> impl Iterat
     channels.iter().filter(move |c| c.standby != any_active && c.can_send(now, packet_len))
 }
 
+/// The channels that may take the packet now or once their pacers release it: the active ones with window room if
+/// any active channel is eligible, else the standby ones with room (standby stays the backup, as in [`eligible`]).
+fn with_room(now: Time, channels: &[ChannelView], packet_len: u64) -> impl Iterator<Item = &ChannelView> + Clone {
+    let any_active = channels.iter().any(|c| !c.standby && c.can_send(now, packet_len));
+    channels.iter().filter(move |c| c.standby != any_active && c.validated && c.has_room(packet_len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +200,7 @@ mod tests {
             let mut full = channel(1, 1, 10);
             full.bytes_in_flight = full.cwnd;
             let mut paced = channel(2, 1, 10);
-            paced.can_send_at = Time::from_millis(2);
+            paced.can_send_at = Time::from_millis(1_000); // longer than the slow channel takes to deliver
             let mut standby = channel(3, 1, 10);
             standby.standby = true;
             let slow = channel(4, 300, 10);
