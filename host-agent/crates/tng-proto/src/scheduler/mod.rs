@@ -126,8 +126,7 @@ pub fn new_scheduler(kind: SchedulerKind) -> Box<dyn Scheduler> {
 /// The channels that may take the packet now: the eligible active ones, or if there are none the eligible standby
 /// ones.
 fn eligible(now: Time, channels: &[ChannelView], packet_len: u64) -> impl Iterator<Item = &ChannelView> + Clone {
-    let any_active = channels.iter().any(|c| !c.standby && c.can_send(now, packet_len));
-    channels.iter().filter(move |c| c.standby != any_active && c.can_send(now, packet_len))
+    with_room(now, channels, packet_len).filter(move |c| c.can_send_at <= now)
 }
 
 /// The channels that may take the packet now or once their pacers release it: the active ones with window room if
