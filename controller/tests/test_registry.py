@@ -11,8 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from host_keys import Host
 from tng_controller import tngctl
 from tng_controller.api import PolicyServicer, start_server
 from tng_controller.config import ApiConfig
@@ -31,28 +30,6 @@ from tng_controller.registry import (
 from tng_controller.store import PolicyStore
 
 VECTOR = Path(__file__).resolve().parents[2] / "testdata" / "registry" / "register-host.json"
-P = 2**255 - 19
-
-
-class Host:
-    """A host key as the registry sees it: an Ed25519 key whose public point has sign 0 is the Edwards form of an
-    X25519 key (u = (1 + y) / (1 - y)), and its Ed25519 signatures are that X25519 key's XEdDSA signatures."""
-
-    def __init__(self) -> None:
-        while True:
-            self.key = Ed25519PrivateKey.generate()
-            edwards = self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-            if edwards[31] >> 7 == 0:
-                break
-        y = int.from_bytes(edwards, "little")
-        self.public_key = ((1 + y) * pow(1 - y, P - 2, P) % P).to_bytes(32, "little")
-        self.identity = identity_of(self.public_key)
-
-    def registration(self, sequence: int, addresses: list[str]) -> pb.RegisterHostRequest:
-        signature = self.key.sign(signed_message(self.public_key, sequence, addresses))
-        return pb.RegisterHostRequest(
-            public_key=self.public_key, sequence=sequence, addresses=addresses, signature=signature
-        )
 
 
 def test_the_agents_signature_vector_verifies_and_a_changed_byte_does_not() -> None:
@@ -70,47 +47,47 @@ def test_the_agents_signature_vector_verifies_and_a_changed_byte_does_not() -> N
     assert not verify_xeddsa(public_key, message.replace(b"4477", b"4478"), signature)
 
 
-def test_registrations_are_stored_and_survive_a_restart(tmp_path: Path) -> None:
+async def test_registrations_are_stored_and_survive_a_restart(tmp_path: Path) -> None:
     host = Host()
     registry = HostRegistry(tmp_path / "db")
-    stored = registry.register(host.registration(1, ["10.0.0.1:4477", "[fd00::0:1]:4477"]))
+    stored = await registry.register(host.registration(1, ["10.0.0.1:4477", "[fd00::0:1]:4477"]))
     assert stored.identity == host.identity
     assert list(stored.addresses) == ["10.0.0.1:4477", "[fd00::1]:4477"]
-    registry.register(host.registration(5, ["10.0.9.1:4477"]))
+    await registry.register(host.registration(5, ["10.0.9.1:4477"]))
     registry.close()
     reopened = HostRegistry(tmp_path / "db")
-    record = reopened.resolve(host.identity.upper())
+    record = await reopened.resolve(host.identity.upper())
     assert (list(record.addresses), record.sequence) == (["10.0.9.1:4477"], 5)
     assert [r.identity for r in reopened.list()] == [host.identity]
 
 
-def test_a_forged_registration_is_refused() -> None:
+async def test_a_forged_registration_is_refused() -> None:
     victim, attacker = Host(), Host()
     registry = HostRegistry()
-    registry.register(victim.registration(1, ["10.0.0.1:4477"]))
+    await registry.register(victim.registration(1, ["10.0.0.1:4477"]))
     # The attacker signs with its own key but claims the victim's.
     forged = attacker.registration(2, ["10.6.6.6:4477"])
     forged.public_key = victim.public_key
     with pytest.raises(ForgedRegistration, match=victim.identity):
-        registry.register(forged)
+        await registry.register(forged)
     # A genuine registration whose addresses were changed on the way.
     tampered = victim.registration(2, ["10.0.0.2:4477"])
     tampered.addresses[0] = "10.6.6.6:4477"
     with pytest.raises(ForgedRegistration):
-        registry.register(tampered)
-    assert list(registry.resolve(victim.identity).addresses) == ["10.0.0.1:4477"]
+        await registry.register(tampered)
+    assert list((await registry.resolve(victim.identity)).addresses) == ["10.0.0.1:4477"]
 
 
-def test_a_replayed_or_older_registration_is_refused() -> None:
+async def test_a_replayed_or_older_registration_is_refused() -> None:
     host = Host()
     registry = HostRegistry()
     old = host.registration(3, ["10.0.0.1:4477"])
-    registry.register(old)
-    registry.register(host.registration(4, ["10.0.0.2:4477"]))
+    await registry.register(old)
+    await registry.register(host.registration(4, ["10.0.0.2:4477"]))
     for stale in (old, host.registration(4, ["10.0.0.3:4477"])):
         with pytest.raises(StaleRegistration, match="is not above the registered 4"):
-            registry.register(stale)
-    assert list(registry.resolve(host.identity).addresses) == ["10.0.0.2:4477"]
+            await registry.register(stale)
+    assert list((await registry.resolve(host.identity)).addresses) == ["10.0.0.2:4477"]
 
 
 @pytest.mark.parametrize(
@@ -124,12 +101,12 @@ def test_a_replayed_or_older_registration_is_refused() -> None:
         ([], "1-16 expected, got 0"),
     ],
 )
-def test_malformed_addresses_are_refused_with_the_reason(addresses: list[str], complaint: str) -> None:
+async def test_malformed_addresses_are_refused_with_the_reason(addresses: list[str], complaint: str) -> None:
     with pytest.raises(MalformedRegistration, match=complaint):
-        HostRegistry().register(Host().registration(1, addresses))
+        await HostRegistry().register(Host().registration(1, addresses))
 
 
-def test_malformed_keys_signatures_and_sequences_are_refused() -> None:
+async def test_malformed_keys_signatures_and_sequences_are_refused() -> None:
     good = Host().registration(1, ["10.0.0.1:4477"])
     for field, value, complaint in (
         ("public_key", b"\x01" * 31, "public_key: 32 bytes"),
@@ -140,7 +117,7 @@ def test_malformed_keys_signatures_and_sequences_are_refused() -> None:
         request.CopyFrom(good)
         setattr(request, field, value)
         with pytest.raises(MalformedRegistration, match=complaint):
-            HostRegistry().register(request)
+            await HostRegistry().register(request)
 
 
 class RunningApi:
@@ -179,6 +156,14 @@ async def test_register_resolve_and_the_status_of_each_refusal(api: RunningApi) 
             await call
         assert raised.value.code() == code
         assert detail in raised.value.details()
+
+
+async def test_a_registration_through_the_api_is_kept_in_the_controllers_file(api: RunningApi, tmp_path: Path) -> None:
+    """The servicer keeps the registry it is given even while that is empty (an empty registry is falsy)."""
+    host = Host()
+    await api.stub.RegisterHost(host.registration(1, ["10.0.0.1:4477"]))
+    reopened = HostRegistry(tmp_path / "db")
+    assert list((await reopened.resolve(host.identity)).addresses) == ["10.0.0.1:4477"]
 
 
 async def test_a_watcher_learns_of_each_move_at_once(api: RunningApi) -> None:

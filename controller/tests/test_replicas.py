@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from host_keys import Host
 from tng_controller.bench import bench_policy
 from tng_controller.cluster_testbed import EtcdServerTls, Replicas, skip_reason
 from tng_controller.pb import policy_pb2 as pb
@@ -172,6 +173,41 @@ def test_a_subscriber_reconnecting_to_another_replica_keeps_getting_changes(repl
             )
     finally:
         again.close()
+
+
+def test_a_host_registered_on_one_replica_is_resolved_and_watched_on_every_other(replicas: Replicas) -> None:
+    host = Host()
+    first, second, third = replicas.addresses()
+    stubs = {address: _stub(address) for address in replicas.addresses()}
+    try:
+        stubs[first][1].RegisterHost(host.registration(1, ["10.0.0.1:4477"]), timeout=10)
+        for address in (second, third):  # a lookup reads etcd: no wait for the replica's copy
+            record = stubs[address][1].ResolveHost(pb.ResolveHostRequest(identity=host.identity), timeout=10)
+            assert (list(record.addresses), record.sequence) == (["10.0.0.1:4477"], 1)
+        watch = stubs[third][1].WatchHost(pb.ResolveHostRequest(identity=host.identity), timeout=20)
+        assert next(watch).sequence == 1  # the current record first
+        stubs[second][1].RegisterHost(host.registration(2, ["10.0.0.2:4477"]), timeout=10)
+        moved = next(watch)  # made on another replica, learnt from etcd's watch
+        assert (list(moved.addresses), moved.sequence) == (["10.0.0.2:4477"], 2)
+        watch.cancel()
+        with pytest.raises(grpc.RpcError) as refused:  # replayed to a replica that did not take the move itself
+            stubs[first][1].RegisterHost(host.registration(2, ["10.6.6.6:4477"]), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        forged = Host().registration(3, ["10.6.6.6:4477"])
+        forged.public_key = host.public_key
+        with pytest.raises(grpc.RpcError) as refused:
+            stubs[third][1].RegisterHost(forged, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # listings come from each replica's copy, which follows etcd
+            listed = [stubs[a][1].ListHosts(pb.ListHostsRequest(), timeout=10).hosts for a in replicas.addresses()]
+            if all([(h.identity, h.sequence) for h in hosts] == [(host.identity, 2)] for hosts in listed):
+                break
+            time.sleep(0.05)
+        assert all(list(hosts[0].addresses) == ["10.0.0.2:4477"] for hosts in listed), listed
+    finally:
+        for channel, _ in stubs.values():
+            channel.close()
 
 
 def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:

@@ -31,6 +31,7 @@ from tng_controller.registry import (
     ForgedRegistration,
     HostRegistry,
     MalformedRegistration,
+    RegistryView,
     StaleRegistration,
     UnknownHost,
     check_identity,
@@ -117,10 +118,10 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
         *,
         applier: Changes | None = None,
         leading: Callable[[], bool] = lambda: True,
-        registry: HostRegistry | None = None,
+        registry: RegistryView | None = None,
     ) -> None:
         self._store = store
-        self.registry = registry or HostRegistry()
+        self.registry = registry if registry is not None else HostRegistry()  # an empty one is falsy
         self._fleet = fleet
         self._watchers: set[_Watcher] = set()
         self._metrics = metrics or Metrics()
@@ -236,11 +237,11 @@ class PolicyServicer(pb_grpc.PolicyServiceServicer):
     async def RegisterHost(
         self, request: pb.RegisterHostRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterHostResponse:
-        return pb.RegisterHostResponse(host=self.registry.register(request))
+        return pb.RegisterHostResponse(host=await self.registry.register(request))
 
     @_with_status
     async def ResolveHost(self, request: pb.ResolveHostRequest, context: grpc.aio.ServicerContext) -> pb.HostRecord:
-        return self.registry.resolve(request.identity)
+        return await self.registry.resolve(request.identity)
 
     async def ListHosts(self, request: pb.ListHostsRequest, context: grpc.aio.ServicerContext) -> pb.ListHostsResponse:
         return pb.ListHostsResponse(hosts=self.registry.list())

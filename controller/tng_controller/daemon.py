@@ -15,6 +15,7 @@ import finsy as fy
 from tng_controller.api import PolicyServicer, start_server
 from tng_controller.config import Config, ConfigError, EtcdConfig
 from tng_controller.etcd_client import EtcdError, connect
+from tng_controller.etcd_registry import EtcdHostRegistry
 from tng_controller.etcd_store import EtcdPolicyStore, Observed
 from tng_controller.fleet import Fleet, NoSwitches
 from tng_controller.leadership import Leadership
@@ -116,12 +117,15 @@ async def _replica(
     store = EtcdPolicyStore(client, etcd.prefix)
     stack.push_async_callback(store.close)
     await store.load()
+    registry = EtcdHostRegistry(client, etcd.prefix)
+    await registry.load()
+    _background(stack, registry.follow(), "etcd-registry")
     lock = asyncio.Lock()
     fleet = LeaderFleet(_fleet(config, store, lock, metrics) if config.switches else None)
     leader = SwitchLeader(fleet, lock, store)
     servicer = PolicyServicer(
-        store, fleet, metrics=metrics, applier=ReplicaChanges(store), leading=lambda: fleet.leading
-    )  # the host registry of a replica is its own, in memory (docs/controller.md, "Host registry")
+        store, fleet, metrics=metrics, applier=ReplicaChanges(store), leading=lambda: fleet.leading, registry=registry
+    )
     announce = announcer(servicer.announce)
 
     async def changed(before: list[StoredPolicy], observed: list[Observed]) -> None:

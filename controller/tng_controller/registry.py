@@ -14,6 +14,7 @@ import hashlib
 import ipaddress
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -140,57 +141,36 @@ class _Watcher:
     overflowed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class HostRegistry:
-    """The registrations of one controller, in memory and in an SQLite table (":memory:": in memory only)."""
+class RegistryView(ABC):
+    """The registrations a controller serves from memory, and the watchers each new one is handed to; where they
+    are stored is the subclass's."""
 
-    def __init__(self, path: Path | str = ":memory:") -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None)
-        if str(path) != ":memory:":
-            self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.executescript(_SCHEMA)
+    def __init__(self) -> None:
         self._hosts: dict[str, pb.HostRecord] = {}
         self._watchers: dict[str, set[_Watcher]] = {}
-        for identity, sequence, addresses, registered in self._db.execute("SELECT * FROM hosts"):
-            self._hosts[identity] = pb.HostRecord(
-                identity=identity,
-                addresses=addresses.split(),
-                sequence=sequence,
-                registered_unix_ms=registered,
-            )
 
-    def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
-        """Stores a checked, signed registration with a fresh sequence number and tells the identity's watchers."""
-        addresses = check_registration(request)
-        identity = identity_of(request.public_key)
-        current = self._hosts.get(identity)
-        if current is not None and request.sequence <= current.sequence:
-            raise StaleRegistration(
-                f"host {identity}: sequence {request.sequence} is not above the registered {current.sequence}"
-            )
-        record = pb.HostRecord(
-            identity=identity,
-            addresses=addresses,
-            sequence=request.sequence,
-            registered_unix_ms=int(time.time() * 1000),
-        )
-        self._db.execute(
-            "INSERT INTO hosts VALUES (?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET sequence = excluded.sequence, "
-            "addresses = excluded.addresses, registered_unix_ms = excluded.registered_unix_ms",
-            (identity, record.sequence, " ".join(addresses), record.registered_unix_ms),
-        )
-        self._hosts[identity] = record
-        for watcher in self._watchers.get(identity, ()):
+    def _publish(self, record: pb.HostRecord) -> None:
+        """Takes `record` unless a registration of its identity with a higher sequence is known already (replicas
+        learn of registrations in any order), and tells the identity's watchers."""
+        current = self._hosts.get(record.identity)
+        if current is not None and record.sequence <= current.sequence:
+            return
+        self._hosts[record.identity] = record
+        for watcher in self._watchers.get(record.identity, ()):
             try:
                 watcher.queue.put_nowait(record)
             except asyncio.QueueFull:
                 watcher.overflowed.set()
-        return record
+
+    @abstractmethod
+    async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
+        """Stores a checked, signed registration whose sequence is above the stored one; raises a RegistryError."""
 
     def get(self, identity: str) -> pb.HostRecord | None:
         """The record of `identity` (64 lowercase hex digits), if it has one."""
         return self._hosts.get(identity)
 
-    def resolve(self, identity: str) -> pb.HostRecord:
+    async def resolve(self, identity: str) -> pb.HostRecord:
         identity = check_identity(identity)
         record = self._hosts.get(identity)
         if record is None:
@@ -216,6 +196,51 @@ class HostRegistry:
             watchers.discard(watcher)
             if not watchers:
                 self._watchers.pop(identity, None)
+
+
+def new_record(request: pb.RegisterHostRequest, current: pb.HostRecord | None) -> pb.HostRecord:
+    """The record a checked, signed registration makes, given the identity's current one; raises a RegistryError."""
+    addresses = check_registration(request)
+    identity = identity_of(request.public_key)
+    if current is not None and request.sequence <= current.sequence:
+        raise StaleRegistration(
+            f"host {identity}: sequence {request.sequence} is not above the registered {current.sequence}"
+        )
+    return pb.HostRecord(
+        identity=identity,
+        addresses=addresses,
+        sequence=request.sequence,
+        registered_unix_ms=int(time.time() * 1000),
+    )
+
+
+class HostRegistry(RegistryView):
+    """The registrations of one controller, in memory and in an SQLite table (":memory:": in memory only)."""
+
+    def __init__(self, path: Path | str = ":memory:") -> None:
+        super().__init__()
+        self._db = sqlite3.connect(str(path), isolation_level=None)
+        if str(path) != ":memory:":
+            self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.executescript(_SCHEMA)
+        for identity, sequence, addresses, registered in self._db.execute("SELECT * FROM hosts"):
+            self._hosts[identity] = pb.HostRecord(
+                identity=identity,
+                addresses=addresses.split(),
+                sequence=sequence,
+                registered_unix_ms=registered,
+            )
+
+    async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
+        """Stores a checked, signed registration with a fresh sequence number and tells the identity's watchers."""
+        record = new_record(request, self._hosts.get(identity_of(request.public_key)))
+        self._db.execute(
+            "INSERT INTO hosts VALUES (?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET sequence = excluded.sequence, "
+            "addresses = excluded.addresses, registered_unix_ms = excluded.registered_unix_ms",
+            (record.identity, record.sequence, " ".join(record.addresses), record.registered_unix_ms),
+        )
+        self._publish(record)
+        return record
 
     def close(self) -> None:
         self._db.close()

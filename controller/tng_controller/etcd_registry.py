@@ -1,0 +1,105 @@
+"""The host registry in etcd, for replicated controllers: a host may register with one replica and its peers resolve
+or watch it on any other.
+
+Each identity is one key, `P/hosts/<identity>`, whose value is the HostRecord. A registration reads the key, checks
+its sequence against the stored one and writes it in a transaction that compares the key's mod_revision with the
+one it read, so that of two replicas registering the same identity at once only the one that checked against the
+latest record writes. Every replica mirrors the keys in memory and follows etcd's watch, which hands each new record
+to that replica's watchers; a lookup reads etcd, and the mirror when etcd cannot be reached."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import aetcd
+from aetcd import rtypes
+
+from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
+from tng_controller.pb import policy_pb2 as pb
+from tng_controller.registry import RegistryView, UnknownHost, check_identity, identity_of, new_record
+
+LOGGER = logging.getLogger(__name__)
+RESUME_DELAY_S = 0.5  # between attempts to watch again after etcd went away
+_T = TypeVar("_T")
+REGISTER_ATTEMPTS = (
+    3  # a registration checked against a record that another replica replaced meanwhile is checked again
+)
+
+
+class EtcdHostRegistry(RegistryView):
+    """The registrations under `prefix` in etcd, mirrored in memory; `follow` keeps the mirror current."""
+
+    def __init__(self, client: EtcdClient, prefix: str) -> None:
+        super().__init__()
+        self.client = client
+        self._hosts_key = f"{prefix.rstrip('/')}/hosts/".encode()
+        self._revision = 0
+
+    async def load(self) -> None:
+        """Reads every registration into the mirror."""
+        try:
+            rows = await asyncio.wait_for(self.client.get_prefix(self._hosts_key), CALL_TIMEOUT_S)
+        except (aetcd.ClientError, TimeoutError) as exc:
+            raise EtcdError(f"cannot read the host registry: {type(exc).__name__} {exc}") from exc
+        for kv in rows:
+            self._publish(pb.HostRecord.FromString(kv.value))
+        self._revision = rows.header.revision
+
+    async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
+        """Stores a checked, signed registration whose sequence is above the stored one; raises a RegistryError, or
+        EtcdError when etcd cannot be reached (nothing was stored then)."""
+        key = self._hosts_key + identity_of(request.public_key).encode()
+        for _ in range(REGISTER_ATTEMPTS):
+            stored = await self._call(self.client.get(key), "read the host registry")
+            current = pb.HostRecord.FromString(stored.value) if stored is not None else None
+            record = new_record(request, current)
+            compare = [self.client.transactions.mod(key) == (stored.mod_revision if stored is not None else 0)]
+            put = [self.client.transactions.put(key, record.SerializeToString(deterministic=True))]
+            written, _ = await self._call(self.client.transaction(compare=compare, success=put, failure=[]), "register")
+            if written:
+                self._publish(record)
+                return record
+        raise EtcdError(f"host {record.identity}: registered by another replica at the same moment, try again")
+
+    async def resolve(self, identity: str) -> pb.HostRecord:
+        """The identity's record as etcd has it now (this replica's copy while etcd is away)."""
+        identity = check_identity(identity)
+        try:
+            stored = await self._call(self.client.get(self._hosts_key + identity.encode()), "resolve")
+        except EtcdError as exc:
+            LOGGER.warning("%s: answering from this replica's copy", exc)
+            return await super().resolve(identity)
+        if stored is None:
+            raise UnknownHost(f"no host {identity} is registered")
+        self._publish(pb.HostRecord.FromString(stored.value))
+        return self._hosts[identity]
+
+    async def follow(self) -> None:
+        """Takes every registration made on any replica into the mirror as etcd reports it; when etcd goes away, reads
+        everything again once it is back. Runs until cancelled."""
+        while True:
+            try:
+                watch = await self.client.watch_prefix(self._hosts_key, start_revision=self._revision + 1)
+                async for event in watch:
+                    if event.kind == rtypes.EventKind.PUT:
+                        self._publish(pb.HostRecord.FromString(event.kv.value))
+                    self._revision = max(self._revision, event.kv.mod_revision)
+            except (aetcd.ClientError, TimeoutError, OSError) as exc:
+                LOGGER.warning("etcd watch of the host registry ended (%s): reading it again", exc)
+            while True:
+                await asyncio.sleep(RESUME_DELAY_S)
+                try:
+                    await self.load()
+                    break
+                except EtcdError as exc:
+                    LOGGER.warning("%s", exc)
+
+    @staticmethod
+    async def _call(call: Awaitable[_T], what: str) -> _T:
+        try:
+            return await asyncio.wait_for(call, CALL_TIMEOUT_S)
+        except (aetcd.ClientError, TimeoutError, OSError) as exc:
+            raise EtcdError(f"cannot {what}: {type(exc).__name__} {exc}") from exc
