@@ -36,6 +36,7 @@ class TableServer(P4RuntimeServer):
         self.updates: list[p4r.Update] = []
         self.fail_writes = 0
         self.counters: dict[tuple[int, int], tuple[int, int]] = {}
+        self.read_delay_s = 0.0
 
     async def Write(self, request: p4r.WriteRequest, context: grpc.aio.ServicerContext) -> p4r.WriteResponse:
         if self.fail_writes:
@@ -66,6 +67,7 @@ class TableServer(P4RuntimeServer):
     async def Read(
         self, request: p4r.ReadRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[p4r.ReadResponse]:
+        await asyncio.sleep(self.read_delay_s)
         tables = {e.table_entry.table_id for e in request.entities if e.HasField("table_entry")}
         counters = {e.counter_entry.counter_id for e in request.entities if e.HasField("counter_entry")}
         entities = [p4r.Entity(table_entry=e) for e in self.entries.values() if e.table_id in tables]
@@ -117,7 +119,9 @@ def tables(server: TableServer, schema: fy.P4Schema) -> list[str]:
     return sorted(names[e.table_id] for e in server.entries.values())
 
 
-async def test_connect_sync_write_undo_and_stats(tmp_path: Path, contract_pipeline: tuple[Path, Path]) -> None:
+async def test_connect_sync_write_undo_and_stats(
+    tmp_path: Path, contract_pipeline: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     p4info, blob = contract_pipeline
     store = PolicyStore(tmp_path / "db")
     store.put(weighted("video", 3, "10.0.1.0/24"))
@@ -170,6 +174,16 @@ async def test_connect_sync_write_undo_and_stats(tmp_path: Path, contract_pipeli
         stats = await fleet.stats(store.list())
         assert [(p.name, p.packets, p.bytes) for p in stats.policies] == [("bulk", 4, 400), ("video", 10, 1000)]
         assert [(p.switch_name, p.port, p.role, p.tx_packets) for p in stats.ports] == [("s2", 2, "core", 7)]
+
+        # A switch that does not answer is left out after STATS_TIMEOUT_S; the others are read meanwhile.
+        servers[0].counters[(0x03000000, 1)] = (1, 100)
+        servers[1].read_delay_s = 60.0
+        monkeypatch.setattr(southbound, "STATS_TIMEOUT_S", 0.5)
+        started = asyncio.get_running_loop().time()
+        stats = await asyncio.wait_for(fleet.stats(store.list()), 10)
+        assert asyncio.get_running_loop().time() - started < 5
+        assert [(p.name, p.packets) for p in stats.policies] == [("bulk", 0), ("video", 1)]
+        servers[1].read_delay_s = 0.0
 
     store.close()
 

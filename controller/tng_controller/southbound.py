@@ -44,6 +44,7 @@ PORT_ROLE = "ingress.port_role"
 PORT_TX = "egress.port_tx"
 STEERED = "ingress.steering.steered"
 SYNC_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+STATS_TIMEOUT_S = 5.0  # GetStats leaves out a switch that takes longer to read its counters
 # new_flow_digest_t: lists of up to 64 flows, sent after at most 5 ms; a list not acked is resent after 1 s.
 DIGEST_CONFIG = {"max_list_size": 64, "max_timeout_ns": 5_000_000, "ack_timeout_ns": 1_000_000_000}
 
@@ -259,18 +260,15 @@ class SwitchFleet:
         ]
 
     async def stats(self, policies: Sequence[StoredPolicy]) -> pb.GetStatsResponse:
+        """The policies' packet and byte counts summed over the switches that are up, and their ports' counters; the
+        switches are read at once, and one that does not answer within STATS_TIMEOUT_S is left out (and logged)."""
+        up = [(name, member) for name, member in self._members.items() if member.switch.is_up]
+        read = await asyncio.gather(*(_switch_stats(name, member) for name, member in up))
         counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        ports: list[pb.PortStats] = []
-        for name, member in self._members.items():
-            if not member.switch.is_up:
-                continue
-            try:
-                for cell in await _read_all(member.switch, fy.P4CounterEntry(POLICY_COUNTER)):
-                    counts[cell.index or 0][0] += cell.packet_count
-                    counts[cell.index or 0][1] += cell.byte_count
-                ports += await _port_stats(name, member.switch, member.links)
-            except (fy.P4ClientError, ValueError, KeyError) as exc:
-                LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
+        for cells, _ in read:
+            for cell in cells:
+                counts[cell.index or 0][0] += cell.packet_count
+                counts[cell.index or 0][1] += cell.byte_count
         return pb.GetStatsResponse(
             policies=[
                 # A policy without an id has no entries: no packet is counted for it (id 0 is the default policy).
@@ -279,7 +277,7 @@ class SwitchFleet:
                 else pb.PolicyStats(name=p.name)
                 for p in policies
             ],
-            ports=ports,
+            ports=[port for _, ports in read for port in ports],
         )
 
     def set_election_id(self, election_id: int) -> None:
@@ -592,6 +590,19 @@ async def _insert_or_modify(switch: fy.Switch, entity: Any) -> None:
 def _role_name(value: int) -> str:
     """A port_role entry's role as the configuration names it ("unknown" for a value no role has)."""
     return ROLES[value] if 0 <= value < len(ROLES) else "unknown"
+
+
+async def _switch_stats(name: str, member: _Member) -> tuple[list[fy.P4CounterEntry], list[pb.PortStats]]:
+    """One switch's policy counter cells and port counters; none when it cannot be read in time."""
+    try:
+        async with asyncio.timeout(STATS_TIMEOUT_S):
+            cells = await _read_all(member.switch, fy.P4CounterEntry(POLICY_COUNTER))
+            return cells, await _port_stats(name, member.switch, member.links)
+    except TimeoutError:
+        LOGGER.warning("cannot read counters of %s: no answer within %.0f s", name, STATS_TIMEOUT_S)
+    except (fy.P4ClientError, ValueError, KeyError) as exc:
+        LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
+    return [], []
 
 
 async def _port_stats(name: str, switch: fy.Switch, links: LinkRates) -> list[pb.PortStats]:
