@@ -1,21 +1,25 @@
 //! The daemon's local control socket: `tng status` asks, the daemon answers with one JSON document.
 
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
 
 use crate::driver::{Agent, Status};
+use crate::subscription::SubscriptionStatus;
 
 /// Default control socket: under $XDG_RUNTIME_DIR, or /run/tng for root.
 pub fn default_path() -> PathBuf {
     std::env::var_os("XDG_RUNTIME_DIR").map_or_else(|| PathBuf::from("/run/tng"), PathBuf::from).join("tng.sock")
 }
 
-/// Serves `status` requests on `path` until the process ends.
-pub async fn serve(path: &Path, agent: Agent) -> Result<()> {
+/// Serves `status` requests on `path` until the process ends; `subscription` is the controller subscription's, if the
+/// agent has one.
+pub async fn serve(path: &Path, agent: Agent, subscription: Option<watch::Receiver<SubscriptionStatus>>) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -28,13 +32,19 @@ pub async fn serve(path: &Path, agent: Agent) -> Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let agent = agent.clone();
+        let subscription = subscription.clone();
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
             let mut lines = BufReader::new(read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let answer = match line.trim() {
                     "status" => match agent.status().await {
-                        Ok(status) => status_json(&status),
+                        Ok(status) => {
+                            let mut view = status_json(&status);
+                            view["controller"] =
+                                subscription.as_ref().map_or(Value::Null, |s| subscription_json(&s.borrow()));
+                            view
+                        }
                         Err(err) => json!({ "error": err.to_string() }),
                     },
                     other => json!({ "error": format!("unknown request {other:?}; known: status") }),
@@ -114,5 +124,17 @@ pub fn status_json(status: &Status) -> Value {
         "dropped_datagrams": status.endpoint.dropped(),
         "connections": connections,
         "metrics": crate::metrics::samples_json(status),
+    })
+}
+
+/// The controller subscription's state, as `tng status` reports it under "controller".
+pub fn subscription_json(status: &SubscriptionStatus) -> Value {
+    json!({
+        "address": status.controller,
+        "state": status.state.name(),
+        "policies": status.policies,
+        "since_unix_s": status.since.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+        "subscriptions": status.subscriptions,
+        "last_error": status.last_error,
     })
 }

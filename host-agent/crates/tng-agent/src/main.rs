@@ -30,13 +30,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tng_proto::{CcKind, Endpoint, ServerConfig, StaticKeypair};
 use tng_relay::SectionControl;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use args::{AcceptArgs, ClientArgs, TransportArgs};
 use driver::{with_timeout, Agent, Route};
 use perf::command::PerfRole;
 use perf::server::StatsByToken;
 use service::ProxyPolicy;
+use subscription::SubscriptionStatus;
 
 /// How long a client waits for the controller's policies before its first connection.
 const CONTROLLER_POLICIES_WAIT: Duration = Duration::from_secs(3);
@@ -244,24 +245,31 @@ fn load_or_fresh_identity(path: Option<&std::path::Path>) -> Result<StaticKeypai
     }
 }
 
-/// Starts an agent whose connections follow the policy file and, when configured, the controller; with a controller,
-/// the receiver fires once its policies are in force.
+/// What an agent started with a controller is told of its subscription: when the controller's policies are first in
+/// force, and how the subscription stands.
+struct Subscribed {
+    first_snapshot: oneshot::Receiver<()>,
+    status: watch::Receiver<SubscriptionStatus>,
+}
+
+/// Starts an agent whose connections follow the policy file and, when configured, the controller.
 fn start_agent(
     transport: &TransportArgs,
     server: Option<ServerConfig>,
     keypair: StaticKeypair,
     locals: &[SocketAddr],
-) -> Result<(Agent, Option<oneshot::Receiver<()>>)> {
+) -> Result<(Agent, Option<Subscribed>)> {
     let config = transport.endpoint_config(server)?;
     let policies = transport.local_policies()?;
     let controller = transport.controller()?;
     let agent = Agent::start(Endpoint::new(config, keypair.clone(), rand::random()), locals, policies)?;
     let Some(controller) = controller else { return Ok((agent, None)) };
     let (first_snapshot, controller_policies) = oneshot::channel();
+    let (status, subscription_status) = watch::channel(SubscriptionStatus::connecting(&controller));
     let traffic_class = transport.traffic_class.clone();
-    tokio::spawn(subscription::follow(controller.clone(), traffic_class, agent.clone(), first_snapshot));
+    tokio::spawn(subscription::follow(controller.clone(), traffic_class, agent.clone(), first_snapshot, status));
     tokio::spawn(registry::run(controller, keypair, agent.clone()));
-    Ok((agent, Some(controller_policies)))
+    Ok((agent, Some(Subscribed { first_snapshot: controller_policies, status: subscription_status })))
 }
 
 /// A client agent with its paths to `server` bound, and its first connection.
@@ -269,10 +277,10 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
     let keypair = load_or_fresh_identity(args.identity.as_deref())?;
     let unspecified: SocketAddr = if server.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let locals = if args.local.is_empty() { vec![unspecified] } else { args.local.clone() };
-    let (agent, controller_policies) = start_agent(&args.transport, None, keypair, &[])?;
-    if let Some(policies) = controller_policies {
+    let (agent, subscribed) = start_agent(&args.transport, None, keypair, &[])?;
+    if let Some(subscribed) = subscribed {
         // A controller policy may name the relay of this connection, which must be known before its first packet.
-        if tokio::time::timeout(CONTROLLER_POLICIES_WAIT, policies).await.is_err() {
+        if tokio::time::timeout(CONTROLLER_POLICIES_WAIT, subscribed.first_snapshot).await.is_err() {
             tracing::warn!(
                 "the controller's policies did not arrive within {CONTROLLER_POLICIES_WAIT:?}; connecting under the \
                  policy file's (later ones apply once they arrive)"
@@ -295,7 +303,8 @@ async fn dial(server: SocketAddr, args: &ClientArgs) -> Result<(Agent, Route, tn
 async fn serve(args: ServeArgs) -> Result<()> {
     let keypair = keys::load(&args.identity)?;
     println!("tng serve: identity {}", keypair.identity());
-    let (agent, _) = start_agent(&args.transport, Some(args.accept.server_config()?), keypair, &args.listen)?;
+    let (agent, subscribed) = start_agent(&args.transport, Some(args.accept.server_config()?), keypair, &args.listen)?;
+    let subscription = subscribed.map(|subscribed| subscribed.status);
     let proxy = ProxyPolicy { allowed: args.allow_proxy };
     let control = args.control.clone();
     let control_agent = agent.clone();
@@ -308,7 +317,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     tokio::select! {
         result = service::serve_streams(agent, StatsByToken::default(), proxy) => result,
-        result = control::serve(&control, control_agent) => result,
+        result = control::serve(&control, control_agent, subscription) => result,
         result = metrics => result,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
@@ -382,6 +391,16 @@ async fn status(control: &std::path::Path, json: bool) -> Result<()> {
         return Ok(());
     }
     println!("identity {}", view["identity"].as_str().unwrap_or("?"));
+    let controller = &view["controller"];
+    if let Some(address) = controller["address"].as_str() {
+        let error = controller["last_error"].as_str().map_or(String::new(), |error| format!("; last error: {error}"));
+        println!(
+            "controller {address}: {}, {} policies in force, {} subscriptions{error}",
+            controller["state"].as_str().unwrap_or("?"),
+            controller["policies"],
+            controller["subscriptions"]
+        );
+    }
     println!("dropped datagrams {}", view["dropped_datagrams"]);
     println!("counters (as `tng serve --metrics` exports them):");
     for sample in view["metrics"].as_array().into_iter().flatten() {

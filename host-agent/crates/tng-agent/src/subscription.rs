@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::driver::Agent;
@@ -27,6 +27,63 @@ const LAST_RETRY: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// HTTP/2 pings notice a controller that vanished without closing the connection.
 const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// The subscription as `tng status` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubscriptionStatus {
+    /// The controller's address (HOST:PORT).
+    pub controller: String,
+    pub state: SubscriptionState,
+    /// The controller's policies in force (those the agent could apply).
+    pub policies: usize,
+    /// When `state` was entered.
+    pub since: SystemTime,
+    /// Snapshots received: one per (re)subscription.
+    pub subscriptions: u64,
+    /// Why the last watch ended or failed, if one did.
+    pub last_error: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscriptionState {
+    /// No snapshot yet: the policy file applies.
+    Connecting,
+    /// The controller's policies are in force and its changes arrive.
+    Subscribed,
+    /// The watch ended after a snapshot: its policies stay in force while the agent reconnects.
+    Lost,
+}
+
+impl SubscriptionState {
+    pub fn name(self) -> &'static str {
+        match self {
+            SubscriptionState::Connecting => "connecting",
+            SubscriptionState::Subscribed => "subscribed",
+            SubscriptionState::Lost => "lost",
+        }
+    }
+}
+
+impl SubscriptionStatus {
+    /// Before the first watch of `controller`.
+    pub fn connecting(controller: &Controller) -> SubscriptionStatus {
+        SubscriptionStatus {
+            controller: controller.address.clone(),
+            state: SubscriptionState::Connecting,
+            policies: 0,
+            since: SystemTime::now(),
+            subscriptions: 0,
+            last_error: None,
+        }
+    }
+
+    fn enter(&mut self, state: SubscriptionState) {
+        if self.state != state {
+            self.state = state;
+            self.since = SystemTime::now();
+        }
+    }
+}
 
 /// Where the controller is and how to talk to it.
 #[derive(Clone)]
@@ -78,8 +135,14 @@ fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
 }
 
 /// Follows the controller's policies for the connections of `traffic_class` until the process ends; `first_snapshot`
-/// fires once the agent holds the controller's policies for the first time.
-pub async fn follow(controller: Controller, traffic_class: String, agent: Agent, first_snapshot: oneshot::Sender<()>) {
+/// fires once the agent holds the controller's policies for the first time, and `status` follows the subscription.
+pub async fn follow(
+    controller: Controller,
+    traffic_class: String,
+    agent: Agent,
+    first_snapshot: oneshot::Sender<()>,
+    status: watch::Sender<SubscriptionStatus>,
+) {
     let mut subscription = Subscription {
         controller,
         traffic_class,
@@ -87,6 +150,7 @@ pub async fn follow(controller: Controller, traffic_class: String, agent: Agent,
         subscribed: false,
         told_down: false,
         first_snapshot: Some(first_snapshot),
+        status,
     };
     let mut retry = FIRST_RETRY;
     loop {
@@ -104,6 +168,12 @@ pub async fn follow(controller: Controller, traffic_class: String, agent: Agent,
         } else {
             tracing::debug!("controller {address}: still unreachable ({error:#})");
         }
+        subscription.status.send_modify(|status| {
+            if status.state == SubscriptionState::Subscribed {
+                status.enter(SubscriptionState::Lost);
+            }
+            status.last_error = Some(format!("{error:#}"));
+        });
         subscription.told_down = true;
         tokio::time::sleep(retry).await;
         retry = (retry * 2).min(LAST_RETRY);
@@ -119,6 +189,7 @@ struct Subscription {
     /// An outage was logged since the last subscription.
     told_down: bool,
     first_snapshot: Option<oneshot::Sender<()>>,
+    status: watch::Sender<SubscriptionStatus>,
 }
 
 impl Subscription {
@@ -142,10 +213,15 @@ impl Subscription {
                     tracing::info!("controller {}: subscribed, {} policies", self.controller.address, policies.len());
                     self.subscribed = true;
                     self.told_down = false;
+                    self.status.send_modify(|status| {
+                        status.enter(SubscriptionState::Subscribed);
+                        status.subscriptions += 1;
+                    });
                 }
                 _ => continue,
             }
             if self.subscribed {
+                self.status.send_modify(|status| status.policies = policies.len());
                 self.agent.set_controller_policies(policies.values().cloned().collect());
                 if let Some(first) = self.first_snapshot.take() {
                     // Nobody may be waiting (a server does not); the policies are in force either way.

@@ -206,6 +206,19 @@ fn wait_for(control: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value 
     }
 }
 
+/// Polls the server's status until its controller subscription satisfies `check`; returns the subscription.
+fn controller_status(control: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let view = status(control);
+        if let Some(controller) = view.as_ref().ok().map(|view| &view["controller"]).filter(|c| check(c)) {
+            return controller.clone();
+        }
+        assert!(Instant::now() < deadline, "the subscription never got there; last status {view:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn channel_controllers(connection: &Value) -> Vec<String> {
     let channels = connection["channels"].as_array().into_iter().flatten();
     channels.map(|ch| ch["congestion_control"].as_str().unwrap_or_default().to_owned()).collect()
@@ -228,6 +241,8 @@ fn agent_subscription_receives_a_policy_change() {
     let (mut controller, address) = start_controller(&python, &dir, "");
     let agents = start_agents(&dir, &[("controller", &address)]);
     let before = wait_for(&agents.control, "a connection", |c| c["policy"].is_null());
+    let subscribed = controller_status(&agents.control, |c| c["state"] == "subscribed");
+    assert_eq!((&subscribed["address"], &subscribed["policies"]), (&Value::from(address.as_str()), &Value::from(0)));
     assert_eq!(before["scheduler"], "ack-clocked");
     assert!(channel_controllers(&before).iter().all(|cc| cc == "cubic"), "{before:#}");
 
@@ -248,6 +263,7 @@ fn agent_subscription_receives_a_policy_change() {
     assert!(governed["policy"]["revision"].as_u64().unwrap() > 0, "{governed:#}");
     assert_eq!(governed["tail_loss"], "alternate-path");
     assert!(channel_controllers(&governed).iter().all(|cc| cc == "vegas"), "{governed:#}");
+    controller_status(&agents.control, |c| c["policies"] == 1);
     echo_through(agents.proxy);
 
     // Deleted: back to the agent's own settings.
@@ -263,6 +279,9 @@ fn agent_subscription_receives_a_policy_change() {
     std::thread::sleep(Duration::from_secs(1));
     let after = wait_for(&agents.control, "the policy outlives the controller", |c| c["scheduler"] == "lowest-rtt");
     assert!(governed_by(&after, "agents", "controller"), "{after:#}");
+    let lost = controller_status(&agents.control, |c| c["state"] == "lost");
+    assert_eq!((&lost["policies"], &lost["subscriptions"]), (&Value::from(1), &Value::from(1)), "{lost:#}");
+    assert!(lost["last_error"].is_string(), "{lost:#}");
     echo_through(agents.proxy);
 }
 
@@ -349,6 +368,8 @@ fn without_a_reachable_controller_the_policy_file_applies() {
     let nowhere = format!("127.0.0.1:{}", free_port());
     let agents = start_agents(&dir, &[("controller", &nowhere), ("policy", &policies)]);
     let connection = wait_for(&agents.control, "the file's policy applies", |c| governed_by(c, "local", "file"));
+    let connecting = controller_status(&agents.control, |c| c["last_error"].is_string());
+    assert_eq!((&connecting["state"], &connecting["subscriptions"]), (&Value::from("connecting"), &Value::from(0)));
     assert_eq!(connection["scheduler"], "weighted");
     assert!(channel_controllers(&connection).iter().all(|cc| cc == "newreno"), "{connection:#}");
     echo_through(agents.proxy);
