@@ -52,6 +52,12 @@ def _names(address: str) -> dict[str, int]:
         return {p.name: p.revision for p in stub.ListPolicies(pb.ListPoliciesRequest(), timeout=10).policies}
 
 
+def _hosts(address: str) -> list[str]:
+    channel, stub = _stub(address)
+    with channel:
+        return [h.identity for h in stub.ListHosts(pb.ListHostsRequest(), timeout=10).hosts]
+
+
 class _Watch:
     """WatchPolicies on one replica in a thread: the events it got (kind, name, revision)."""
 
@@ -212,10 +218,15 @@ def test_a_host_registered_on_one_replica_is_resolved_and_watched_on_every_other
 
 def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:
     stored = _set(replicas.addresses()[1], bench_policy(1, 3))
+    host = Host()
+    channel, stub = _stub(replicas.addresses()[0])
+    with channel:
+        stub.RegisterHost(host.registration(1, ["10.0.0.1:4477"]), timeout=10)
     replicas.wait_for_leader()
-    for address in replicas.addresses():  # every replica has seen the change before etcd goes
+    for address in replicas.addresses():  # every replica has seen the change and the host before etcd goes
         deadline = time.monotonic() + 10
-        while _names(address) != {"bench-1": stored.revision} and time.monotonic() < deadline:
+        while (_names(address), _hosts(address)) != ({"bench-1": stored.revision}, [host.identity]):
+            assert time.monotonic() < deadline, (_names(address), _hosts(address))
             time.sleep(0.05)
     replicas.etcd.stop()
     for address in replicas.addresses():
@@ -224,6 +235,13 @@ def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(repli
         _set(replicas.addresses()[1], bench_policy(2, 3))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "etcd" in (refused.value.details() or "")
+    channel, stub = _stub(replicas.addresses()[2])
+    with channel:  # a lookup answers from the replica's copy; a registration is refused, not lost
+        record = stub.ResolveHost(pb.ResolveHostRequest(identity=host.identity), timeout=20)
+        assert list(record.addresses) == ["10.0.0.1:4477"]
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.RegisterHost(host.registration(2, ["10.0.0.2:4477"]), timeout=20)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     deadline = time.monotonic() + TAKEOVER_BOUND_S  # the leader stops once its lease cannot be renewed
     while time.monotonic() < deadline:
         try:
