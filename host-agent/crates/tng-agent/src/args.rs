@@ -34,7 +34,8 @@ pub struct TransportArgs {
     /// Traffic class of this agent's connections, for policy matching.
     #[arg(long, default_value = "")]
     pub traffic_class: String,
-    /// The controller's policy API (HOST:PORT): its policies apply to matching connections live, ahead of --policy.
+    /// The controller's policy API (HOST:PORT, or the replicas' as HOST:PORT,HOST:PORT,...: tried in turn when one
+    /// fails): its policies apply to matching connections live, ahead of --policy.
     #[arg(long)]
     pub controller: Option<String>,
     /// CA certificate (PEM) that signed the controller's certificate; turns TLS on.

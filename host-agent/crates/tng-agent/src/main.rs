@@ -335,7 +335,7 @@ async fn server_address(server: Option<SocketAddr>, args: &ClientArgs) -> Result
         bail!("--server-identity without --server needs --controller (the host registry resolves it)");
     };
     let addresses = with_timeout(
-        &format!("resolving {identity} at controller {}", controller.address),
+        &format!("resolving {identity} at controller {}", controller.address()),
         Duration::from_secs(10),
         registry::resolve(&controller, identity),
     )

@@ -28,7 +28,7 @@ pub async fn run(controller: Controller, keypair: StaticKeypair, agent: Agent) {
 
 /// The addresses a peer of a connection resolved through the registry is reached at (connect-time mobility).
 pub async fn resolve(controller: &Controller, identity: Identity) -> Result<Vec<SocketAddr>> {
-    let mut client = PolicyServiceClient::new(controller.endpoint.connect().await?);
+    let mut client = PolicyServiceClient::new(controller.connect().await?);
     let request = ResolveHostRequest { identity: identity.to_string() };
     let record = client.resolve_host(request).await.map_err(describe)?.into_inner();
     let addresses = parse_addresses(&record);
@@ -86,7 +86,7 @@ async fn register_forever(
                         "registered {} at {} with controller {}",
                         keypair.identity(),
                         addresses.join(" "),
-                        controller.address
+                        controller.address()
                     );
                     registered = Some(addresses);
                     retry = FIRST_RETRY;
@@ -94,7 +94,7 @@ async fn register_forever(
                 Err(error) => {
                     tracing::warn!(
                         "controller {}: registering {} failed ({error:#}); retrying",
-                        controller.address,
+                        controller.address(),
                         addresses.join(" ")
                     );
                     tokio::select! {
@@ -113,7 +113,7 @@ async fn register_forever(
 }
 
 async fn register(controller: &Controller, request: RegisterHostRequest) -> Result<()> {
-    let mut client = PolicyServiceClient::new(controller.endpoint.connect().await?);
+    let mut client = PolicyServiceClient::new(controller.connect().await?);
     client.register_host(request).await.map_err(describe)?;
     Ok(())
 }
@@ -178,7 +178,7 @@ async fn follow_peer(controller: Controller, agent: Agent, conn: ConnectionHandl
 
 /// One WatchHost stream; Ok once the connection is gone.
 async fn watch_peer(controller: &Controller, agent: &Agent, conn: ConnectionHandle, identity: Identity) -> Result<()> {
-    let mut client = PolicyServiceClient::new(controller.endpoint.connect().await?);
+    let mut client = PolicyServiceClient::new(controller.connect().await?);
     let request = ResolveHostRequest { identity: identity.to_string() };
     let mut records = client.watch_host(request).await.map_err(describe)?.into_inner();
     while let Some(record) = records.message().await.map_err(describe)? {

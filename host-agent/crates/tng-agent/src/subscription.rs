@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
 use tokio::sync::{oneshot, watch};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::driver::Agent;
 use crate::policy::{HostPolicyEntry, MatchEntry, Policy, PolicyEntry, PortMatchEntry, Source};
@@ -68,7 +70,7 @@ impl SubscriptionStatus {
     /// Before the first watch of `controller`.
     pub fn connecting(controller: &Controller) -> SubscriptionStatus {
         SubscriptionStatus {
-            controller: controller.address.clone(),
+            controller: controller.address().to_owned(),
             state: SubscriptionState::Connecting,
             policies: 0,
             since: SystemTime::now(),
@@ -85,11 +87,17 @@ impl SubscriptionStatus {
     }
 }
 
-/// Where the controller is and how to talk to it.
+/// Where the controller is and how to talk to it: one address, or the replicas of a replicated controller, tried in
+/// turn from the one that answered last. Clones share which one that is.
 #[derive(Clone)]
 pub struct Controller {
-    pub(crate) address: String,
-    pub(crate) endpoint: Endpoint,
+    replicas: Arc<[Replica]>,
+    current: Arc<AtomicUsize>,
+}
+
+struct Replica {
+    address: String,
+    endpoint: Endpoint,
 }
 
 /// PEM files of the controller's TLS: the CA that signed its certificate, and this agent's client certificate.
@@ -100,34 +108,74 @@ pub struct TlsFiles<'a> {
 }
 
 impl Controller {
-    /// Checks the address (HOST:PORT) and reads the TLS files; TLS is on when a CA is given.
-    pub fn new(address: &str, tls: &TlsFiles) -> Result<Controller> {
+    /// Checks the addresses (HOST:PORT, comma-separated for replicas) and reads the TLS files; TLS is on when a CA
+    /// is given.
+    pub fn new(addresses: &str, tls: &TlsFiles) -> Result<Controller> {
         if tls.cert.is_some() != tls.key.is_some() {
             bail!("--controller-cert and --controller-key go together");
         }
         if tls.cert.is_some() && tls.ca.is_none() {
             bail!("--controller-cert needs --controller-ca (client certificates are part of TLS)");
         }
-        let scheme = if tls.ca.is_some() { "https" } else { "http" };
-        let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
-            .ok()
-            .filter(|endpoint| endpoint.uri().port().is_some() && endpoint.uri().path() == "/")
-            .with_context(|| format!("--controller {address:?} is not HOST:PORT"))?;
-        let endpoint =
-            endpoint.connect_timeout(CONNECT_TIMEOUT).http2_keep_alive_interval(KEEPALIVE).keep_alive_while_idle(true);
-        let endpoint = match tls.ca {
-            None => endpoint,
+        let tls_config = match tls.ca {
+            None => None,
             Some(ca) => {
                 let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read_pem(ca, "ca")?));
                 if let (Some(cert), Some(key)) = (tls.cert, tls.key) {
                     config = config
                         .identity(tonic::transport::Identity::from_pem(read_pem(cert, "cert")?, read_pem(key, "key")?));
                 }
-                endpoint.tls_config(config).context("--controller-ca")?
+                Some(config)
             }
         };
-        Ok(Controller { address: address.to_owned(), endpoint })
+        let replicas = addresses
+            .split(',')
+            .map(|address| replica(address.trim(), tls_config.clone()))
+            .collect::<Result<Arc<[Replica]>>>()?;
+        Ok(Controller { replicas, current: Arc::new(AtomicUsize::new(0)) })
     }
+
+    /// The address of the replica that answered last (the first before any did).
+    pub fn address(&self) -> &str {
+        &self.replicas[self.current.load(Ordering::Relaxed)].address
+    }
+
+    /// A channel to the first replica that accepts one, from the one that answered last; names each one's error
+    /// when none does.
+    pub(crate) async fn connect(&self) -> Result<Channel> {
+        if let [only] = &self.replicas[..] {
+            return Ok(only.endpoint.connect().await?);
+        }
+        let first = self.current.load(Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for offset in 0..self.replicas.len() {
+            let index = (first + offset) % self.replicas.len();
+            let replica = &self.replicas[index];
+            match replica.endpoint.connect().await {
+                Ok(channel) => {
+                    self.current.store(index, Ordering::Relaxed);
+                    return Ok(channel);
+                }
+                Err(error) => errors.push(format!("{}: {:#}", replica.address, anyhow::Error::from(error))),
+            }
+        }
+        bail!(errors.join("; "))
+    }
+}
+
+fn replica(address: &str, tls: Option<ClientTlsConfig>) -> Result<Replica> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+        .ok()
+        .filter(|endpoint| endpoint.uri().port().is_some() && endpoint.uri().path() == "/")
+        .with_context(|| format!("--controller {address:?} is not HOST:PORT"))?;
+    let endpoint =
+        endpoint.connect_timeout(CONNECT_TIMEOUT).http2_keep_alive_interval(KEEPALIVE).keep_alive_while_idle(true);
+    let endpoint = match tls {
+        None => endpoint,
+        Some(config) => endpoint.tls_config(config).context("--controller-ca")?,
+    };
+    Ok(Replica { address: address.to_owned(), endpoint })
 }
 
 fn read_pem(path: &Path, flag: &str) -> Result<Vec<u8>> {
@@ -158,7 +206,7 @@ pub async fn follow(
             Ok(()) => anyhow!("the controller ended the watch"),
             Err(error) => error,
         };
-        let address = &subscription.controller.address;
+        let address = subscription.controller.address().to_owned();
         if subscription.subscribed {
             tracing::warn!("controller {address}: lost ({error:#}); its policies stay in force; reconnecting");
             subscription.subscribed = false;
@@ -195,7 +243,7 @@ struct Subscription {
 impl Subscription {
     /// One watch, from connecting to the stream's end.
     async fn watch(&mut self) -> Result<()> {
-        let channel = self.controller.endpoint.connect().await?;
+        let channel = self.controller.connect().await?;
         let mut client = PolicyServiceClient::new(channel);
         // The controller also sends policies for any class; without a class of our own, we need them all.
         let traffic_classes = [self.traffic_class.clone()].into_iter().filter(|c| !c.is_empty()).collect();
@@ -210,10 +258,11 @@ impl Subscription {
                     policies.remove(&policy.name);
                 }
                 (Kind::Synced, _) => {
-                    tracing::info!("controller {}: subscribed, {} policies", self.controller.address, policies.len());
+                    tracing::info!("controller {}: subscribed, {} policies", self.controller.address(), policies.len());
                     self.subscribed = true;
                     self.told_down = false;
                     self.status.send_modify(|status| {
+                        status.controller = self.controller.address().to_owned();
                         status.enter(SubscriptionState::Subscribed);
                         status.subscriptions += 1;
                     });
@@ -240,7 +289,7 @@ impl Subscription {
                 policies.insert(name, policy);
             }
             Err(error) => {
-                tracing::warn!("controller {}: policy {name:?} ignored: {error:#}", self.controller.address);
+                tracing::warn!("controller {}: policy {name:?} ignored: {error:#}", self.controller.address());
                 policies.remove(&name);
             }
         }
@@ -325,6 +374,25 @@ mod tests {
         assert!(error("127.0.0.1:1", &tls(None, Some("c.pem"), Some("k.pem"))).contains("needs --controller-ca"));
         let missing = error("127.0.0.1:1", &tls(Some("/nonexistent/ca.pem"), None, None));
         assert!(missing.contains("cannot read --controller-ca /nonexistent/ca.pem"), "{missing}");
+        let replicas = Controller::new("10.0.0.1:50051, 10.0.0.2:50051", &tls(None, None, None)).unwrap();
+        assert_eq!(replicas.address(), "10.0.0.1:50051");
+        assert!(error("10.0.0.1:50051,10.0.0.2", &tls(None, None, None)).contains("\"10.0.0.2\" is not HOST:PORT"));
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_refuses_is_passed_over_for_the_next() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let answering = listener.local_addr().unwrap();
+        let refusing = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap(); // closed again
+        let controller = Controller::new(&format!("{refusing},{answering}"), &tls(None, None, None)).unwrap();
+        // A plain TCP listener accepts the connection; HTTP/2 starts only with the first call.
+        controller.connect().await.unwrap();
+        assert_eq!(controller.address(), answering.to_string());
+        let clone = controller.clone();
+        assert_eq!(clone.address(), answering.to_string(), "clones share the replica that answered");
+        drop(listener);
+        let error = format!("{:#}", controller.connect().await.unwrap_err());
+        assert!(error.contains(&refusing.to_string()) && error.contains(&answering.to_string()), "{error}");
     }
 
     #[test]

@@ -286,6 +286,41 @@ fn agent_subscription_receives_a_policy_change() {
 }
 
 #[test]
+fn an_agent_given_replicas_moves_to_the_next_when_its_controller_goes_away() {
+    let python = match controller_python() {
+        Ok(python) => python,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    // Two controllers with stores of their own stand in for replicas: which one serves shows in the policy.
+    let (dir_a, dir_b) = (TempDir::new("replica-a"), TempDir::new("replica-b"));
+    let (mut first, first_address) = start_controller(&python, &dir_a, "");
+    let (_second, second_address) = start_controller(&python, &dir_b, "");
+    for (dir, address, scheduler) in [(&dir_a, &first_address, "lowest-rtt"), (&dir_b, &second_address, "weighted")] {
+        let policies = dir.file(
+            "policies.toml",
+            &format!("[[policy]]\nname = \"{scheduler}\"\nmatch = {{ priority = 5 }}\nhost_policy = {{ scheduler = \"{scheduler}\" }}\n"),
+        );
+        tngctl(&python, &["--server", address], &["policy", "set", &policies]);
+    }
+    let nowhere = format!("127.0.0.1:{}", free_port());
+    let replicas = format!("{nowhere},{first_address},{second_address}");
+    let agents = start_agents(&dir_a, &[("controller", &replicas)]);
+    wait_for(&agents.control, "the first answering replica's policy", |c| governed_by(c, "lowest-rtt", "controller"));
+    let subscribed = controller_status(&agents.control, |c| c["state"] == "subscribed");
+    assert_eq!(subscribed["address"], first_address.as_str(), "{subscribed:#}");
+
+    first.kill();
+    let moved = wait_for(&agents.control, "the next replica's policy", |c| governed_by(c, "weighted", "controller"));
+    assert_eq!(moved["scheduler"], "weighted");
+    let subscribed = controller_status(&agents.control, |c| c["address"] == second_address.as_str());
+    assert_eq!((&subscribed["state"], &subscribed["subscriptions"]), (&Value::from("subscribed"), &Value::from(2)));
+    echo_through(agents.proxy);
+}
+
+#[test]
 fn a_tls_controller_serves_only_agents_with_its_ca_and_a_certificate_it_trusts() {
     let python = match controller_python() {
         Ok(python) => python,
