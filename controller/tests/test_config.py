@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from tng_controller import protogen
 from tng_controller.config import ConfigError, EtcdConfig, EtcdTls, load, parse
-from tng_controller.switch_config import DEFAULT_P4INFO
+from tng_controller.switch_config import DEFAULT_P4INFO, SwitchTls
 
 
 def test_full_config(tmp_path: Path) -> None:
@@ -189,3 +190,21 @@ def test_https_endpoints_take_tls_files_relative_to_the_file(tmp_path: Path) -> 
     tls = EtcdTls(tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key")
     assert parse({"store": store}, tmp_path).etcd.tls == tls
     assert parse({"store": {"etcd": ["https://e:2379"]}}, tmp_path).etcd.tls == EtcdTls()
+
+
+def test_a_switch_takes_tls_files_and_refuses_incomplete_ones(tmp_path: Path) -> None:
+    for name in ("ca.pem", "client.pem", "client.key"):
+        (tmp_path / name).write_text("pem")
+    switch = {"name": "s1", "address": "10.0.0.1:9559", "tls_ca": "ca.pem"}
+    assert parse({"switch": [switch]}, tmp_path).switches[0].tls == SwitchTls(tmp_path / "ca.pem")
+    both = switch | {"tls_cert": "client.pem", "tls_key": "client.key"}
+    tls = SwitchTls(tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key")
+    assert parse({"switch": [both]}, tmp_path).switches[0].tls == tls
+    assert parse({"switch": [{"name": "s1", "address": "h:1"}]}, tmp_path).switches[0].tls is None
+    for bad, message in (
+        ({"name": "s1", "address": "h:1", "tls_cert": "client.pem", "tls_key": "client.key"}, "needs tls_ca"),
+        (switch | {"tls_cert": "client.pem"}, "switch[0].tls_key: is required with the other"),
+        (switch | {"tls_ca": "missing.pem"}, "missing.pem does not exist"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse({"switch": [bad]}, tmp_path)

@@ -35,7 +35,7 @@ from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyReader, StoredPolicy
 from tng_controller.stream import SharedStream
-from tng_controller.switch_config import ROLES, SwitchConfig
+from tng_controller.switch_config import ROLES, SwitchConfig, SwitchTls
 from tng_controller.targets import pipeline_blob, queue_report_session
 from tng_controller.topology import helper_clone_session, topology_entries, topology_tables
 
@@ -132,6 +132,7 @@ class SwitchFleet:
                 device_id=config.device_id,
                 initial_election_id=election_id,
                 ready_handler=self._on_ready,
+                channel_credentials=_credentials(config.tls),
             )
             switch = fy.Switch(config.name, config.address, options)
             nominal = {p.port: float(p.capacity_bps) for p in config.ports if p.capacity_bps is not None}
@@ -626,6 +627,12 @@ async def _port_stats(name: str, switch: fy.Switch, links: LinkRates) -> list[pb
         )
         for port in used
     ]
+
+
+def _credentials(tls: SwitchTls | None) -> fy.GRPCCredentialsTLS | None:
+    if tls is None:
+        return None
+    return fy.GRPCCredentialsTLS(cacert=tls.ca, cert=tls.cert, private_key=tls.key)
 
 
 def _describe(exc: Exception) -> str:

@@ -72,6 +72,19 @@ class TofinoConfig:
     queue_report_interval_us: float = 100.0
 
 
+SWITCH_TLS_KEYS = ("tls_ca", "tls_cert", "tls_key")  # [[switch]] keys of TLS towards its P4Runtime server
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchTls:
+    """TLS towards the switch's P4Runtime server: the CA that signed its certificate, and the controller's client
+    certificate and key for a switch that asks for one (None: none shown)."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SwitchConfig:
     name: str
@@ -86,6 +99,7 @@ class SwitchConfig:
     helper: HelperConfig | None = None
     probe_source: ipaddress.IPv4Address | None = None  # the switch's own address: link probes come from it
     tofino: TofinoConfig | None = None  # None: BMv2
+    tls: SwitchTls | None = None  # None: P4Runtime in plaintext
 
     @property
     def has_topology(self) -> bool:
@@ -112,6 +126,7 @@ def parse_switch(reader: TableReader, raw: Any, where: str) -> SwitchConfig:
             "route",
             "helper",
             "tofino",
+            *SWITCH_TLS_KEYS,
         },
     )
     name = reader.string(raw, f"{where}.name", None)
@@ -170,7 +185,22 @@ def parse_switch(reader: TableReader, raw: Any, where: str) -> SwitchConfig:
         helper=helper,
         probe_source=probe_source,
         tofino=tofino,
+        tls=_switch_tls(reader, raw, where),
     )
+
+
+def _switch_tls(reader: TableReader, raw: dict[str, Any], where: str) -> SwitchTls | None:
+    ca, cert, key = (reader.optional_path(raw, f"{where}.{name}") for name in SWITCH_TLS_KEYS)
+    for name, path in zip(SWITCH_TLS_KEYS, (ca, cert, key), strict=True):
+        if path is not None and not path.is_file():
+            raise reader.error(f"{where}.{name}", f"{path} does not exist")
+    if ca is None:
+        if cert is not None or key is not None:
+            raise reader.error(f"{where}.tls_cert" if cert else f"{where}.tls_key", "needs tls_ca (it turns TLS on)")
+        return None
+    if (cert is None) != (key is None):
+        raise reader.error(f"{where}.tls_cert" if cert is None else f"{where}.tls_key", "is required with the other")
+    return SwitchTls(ca, cert, key)
 
 
 def _tofino(reader: TableReader, raw: dict[str, Any], where: str) -> TofinoConfig:

@@ -32,6 +32,16 @@ class Bmv2Error(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class Bmv2Tls:
+    """TLS on the switch's P4Runtime server: its certificate and key, and the CA its clients' certificates must be
+    signed by (every client then needs one)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path
+
+
+@dataclass(frozen=True, slots=True)
 class Bmv2Config:
     """Everything that tells one switch from another: where it listens, its ports, where it runs and logs."""
 
@@ -55,6 +65,7 @@ class Bmv2Config:
     # background thread hands pages freed for a few seconds back to the system: memory the switch held for a burst
     # (packet-ins piling up while its controller reconnects) does not stay in its RSS. None: glibc's.
     allocator: str | None = None
+    tls: Bmv2Tls | None = None  # None: P4Runtime in plaintext
 
     def __post_init__(self) -> None:
         if self.packet_socket is None and not self.interfaces:
@@ -92,7 +103,12 @@ class Bmv2Config:
             argv += ["--packet-in", self.packet_socket]
         for port, interface in self.interfaces:
             argv += ["-i", f"{port}@{interface}"]
-        return [*argv, "--no-p4", "--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(self.cpu_port)]
+        argv += ["--no-p4", "--", "--grpc-server-addr", self.grpc_address, "--cpu-port", str(self.cpu_port)]
+        if self.tls is not None:
+            tls = self.tls
+            argv += ["--grpc-server-ssl", "--grpc-server-cert", str(tls.cert), "--grpc-server-key", str(tls.key)]
+            argv += ["--grpc-server-cacert", str(tls.client_ca), "--grpc-server-with-client-auth"]
+        return argv
 
 
 def nanomsg_config(binary: Path, directory: Path, *, log_path: Path | None = None, device_id: int = 1) -> Bmv2Config:
