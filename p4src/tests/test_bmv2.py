@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tng_p4 import bmv2
-from tng_p4.bmv2 import JEMALLOC_CONF, Bmv2, Bmv2Config, Bmv2Error, nanomsg_config
+from tng_p4.bmv2 import JEMALLOC_CONF, Bmv2, Bmv2Config, Bmv2Error, Bmv2Tls, nanomsg_config
 
 # Records its command line and pid, then listens on the --grpc-server-addr port until it is killed.
 FAKE_SWITCH = """#!{python}
@@ -90,6 +90,21 @@ def test_a_switch_on_veths_in_a_namespace() -> None:
         "-i 1@srv -i 2@l-lte --no-p4 -- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255"
     )
     assert config.thrift_address == "127.0.0.1:9090"
+
+
+def test_a_tls_switch_serves_p4runtime_with_its_certificate_and_asks_clients_for_theirs() -> None:
+    config = Bmv2Config(
+        binary=Path("/usr/local/bin/simple_switch_grpc"),
+        log_path=Path("/tmp/bmv2.log"),
+        grpc_port=9559,
+        thrift_port=9090,
+        packet_socket="ipc:///tmp/p.ipc",
+        tls=Bmv2Tls(cert=Path("s.pem"), key=Path("s.key"), client_ca=Path("ca.pem")),
+    )
+    assert " ".join(config.command()).endswith(
+        "-- --grpc-server-addr 127.0.0.1:9559 --cpu-port 255 --grpc-server-ssl --grpc-server-cert s.pem "
+        "--grpc-server-key s.key --grpc-server-cacert ca.pem --grpc-server-with-client-auth"
+    )
 
 
 def test_a_real_time_switch_starts_under_chrt_inside_its_namespace() -> None:
