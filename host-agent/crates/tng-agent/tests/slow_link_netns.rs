@@ -41,8 +41,8 @@ fn bulk_on_a_slow_link_ends_within_two_round_trips_of_its_duration() {
         let goodput = report["goodput_mbps"].as_f64().unwrap();
         eprintln!(
             "{transport}: run {run_s:.2} s (process {wall:.2} s), goodput {goodput:.2} Mbit/s, rtt {rtt_s:.3} s, \
-                   sender queueing {}",
-            report["sender_queueing_ms"]
+                   retransmitted {} of {} packets, sender queueing {}",
+            report["retransmitted_packets"], report["sent_packets"], report["sender_queueing_ms"]
         );
         assert!(run_s <= allowed, "{transport}: the run took {run_s:.2} s, more than {allowed:.2} s: {report}");
         // The process also connects (tng: a handshake) and starts up.

@@ -371,3 +371,31 @@ fn a_stream_window_smaller_than_the_path_grows_until_the_path_is_the_limit() {
     assert!(held > Duration::from_millis(3500), "held to 256 kB: {held:?}");
     assert!(grown < Duration::from_millis(2500), "grown: {grown:?}");
 }
+
+#[test]
+fn a_receiver_whose_acks_wait_behind_the_senders_queue_keeps_its_channel() {
+    // 5 Mbit/s with a 200 ms drop-tail queue and a 0.4 ms round trip: the server's slow start fills the queue, so
+    // the ACKs it sends for the client's STREAM_ACKs arrive up to 200 ms late, many of the client's (tiny) probe
+    // timeouts after. Data keeps arriving on the channel all the while: it is not down.
+    let path = PathConfig {
+        delay: Duration::from_micros(200),
+        rate: Some(625_000),
+        queue: Some(Duration::from_millis(200)),
+        burst: Duration::from_millis(100), // 64 kB, as the agent's netns test's tbf
+        ..PathConfig::clean(0)
+    };
+    let mut pair = Pair::default_with_paths(vec![path], 6);
+    let (client, server) = pair.connect_and_wait();
+    let data = payload(2_000_000, 4);
+    pair.server_send(server, data.clone());
+    let started = pair.now;
+    assert!(pair.run_until(Duration::from_secs(30), |pair| pair.client_got(&data)), "transfer stalled");
+    // The link needs 3.2 s for it; with the channel taken down, the sender repeated what had arrived (4.8 s).
+    let took = pair.now.saturating_since(started);
+    assert!(took < Duration::from_millis(3500), "2 MB took {took:?} on a 5 Mbit/s link");
+    let downs =
+        pair.client_events.iter().filter(|(handle, event)| *handle == client && *event == Event::ChannelDown(0));
+    assert_eq!(downs.count(), 0, "the client took its only channel for down while data arrived on it");
+    let stats = pair.server.connection_stats(server).expect("connection alive");
+    assert_eq!(stats.channels[0].state, ChannelState::Active);
+}

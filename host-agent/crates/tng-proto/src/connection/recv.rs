@@ -355,20 +355,24 @@ impl Connection {
         self.release_lost(lost);
     }
 
-    /// A probe timeout fired on channel `id`: after too many in a row the channel is down. Otherwise a tail-loss
+    /// A probe timeout fired on channel `id`: after too many in a row the channel is down, unless the peer's packets
+    /// still arrive on it (within the last probe timeout's base): then only the ACKs are late, held up behind the
+    /// data the peer queued before our packets reached it, and the path works. Otherwise a tail-loss
     /// probe: in same-path mode the newest unacknowledged stream data goes again on this channel (RFC 8985 TLP); in
     /// alternate-path mode (thesis 003) the channel's unacknowledged stream data, as much as fits the window, goes on
     /// the lowest-RTT other channel with window room, charged to that channel's controller, and this channel gets
     /// only a PING so that its own losses are still detected.
     pub(super) fn on_probe_timeout(&mut self, now: Time, id: u8) {
         let down_after = self.config.channel_down_after_ptos.max(1);
+        let max_ack_delay = self.config.max_ack_delay;
         let mtu = self.max_datagram_size();
         let Some(channel) = self.channels.get_mut(&id) else { return };
         channel.counters.probe_timeouts += 1;
         if let Some(sink) = self.qlog.sink() {
             sink.emit(now, &QlogEvent::ProbeTimeout { channel: id, pto_count: channel.recovery.pto_count() });
         }
-        if channel.recovery.pto_count() >= down_after {
+        let heard_lately = now.saturating_since(channel.last_received) < channel.rtt.pto_base(max_ack_delay);
+        if channel.recovery.pto_count() >= down_after && !heard_lately {
             self.channel_down(now, id);
             return;
         }

@@ -44,6 +44,9 @@ pub struct PathConfig {
     /// Longest a datagram may wait for the bottleneck; one that would wait longer is dropped (a drop-tail queue of
     /// that many seconds of the rate). `None` queues without limit.
     pub queue: Option<Duration>,
+    /// What the bottleneck lets through at once after it was idle, in seconds of its rate (a token bucket's burst,
+    /// as `tc tbf burst`); zero serialises every datagram.
+    pub burst: Duration,
 }
 
 impl PathConfig {
@@ -56,6 +59,7 @@ impl PathConfig {
             down: false,
             rate: Some(10_000_000),
             queue: None,
+            burst: Duration::ZERO,
         }
     }
 
@@ -139,7 +143,9 @@ pub struct Pair {
     in_flight: BinaryHeap<Reverse<InFlight>>,
     sequence: u64,
     /// When each path's bottleneck is free again, per direction (index 0 towards the server).
-    busy_until: BTreeMap<(usize, bool), Time>,
+    /// When each (path, direction) bottleneck is done with what it holds, in nanoseconds (before time zero while
+    /// it has saved a burst).
+    busy_until: BTreeMap<(usize, bool), i128>,
     rng: ChaCha20Rng,
     pub client_events: Vec<(ConnectionHandle, Event)>,
     pub server_events: Vec<(ConnectionHandle, Event)>,
@@ -287,14 +293,17 @@ impl Pair {
         };
         let mut departure = self.now;
         if let Some(rate) = path.rate {
-            let busy = self.busy_until.entry((index, datagram.to_server)).or_insert(self.now);
-            let start = (*busy).max(self.now);
-            if path.queue.is_some_and(|queue| start.saturating_since(self.now) > queue) {
+            // Tokens saved while idle (a full bucket at first), up to the burst, let datagrams leave as if the link
+            // had started earlier.
+            let now = i128::from(self.now.as_nanos());
+            let idle_since = now - path.burst.as_nanos() as i128;
+            let busy = self.busy_until.entry((index, datagram.to_server)).or_insert(idle_since);
+            let start = (*busy).max(idle_since);
+            if path.queue.is_some_and(|queue| start - now > queue.as_nanos() as i128) {
                 return;
             }
-            let serialisation = Duration::from_nanos(datagram.payload.len() as u64 * 1_000_000_000 / rate.max(1));
-            departure = start + serialisation;
-            *busy = departure;
+            *busy = start + i128::from(datagram.payload.len() as u64) * 1_000_000_000 / i128::from(rate.max(1));
+            departure = Time::from_nanos(u64::try_from((*busy).max(now)).unwrap_or(u64::MAX));
         }
         for _ in 0..copies {
             self.sequence += 1;
