@@ -19,14 +19,20 @@ from aetcd import rtypes
 
 from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
 from tng_controller.pb import policy_pb2 as pb
-from tng_controller.registry import RegistryView, UnknownHost, check_identity, identity_of, new_record
+from tng_controller.registry import (
+    RegistryView,
+    UnknownHost,
+    check_identity,
+    check_registration,
+    identity_of,
+    new_record,
+)
 
 LOGGER = logging.getLogger(__name__)
 RESUME_DELAY_S = 0.5  # between attempts to watch again after etcd went away
+# A registration checked against a record that another replica replaced meanwhile is checked again.
+REGISTER_ATTEMPTS = 3
 _T = TypeVar("_T")
-REGISTER_ATTEMPTS = (
-    3  # a registration checked against a record that another replica replaced meanwhile is checked again
-)
 
 
 class EtcdHostRegistry(RegistryView):
@@ -51,7 +57,9 @@ class EtcdHostRegistry(RegistryView):
     async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
         """Stores a checked, signed registration whose sequence is above the stored one; raises a RegistryError, or
         EtcdError when etcd cannot be reached (nothing was stored then)."""
-        key = self._hosts_key + identity_of(request.public_key).encode()
+        check_registration(request)  # a malformed or forged one is refused before etcd is asked
+        identity = identity_of(request.public_key)
+        key = self._hosts_key + identity.encode()
         for _ in range(REGISTER_ATTEMPTS):
             stored = await self._call(self.client.get(key), "read the host registry")
             current = pb.HostRecord.FromString(stored.value) if stored is not None else None
@@ -62,7 +70,7 @@ class EtcdHostRegistry(RegistryView):
             if written:
                 self._publish(record)
                 return record
-        raise EtcdError(f"host {record.identity}: registered by another replica at the same moment, try again")
+        raise EtcdError(f"host {identity}: registered by another replica at the same moment, try again")
 
     async def resolve(self, identity: str) -> pb.HostRecord:
         """The identity's record as etcd has it now (this replica's copy while etcd is away)."""
