@@ -57,13 +57,13 @@ class EtcdHostRegistry(RegistryView):
     async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
         """Stores a checked, signed registration whose sequence is above the stored one; raises a RegistryError, or
         EtcdError when etcd cannot be reached (nothing was stored then)."""
-        check_registration(request)  # a malformed or forged one is refused before etcd is asked
+        addresses = check_registration(request)  # a malformed or forged one is refused before etcd is asked
         identity = identity_of(request.public_key)
         key = self._hosts_key + identity.encode()
         for _ in range(REGISTER_ATTEMPTS):
             stored = await self._call(self.client.get(key), "read the host registry")
             current = pb.HostRecord.FromString(stored.value) if stored is not None else None
-            record = new_record(request, current)
+            record = new_record(request, addresses, current)
             compare = [self.client.transactions.mod(key) == (stored.mod_revision if stored is not None else 0)]
             put = [self.client.transactions.put(key, record.SerializeToString(deterministic=True))]
             written, _ = await self._call(self.client.transaction(compare=compare, success=put, failure=[]), "register")

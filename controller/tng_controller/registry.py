@@ -198,9 +198,9 @@ class RegistryView(ABC):
                 self._watchers.pop(identity, None)
 
 
-def new_record(request: pb.RegisterHostRequest, current: pb.HostRecord | None) -> pb.HostRecord:
-    """The record a checked, signed registration makes, given the identity's current one; raises a RegistryError."""
-    addresses = check_registration(request)
+def new_record(request: pb.RegisterHostRequest, addresses: list[str], current: pb.HostRecord | None) -> pb.HostRecord:
+    """The record a registration makes whose fields and signature `check_registration` passed (giving `addresses`),
+    given the identity's current one; raises StaleRegistration."""
     identity = identity_of(request.public_key)
     if current is not None and request.sequence <= current.sequence:
         raise StaleRegistration(
@@ -233,7 +233,8 @@ class HostRegistry(RegistryView):
 
     async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
         """Stores a checked, signed registration with a fresh sequence number and tells the identity's watchers."""
-        record = new_record(request, self._hosts.get(identity_of(request.public_key)))
+        addresses = check_registration(request)
+        record = new_record(request, addresses, self._hosts.get(identity_of(request.public_key)))
         self._db.execute(
             "INSERT INTO hosts VALUES (?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET sequence = excluded.sequence, "
             "addresses = excluded.addresses, registered_unix_ms = excluded.registered_unix_ms",

@@ -128,7 +128,7 @@ pub fn status_json(status: &Status) -> Value {
 }
 
 /// The controller subscription's state, as `tng status` reports it under "controller".
-pub fn subscription_json(status: &SubscriptionStatus) -> Value {
+fn subscription_json(status: &SubscriptionStatus) -> Value {
     json!({
         "address": status.controller,
         "state": status.state.name(),
