@@ -59,6 +59,8 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
     assert parse({"api": {"listen": "0.0.0.0:1", "allow_insecure_remote": True}}, Path(".")).api.listen == "0.0.0.0:1"
     assert config.metrics_listen is None
     assert parse({"metrics": {"listen": "[::]:9464", "allow_remote": True}}, Path(".")).metrics_listen == "[::]:9464"
+    assert config.registration_ttl_s == 600
+    assert parse({"hosts": {"registration_ttl_s": 30}}, Path(".")).registration_ttl_s == 30
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,7 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
     [
         (
             {"apii": {}},
-            "config: apii: unknown key (known: api, digests, metrics, monitor, store, switch, traffic_class)",
+            "config: apii: unknown key (known: api, digests, hosts, metrics, monitor, store, switch, traffic_class)",
         ),
         ({"api": {"listen": "localhost"}}, "config: api.listen: 'localhost' is not host:port"),
         ({"metrics": {"listen": "9464"}}, "config: metrics.listen: '9464' is not host:port"),
@@ -76,6 +78,8 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
             "allow_remote = true",
         ),
         ({"metrics": {"port": 1}}, "config: metrics.port: unknown key (known: allow_remote, listen)"),
+        ({"hosts": {"registration_ttl_s": 0}}, "config: hosts.registration_ttl_s: 0 is not a positive number"),
+        ({"hosts": {"ttl": 5}}, "config: hosts.ttl: unknown key (known: registration_ttl_s)"),
         # Keys that are not bare TOML keys are quoted, so the path stays readable (found by test_fuzz_inputs).
         ({"metrics": {"": 1}}, 'config: metrics."": unknown key (known: allow_remote, listen)'),
         ({"metrics": {"a.b c": 1}}, 'config: metrics."a.b c": unknown key (known: allow_remote, listen)'),

@@ -1,11 +1,12 @@
 """The host registry: signed registrations (XEdDSA by the host's X25519 key), forged and replayed ones refused,
-persistence in SQLite, ResolveHost, WatchHost and ListHosts over a real grpc.aio server, and `tngctl hosts`."""
+expiry (and no replay after it), persistence in SQLite, ResolveHost, WatchHost and ListHosts over a real grpc.aio server, and `tngctl hosts`."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tng_controller.registry import (
     HostRegistry,
     MalformedRegistration,
     StaleRegistration,
+    UnknownHost,
     identity_of,
     signed_message,
     verify_xeddsa,
@@ -88,6 +90,51 @@ async def test_a_replayed_or_older_registration_is_refused() -> None:
         with pytest.raises(StaleRegistration, match="is not above the registered 4"):
             await registry.register(stale)
     assert list((await registry.resolve(host.identity)).addresses) == ["10.0.0.2:4477"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_registration_expires_unless_renewed_and_stays_unreplayable() -> None:
+    host, clock = Host(), Clock()
+    registry = HostRegistry(ttl_s=10, clock=clock)
+    first = host.registration(1, ["10.0.0.1:4477"])
+    record = await registry.register(first)
+    assert record.expires_unix_ms - record.registered_unix_ms == 10_000
+    clock.now += 9.9
+    assert list((await registry.resolve(host.identity)).addresses) == ["10.0.0.1:4477"]
+    clock.now += 0.2
+    with pytest.raises(UnknownHost, match="registration expired at 2027-01-15 08:00:10 UTC"):
+        await registry.resolve(host.identity)
+    assert (registry.list(), len(registry), registry.get(host.identity)) == ([], 0, None)
+    # The expired record still refuses its own replay: nobody can give the identity its old addresses back.
+    with pytest.raises(StaleRegistration, match="is not above the registered 1"):
+        await registry.register(first)
+    await registry.register(host.registration(2, ["10.0.0.2:4477"]))
+    assert list((await registry.resolve(host.identity)).addresses) == ["10.0.0.2:4477"]
+    assert [r.identity for r in registry.list()] == [host.identity]
+
+
+async def test_a_file_from_before_expiry_gets_each_registration_a_lifetime(tmp_path: Path) -> None:
+    host, clock = Host(), Clock()
+    db = sqlite3.connect(tmp_path / "db")
+    old_schema = "CREATE TABLE hosts (identity TEXT PRIMARY KEY, sequence INTEGER NOT NULL, addresses TEXT NOT NULL, "
+    db.execute(old_schema + "registered_unix_ms INTEGER NOT NULL)")
+    db.execute("INSERT INTO hosts VALUES (?, 3, '10.0.0.1:4477', ?)", (host.identity, int(clock.now * 1000)))
+    db.commit()
+    db.close()
+    registry = HostRegistry(tmp_path / "db", ttl_s=60, clock=clock)
+    record = await registry.resolve(host.identity)
+    assert (record.sequence, record.expires_unix_ms) == (3, int(clock.now * 1000) + 60_000)
+    clock.now += 61
+    assert registry.get(host.identity) is None
+    await registry.register(host.registration(4, ["10.0.0.2:4477"]))
+    assert HostRegistry(tmp_path / "db", ttl_s=60, clock=clock).get(host.identity) is not None
 
 
 @pytest.mark.parametrize(

@@ -216,6 +216,37 @@ def test_a_host_registered_on_one_replica_is_resolved_and_watched_on_every_other
             channel.close()
 
 
+def test_a_registration_in_etcd_expires_for_every_replica_and_stays_unreplayable(tmp_path: Path) -> None:
+    cluster = Replicas(tmp_path, more_config="[hosts]\nregistration_ttl_s = 1.5\n")
+    host = Host()
+    stubs: dict[str, tuple[grpc.Channel, pb_grpc.PolicyServiceStub]] = {}
+    try:
+        cluster.start()
+        first, second, third = cluster.addresses()
+        stubs.update((address, _stub(address)) for address in cluster.addresses())
+        registered = stubs[first][1].RegisterHost(host.registration(1, ["10.0.0.1:4477"]), timeout=10).host
+        assert registered.expires_unix_ms - registered.registered_unix_ms == 1500
+        resolved = stubs[second][1].ResolveHost(pb.ResolveHostRequest(identity=host.identity), timeout=10)
+        assert resolved.sequence == 1
+        time.sleep(max(0.0, registered.expires_unix_ms / 1000 - time.time()) + 0.2)
+        for address in cluster.addresses():
+            with pytest.raises(grpc.RpcError) as expired:
+                stubs[address][1].ResolveHost(pb.ResolveHostRequest(identity=host.identity), timeout=10)
+            assert expired.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "expired" in (expired.value.details() or "")
+            assert _hosts(address) == []
+        with pytest.raises(grpc.RpcError) as replayed:
+            stubs[third][1].RegisterHost(host.registration(1, ["10.0.0.1:4477"]), timeout=10)
+        assert replayed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        stubs[third][1].RegisterHost(host.registration(2, ["10.0.0.2:4477"]), timeout=10)
+        renewed = stubs[first][1].ResolveHost(pb.ResolveHostRequest(identity=host.identity), timeout=10)
+        assert (list(renewed.addresses), renewed.sequence) == (["10.0.0.2:4477"], 2)
+    finally:
+        for channel, _ in stubs.values():
+            channel.close()
+        cluster.stop()
+
+
 def test_without_etcd_replicas_serve_reads_refuse_changes_and_nobody_leads(replicas: Replicas) -> None:
     stored = _set(replicas.addresses()[1], bench_policy(1, 3))
     host = Host()

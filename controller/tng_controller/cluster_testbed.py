@@ -167,13 +167,14 @@ def _leads_in_sync(address: str) -> bool:
 class Replicas:
     """`count` controller replicas on one etcd cluster (of `etcd_members`, with `etcd_tls`), each writing `switches`
     while it leads, started in order (the first leads); their logs and configurations in `directory`. Every replica
-    is given all members' URLs, the first member first."""
+    is given all members' URLs, the first member first, and `more_config` (TOML tables) at the end of its file."""
 
     directory: Path
     count: int = 3
     switches: Sequence[Bmv2] = ()
     etcd_members: int = 1
     etcd_tls: EtcdServerTls | None = None
+    more_config: str = ""
     etcd: EtcdProcess = field(init=False)
     processes: list[ControllerProcess] = field(default_factory=list, init=False)
 
@@ -190,7 +191,7 @@ class Replicas:
         config = self.directory / f"r{number}.toml"
         urls = [url] if url else self.etcd.urls
         tls = "" if self.etcd_tls is None else self.etcd_tls.store_keys()
-        config.write_text(fleet_config(self.switches, urls, f"r{number}", tls))
+        config.write_text(fleet_config(self.switches, urls, f"r{number}", tls) + self.more_config)
         process = ControllerProcess(config, self.directory / f"r{number}.log")
         process.start()
         if number < len(self.processes):

@@ -1,5 +1,6 @@
 """The controller's configuration file (TOML): the API listener, the policy store, the switches with their topology,
-traffic classes and the settings of the control loops (link monitor, new-flow digests)."""
+traffic classes, the settings of the control loops (link monitor, new-flow digests) and how long host registrations
+last."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tng_controller.config_reader import ConfigError, TableReader, host_of, is_loopback
+from tng_controller.registry import DEFAULT_TTL_S
 from tng_controller.switch_config import MAX_PORT, SwitchConfig, parse_switch
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -105,6 +107,7 @@ class Config:
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     digests: DigestConfig = field(default_factory=DigestConfig)
     metrics_listen: str | None = None  # host:port of the Prometheus endpoint; None: not served
+    registration_ttl_s: float = DEFAULT_TTL_S  # how long a host registration lasts unless renewed
 
 
 def load(path: Path) -> Config:
@@ -120,7 +123,7 @@ def load(path: Path) -> Config:
 
 def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
     reader = TableReader(source, base)
-    reader.only(data, "", {"api", "store", "switch", "traffic_class", "monitor", "digests", "metrics"})
+    reader.only(data, "", {"api", "store", "switch", "traffic_class", "monitor", "digests", "metrics", "hosts"})
     api = reader.table(data, "api")
     reader.only(api, "api.", {"listen", "tls_cert", "tls_key", "tls_client_ca", "allow_insecure_remote"})
     listen = reader.string(api, "api.listen", DEFAULT_LISTEN)
@@ -160,7 +163,13 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
         monitor=_monitor(reader, reader.table(data, "monitor")),
         digests=_digests(reader, reader.table(data, "digests")),
         metrics_listen=_metrics(reader, reader.table(data, "metrics")),
+        registration_ttl_s=_registration_ttl(reader, reader.table(data, "hosts")),
     )
+
+
+def _registration_ttl(reader: TableReader, hosts: dict[str, Any]) -> float:
+    reader.only(hosts, "hosts.", {"registration_ttl_s"})
+    return reader.number(hosts, "hosts.registration_ttl_s", DEFAULT_TTL_S)
 
 
 def _etcd(reader: TableReader, store: dict[str, Any]) -> EtcdConfig | None:

@@ -89,7 +89,7 @@ async def _single(config: Config, metrics: Metrics, stack: AsyncExitStack) -> Po
     fleet: Fleet = _fleet(config, store, changes, metrics) if config.switches else NoSwitches()
     if isinstance(fleet, SwitchFleet):
         await stack.enter_async_context(fy.Controller(fleet.switches()))
-    registry = HostRegistry(config.store)  # a table of its own in the policies' SQLite file
+    registry = HostRegistry(config.store, config.registration_ttl_s)  # a table of its own in the policies' file
     stack.callback(registry.close)
     return PolicyServicer(store, fleet, changes, metrics, registry=registry)
 
@@ -117,7 +117,7 @@ async def _replica(
     store = EtcdPolicyStore(client, etcd.prefix)
     stack.push_async_callback(store.close)
     await store.load()
-    registry = EtcdHostRegistry(client, etcd.prefix)
+    registry = EtcdHostRegistry(client, etcd.prefix, config.registration_ttl_s)
     await registry.load()
     _background(stack, registry.follow(), "etcd-registry")
     lock = asyncio.Lock()

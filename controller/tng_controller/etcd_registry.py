@@ -5,13 +5,15 @@ Each identity is one key, `P/hosts/<identity>`, whose value is the HostRecord. A
 its sequence against the stored one and writes it in a transaction that compares the key's mod_revision with the
 one it read, so that of two replicas registering the same identity at once only the one that checked against the
 latest record writes. Every replica mirrors the keys in memory and follows etcd's watch, which hands each new record
-to that replica's watchers; a lookup reads etcd, and the mirror when etcd cannot be reached."""
+to that replica's watchers; a lookup reads etcd, and the mirror when etcd cannot be reached. An expired record stays
+in etcd as in SQLite (its sequence number refuses replays); the replica that wrote it set its expiry."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import aetcd
@@ -20,12 +22,12 @@ from aetcd import rtypes
 from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.registry import (
+    DEFAULT_TTL_S,
     RegistryView,
     UnknownHost,
     check_identity,
     check_registration,
     identity_of,
-    new_record,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -38,8 +40,10 @@ _T = TypeVar("_T")
 class EtcdHostRegistry(RegistryView):
     """The registrations under `prefix` in etcd, mirrored in memory; `follow` keeps the mirror current."""
 
-    def __init__(self, client: EtcdClient, prefix: str) -> None:
-        super().__init__()
+    def __init__(
+        self, client: EtcdClient, prefix: str, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(ttl_s, clock)
         self.client = client
         self._hosts_key = f"{prefix.rstrip('/')}/hosts/".encode()
         self._revision = 0
@@ -63,7 +67,7 @@ class EtcdHostRegistry(RegistryView):
         for _ in range(REGISTER_ATTEMPTS):
             stored = await self._call(self.client.get(key), "read the host registry")
             current = pb.HostRecord.FromString(stored.value) if stored is not None else None
-            record = new_record(request, addresses, current)
+            record = self.new_record(request, addresses, current)
             compare = [self.client.transactions.mod(key) == (stored.mod_revision if stored is not None else 0)]
             put = [self.client.transactions.put(key, record.SerializeToString(deterministic=True))]
             written, _ = await self._call(self.client.transaction(compare=compare, success=put, failure=[]), "register")
@@ -83,7 +87,7 @@ class EtcdHostRegistry(RegistryView):
         if stored is None:
             raise UnknownHost(f"no host {identity} is registered")
         self._publish(pb.HostRecord.FromString(stored.value))
-        return self._hosts[identity]
+        return self._resolved(identity)
 
     async def follow(self) -> None:
         """Takes every registration made on any replica into the mirror as etcd reports it; when etcd goes away, reads

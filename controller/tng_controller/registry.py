@@ -5,7 +5,11 @@ A host's identity is BLAKE2s-256 of its static X25519 public key (tng-proto's `I
 agreement, not signatures, so a registration is signed with XEdDSA (the Signal specification): the host signs with
 its X25519 private scalar as an Ed25519 key, and anyone verifies with the Edwards form of the X25519 public key
 (sign bit 0), which is an ordinary Ed25519 verification. Nobody without the private key can register an identity's
-addresses; the sequence number, which must grow, keeps an old registration from being replayed."""
+addresses; the sequence number, which must grow, keeps an old registration from being replayed.
+
+A registration lasts `ttl_s` (the record's `expires_unix_ms`); agents renew theirs halfway, so a host that went away
+stops resolving once its last one runs out. An expired record is kept, not deleted: its sequence number still
+refuses a replay of an older registration that would give the identity back its old addresses."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import ipaddress
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +35,7 @@ MAX_ADDRESSES = 16
 MAX_SEQUENCE = 2**63 - 1  # SQLite integers are signed 64-bit
 WATCH_QUEUE = 64  # registrations a watcher may lag behind before it is cut off
 SIGNED_CONTEXT = "tng-register-host-v1"
+DEFAULT_TTL_S = 600.0  # how long a registration lasts unless renewed ([hosts] registration_ttl_s)
 _P = 2**255 - 19
 
 _SCHEMA = """
@@ -38,7 +43,8 @@ CREATE TABLE IF NOT EXISTS hosts (
     identity TEXT PRIMARY KEY,
     sequence INTEGER NOT NULL,
     addresses TEXT NOT NULL,
-    registered_unix_ms INTEGER NOT NULL
+    registered_unix_ms INTEGER NOT NULL,
+    expires_unix_ms INTEGER NOT NULL
 );
 """
 
@@ -60,7 +66,7 @@ class StaleRegistration(RegistryError):
 
 
 class UnknownHost(RegistryError):
-    """No registration for this identity."""
+    """No registration for this identity, or only an expired one."""
 
 
 def identity_of(public_key: bytes) -> str:
@@ -145,9 +151,27 @@ class RegistryView(ABC):
     """The registrations a controller serves from memory, and the watchers each new one is handed to; where they
     are stored is the subclass's."""
 
-    def __init__(self) -> None:
-        self._hosts: dict[str, pb.HostRecord] = {}
+    def __init__(self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time) -> None:
+        self.ttl_ms = round(ttl_s * 1000)
+        self._clock = clock
+        self._hosts: dict[str, pb.HostRecord] = {}  # expired records too: their sequence numbers still count
         self._watchers: dict[str, set[_Watcher]] = {}
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _live(self, record: pb.HostRecord | None) -> pb.HostRecord | None:
+        return record if record is not None and record.expires_unix_ms > self.now_ms() else None
+
+    def _resolved(self, identity: str) -> pb.HostRecord:
+        """The identity's record if it has a live one; raises UnknownHost saying whether it never had one."""
+        record = self._hosts.get(identity)
+        if record is None:
+            raise UnknownHost(f"no host {identity} is registered")
+        if self._live(record) is None:
+            expired = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.expires_unix_ms / 1000))
+            raise UnknownHost(f"host {identity}'s registration expired at {expired} (it was not renewed)")
+        return record
 
     def _publish(self, record: pb.HostRecord) -> None:
         """Takes `record` unless a registration of its identity with a higher sequence is known already (replicas
@@ -167,22 +191,20 @@ class RegistryView(ABC):
         """Stores a checked, signed registration whose sequence is above the stored one; raises a RegistryError."""
 
     def get(self, identity: str) -> pb.HostRecord | None:
-        """The record of `identity` (64 lowercase hex digits), if it has one."""
-        return self._hosts.get(identity)
+        """The live record of `identity` (64 lowercase hex digits), if it has one."""
+        return self._live(self._hosts.get(identity))
 
     async def resolve(self, identity: str) -> pb.HostRecord:
-        identity = check_identity(identity)
-        record = self._hosts.get(identity)
-        if record is None:
-            raise UnknownHost(f"no host {identity} is registered")
-        return record
+        return self._resolved(check_identity(identity))
 
     def list(self) -> list[pb.HostRecord]:
-        """Every registered host, by identity."""
-        return [self._hosts[identity] for identity in sorted(self._hosts)]
+        """Every host with a live registration, by identity."""
+        now = self.now_ms()
+        return [self._hosts[i] for i in sorted(self._hosts) if self._hosts[i].expires_unix_ms > now]
 
     def __len__(self) -> int:
-        return len(self._hosts)
+        now = self.now_ms()
+        return sum(1 for record in self._hosts.values() if record.expires_unix_ms > now)
 
     @contextmanager
     def watch(self, identity: str) -> Iterator[_Watcher]:
@@ -197,48 +219,67 @@ class RegistryView(ABC):
             if not watchers:
                 self._watchers.pop(identity, None)
 
-
-def new_record(request: pb.RegisterHostRequest, addresses: list[str], current: pb.HostRecord | None) -> pb.HostRecord:
-    """The record a registration makes whose fields and signature `check_registration` passed (giving `addresses`),
-    given the identity's current one; raises StaleRegistration."""
-    identity = identity_of(request.public_key)
-    if current is not None and request.sequence <= current.sequence:
-        raise StaleRegistration(
-            f"host {identity}: sequence {request.sequence} is not above the registered {current.sequence}"
+    def new_record(
+        self, request: pb.RegisterHostRequest, addresses: list[str], current: pb.HostRecord | None
+    ) -> pb.HostRecord:
+        """The record a registration makes whose fields and signature `check_registration` passed (giving
+        `addresses`), given the identity's current one, expired or not; raises StaleRegistration."""
+        identity = identity_of(request.public_key)
+        if current is not None and request.sequence <= current.sequence:
+            raise StaleRegistration(
+                f"host {identity}: sequence {request.sequence} is not above the registered {current.sequence}"
+            )
+        now = self.now_ms()
+        return pb.HostRecord(
+            identity=identity,
+            addresses=addresses,
+            sequence=request.sequence,
+            registered_unix_ms=now,
+            expires_unix_ms=now + self.ttl_ms,
         )
-    return pb.HostRecord(
-        identity=identity,
-        addresses=addresses,
-        sequence=request.sequence,
-        registered_unix_ms=int(time.time() * 1000),
-    )
 
 
 class HostRegistry(RegistryView):
     """The registrations of one controller, in memory and in an SQLite table (":memory:": in memory only)."""
 
-    def __init__(self, path: Path | str = ":memory:") -> None:
-        super().__init__()
+    def __init__(
+        self, path: Path | str = ":memory:", ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time
+    ) -> None:
+        super().__init__(ttl_s, clock)
         self._db = sqlite3.connect(str(path), isolation_level=None)
         if str(path) != ":memory:":
             self._db.execute("PRAGMA journal_mode = WAL")
         self._db.executescript(_SCHEMA)
-        for identity, sequence, addresses, registered in self._db.execute("SELECT * FROM hosts"):
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(hosts)")}
+        if "expires_unix_ms" not in columns:  # a file of a controller from before registrations expired
+            self._db.execute("ALTER TABLE hosts ADD COLUMN expires_unix_ms INTEGER NOT NULL DEFAULT 0")
+            self._db.execute("UPDATE hosts SET expires_unix_ms = registered_unix_ms + ?", (self.ttl_ms,))
+        rows = self._db.execute("SELECT identity, sequence, addresses, registered_unix_ms, expires_unix_ms FROM hosts")
+        for identity, sequence, addresses, registered, expires in rows:
             self._hosts[identity] = pb.HostRecord(
                 identity=identity,
                 addresses=addresses.split(),
                 sequence=sequence,
                 registered_unix_ms=registered,
+                expires_unix_ms=expires,
             )
 
     async def register(self, request: pb.RegisterHostRequest) -> pb.HostRecord:
         """Stores a checked, signed registration with a fresh sequence number and tells the identity's watchers."""
         addresses = check_registration(request)
-        record = new_record(request, addresses, self._hosts.get(identity_of(request.public_key)))
+        record = self.new_record(request, addresses, self._hosts.get(identity_of(request.public_key)))
         self._db.execute(
-            "INSERT INTO hosts VALUES (?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET sequence = excluded.sequence, "
-            "addresses = excluded.addresses, registered_unix_ms = excluded.registered_unix_ms",
-            (record.identity, record.sequence, " ".join(record.addresses), record.registered_unix_ms),
+            "INSERT INTO hosts (identity, sequence, addresses, registered_unix_ms, expires_unix_ms) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (identity) DO UPDATE SET sequence = excluded.sequence, "
+            "addresses = excluded.addresses, registered_unix_ms = excluded.registered_unix_ms, "
+            "expires_unix_ms = excluded.expires_unix_ms",
+            (
+                record.identity,
+                record.sequence,
+                " ".join(record.addresses),
+                record.registered_unix_ms,
+                record.expires_unix_ms,
+            ),
         )
         self._publish(record)
         return record

@@ -101,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("stats", help="counters per policy and per port").set_defaults(run=_stats)
     commands.add_parser("switches", help="the switches and their connection state").set_defaults(run=_switches)
-    commands.add_parser("hosts", help="the host registry: each identity's addresses").set_defaults(run=_hosts)
+    commands.add_parser("hosts", help="the host registry: each live registration's addresses and expiry").set_defaults(
+        run=_hosts
+    )
     cluster = commands.add_parser("cluster", help="the replicas of a replicated controller (from etcd), who leads")
     cluster.add_argument(
         "--etcd",
@@ -364,16 +366,15 @@ def _hosts(stub: pb_grpc.PolicyServiceStub, args: argparse.Namespace, out: TextI
     if args.json:
         _print_json([_as_dict(h) for h in hosts], out)
         return 0
+
+    def utc(unix_ms: int) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(unix_ms / 1000))
+
     rows = [
-        [
-            h.identity,
-            str(h.sequence),
-            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h.registered_unix_ms / 1000)),
-            " ".join(h.addresses),
-        ]
+        [h.identity, str(h.sequence), utc(h.registered_unix_ms), utc(h.expires_unix_ms), " ".join(h.addresses)]
         for h in hosts
     ]
-    _print_table(["IDENTITY", "SEQUENCE", "REGISTERED (UTC)", "ADDRESSES"], rows, out)
+    _print_table(["IDENTITY", "SEQUENCE", "REGISTERED (UTC)", "EXPIRES (UTC)", "ADDRESSES"], rows, out)
     return 0
 
 

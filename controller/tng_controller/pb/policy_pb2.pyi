@@ -424,13 +424,15 @@ class ListHostsResponse(_message.Message):
     def __init__(self, hosts: _Optional[_Iterable[_Union[HostRecord, _Mapping]]] = ...) -> None: ...
 
 class HostRecord(_message.Message):
-    __slots__ = ("identity", "addresses", "sequence", "registered_unix_ms")
+    __slots__ = ("identity", "addresses", "sequence", "registered_unix_ms", "expires_unix_ms")
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     identity: str
     addresses: _containers.RepeatedScalarFieldContainer[str]
     sequence: int
     registered_unix_ms: int
-    def __init__(self, identity: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., sequence: _Optional[int] = ..., registered_unix_ms: _Optional[int] = ...) -> None: ...
+    expires_unix_ms: int
+    def __init__(self, identity: _Optional[str] = ..., addresses: _Optional[_Iterable[str]] = ..., sequence: _Optional[int] = ..., registered_unix_ms: _Optional[int] = ..., expires_unix_ms: _Optional[int] = ...) -> None: ...

@@ -1,5 +1,6 @@
 //! The agent's side of the controller's host registry (Viscous's name server): it registers this host's addresses
-//! on start and on every local address change, signed with its static key, and follows each connected peer's
+//! on start, on every local address change and halfway through each registration's lifetime (the controller
+//! expires registrations that are not renewed), signed with its static key, and follows each connected peer's
 //! registration so that a peer that moved while we moved too is found again (simultaneous mobility). Failures are
 //! logged and retried; they never stop data transfer.
 
@@ -9,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use tng_proto::{ConnectionHandle, Identity, StaticKeypair};
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 use crate::driver::Agent;
 use crate::subscription::pb::policy_service_client::PolicyServiceClient;
@@ -71,23 +73,27 @@ async fn register_forever(
     mut locals: watch::Receiver<Vec<SocketAddr>>,
 ) {
     let mut registered: Option<Vec<String>> = None;
+    let mut renew_at: Option<Instant> = None;
     let mut sequence = 0;
     let mut retry = FIRST_RETRY;
     loop {
         let addresses = reachable(&locals.borrow_and_update());
-        if !addresses.is_empty() && registered.as_ref() != Some(&addresses) {
+        let moved = registered.as_ref() != Some(&addresses);
+        let due = renew_at.is_some_and(|at| at <= Instant::now());
+        if !addresses.is_empty() && (moved || due) {
             sequence = next_sequence(sequence);
             let mut nonce = [0; 64];
             rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
             let request = registration(keypair, sequence, addresses.clone(), &nonce);
             match register(controller, request).await {
-                Ok(()) => {
-                    tracing::info!(
-                        "registered {} at {} with controller {}",
-                        keypair.identity(),
-                        addresses.join(" "),
-                        controller.address()
-                    );
+                Ok(record) => {
+                    let (identity, at, with) = (keypair.identity(), addresses.join(" "), controller.address());
+                    if moved {
+                        tracing::info!("registered {identity} at {at} with controller {with}");
+                    } else {
+                        tracing::debug!("renewed the registration of {identity} at {at} with controller {with}");
+                    }
+                    renew_at = renewal_after(&record).map(|after| Instant::now() + after);
                     registered = Some(addresses);
                     retry = FIRST_RETRY;
                 }
@@ -106,16 +112,32 @@ async fn register_forever(
                 }
             }
         }
-        if locals.changed().await.is_err() {
-            return;
+        let renewal = async {
+            match renew_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = locals.changed() => if changed.is_err() { return },
+            () = renewal => {}
         }
     }
 }
 
-async fn register(controller: &Controller, request: RegisterHostRequest) -> Result<()> {
+/// The record the controller stored.
+async fn register(controller: &Controller, request: RegisterHostRequest) -> Result<HostRecord> {
     let mut client = PolicyServiceClient::new(controller.connect().await?);
-    client.register_host(request).await.map_err(describe)?;
-    Ok(())
+    let response = client.register_host(request).await.map_err(describe)?.into_inner();
+    response.host.context("the controller answered a registration without its record")
+}
+
+/// When to register the same addresses again: halfway through the lifetime the controller gave the registration
+/// (its own clock on both ends, so ours may differ), which leaves the other half for retries. None: it does not
+/// expire (a controller from before registrations expired).
+fn renewal_after(record: &HostRecord) -> Option<Duration> {
+    let lifetime = record.expires_unix_ms.checked_sub(record.registered_unix_ms).filter(|&ms| ms > 0)?;
+    Some(Duration::from_millis(lifetime / 2))
 }
 
 /// Sequence numbers grow across restarts: microseconds of the wall clock, or one more than the last if the clock
@@ -181,11 +203,14 @@ async fn watch_peer(controller: &Controller, agent: &Agent, conn: ConnectionHand
     let mut client = PolicyServiceClient::new(controller.connect().await?);
     let request = ResolveHostRequest { identity: identity.to_string() };
     let mut records = client.watch_host(request).await.map_err(describe)?.into_inner();
+    let mut known: Vec<String> = Vec::new();
     while let Some(record) = records.message().await.map_err(describe)? {
         let addresses = parse_addresses(&record);
-        if addresses.is_empty() {
+        // A renewal repeats the addresses: the peer did not move.
+        if addresses.is_empty() || record.addresses == known {
             continue;
         }
+        known.clone_from(&record.addresses);
         tracing::info!("{conn}: the registry has {identity} at {}", record.addresses.join(" "));
         if !agent.peer_moved(conn, addresses).await.context("the driver")? {
             return Ok(());
@@ -223,6 +248,18 @@ mod tests {
         });
         let committed: serde_json::Value = serde_json::from_str(VECTOR).unwrap_or_default();
         assert_eq!(committed, expected, "testdata/registry/register-host.json should be:\n{expected:#}");
+    }
+
+    #[test]
+    fn a_registration_is_renewed_halfway_through_its_lifetime() {
+        let record = |registered_unix_ms, expires_unix_ms| HostRecord {
+            registered_unix_ms,
+            expires_unix_ms,
+            ..HostRecord::default()
+        };
+        assert_eq!(renewal_after(&record(1_000, 601_000)), Some(Duration::from_secs(300)));
+        assert_eq!(renewal_after(&record(1_000, 0)), None, "a record without an expiry");
+        assert_eq!(renewal_after(&record(1_000, 1_000)), None);
     }
 
     #[test]

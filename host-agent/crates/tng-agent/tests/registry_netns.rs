@@ -3,8 +3,8 @@
 //! addresses change at both ends at once (`ip addr del` / `ip addr add` on each side) in the middle of a bulk
 //! transfer; the agents register their new addresses, learn each other's from the registry and the transfer goes on
 //! over the new addresses, every byte checked. A second link carries only the controller's traffic. Then `tng
-//! connect --server-identity` with no address resolves the server through the registry. Needs root; skipped
-//! otherwise.
+//! connect --server-identity` with no address resolves the server through the registry. Registrations last 2 s
+//! here, and the agents renew theirs. Needs root; skipped otherwise.
 
 mod common;
 
@@ -18,6 +18,8 @@ use serde_json::Value;
 /// Data path: client 10.79.0.1, server 10.79.0.2, moving to .11 and .12. Control path: the controller listens on
 /// the server side's 10.79.1.2.
 const CONTROLLER: &str = "10.79.1.2:50079";
+/// Far shorter than the test, so that only renewed registrations resolve at its end.
+const REGISTRATION_TTL_S: u64 = 2;
 
 fn in_ns(ns: &str, args: &[&str]) -> Command {
     let mut command = Command::new("ip");
@@ -34,7 +36,10 @@ fn start_controller(python: &std::path::Path, ns: &str) -> Process {
     let _ = std::fs::remove_file(&store);
     std::fs::write(
         &config,
-        format!("[api]\nlisten = \"{CONTROLLER}\"\nallow_insecure_remote = true\n[store]\npath = {store:?}\n"),
+        format!(
+            "[api]\nlisten = \"{CONTROLLER}\"\nallow_insecure_remote = true\n[store]\npath = {store:?}\n\
+             [hosts]\nregistration_ttl_s = {REGISTRATION_TTL_S}\n"
+        ),
     )
     .unwrap();
     let (controller, address) = tngctl_serve(python, &config, Some(ns));
@@ -50,6 +55,11 @@ fn hosts(python: &std::path::Path, ns: &str) -> Value {
         .unwrap();
     assert!(out.status.success(), "tngctl hosts: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// The live registration of `identity`, as `tngctl hosts --json` lists it.
+fn record_of(python: &std::path::Path, ns: &str, identity: &str) -> Option<Value> {
+    hosts(python, ns).as_array()?.iter().find(|h| h["identity"] == identity).cloned()
 }
 
 /// The registered addresses of `identity`, waiting up to 5 s for them to be `expected`.
@@ -143,6 +153,13 @@ fn a_transfer_survives_both_ends_moving_at_once() {
         .map(|p| p["bytes"].as_u64().unwrap_or(0))
         .sum();
     assert!(over_new > 0, "no bytes over the new addresses: {report}");
+
+    // Registrations last REGISTRATION_TTL_S: the server's agent renews its own before it runs out.
+    let sequence = |record: Option<Value>| record.and_then(|h| h["sequence"].as_str()?.parse::<u64>().ok());
+    let before = sequence(record_of(&python, s, &server_identity));
+    std::thread::sleep(Duration::from_secs(REGISTRATION_TTL_S + 1));
+    let after = sequence(record_of(&python, s, &server_identity));
+    assert!(before.is_some() && after > before, "not renewed: sequence {before:?}, then {after:?}");
 
     // Connect-time mobility: only the identity and the controller, no address.
     let out = in_ns(c, &[TNG, "--log-level", "error", "connect", "--server-identity", &server_identity])
