@@ -1,5 +1,6 @@
 """The host registry: signed registrations (XEdDSA by the host's X25519 key), forged and replayed ones refused,
-expiry (and no replay after it), persistence in SQLite, ResolveHost, WatchHost and ListHosts over a real grpc.aio server, and `tngctl hosts`."""
+expiry (and no replay after it), persistence in SQLite, ResolveHost, WatchHost and ListHosts over a real grpc.aio
+server, and `tngctl hosts`."""
 
 from __future__ import annotations
 
