@@ -16,7 +16,7 @@ import grpc
 import pytest
 from finsy.proto import p4r
 from finsy.test.p4runtime_server import P4RuntimeServer
-from tng_controller import southbound
+from tng_controller import fleet_status, southbound
 from tng_controller.compile import compile_policies
 from tng_controller.config import parse
 from tng_controller.fleet import Change, RolloutError, rollout
@@ -178,7 +178,7 @@ async def test_connect_sync_write_undo_and_stats(
         # A switch that does not answer is left out after STATS_TIMEOUT_S; the others are read meanwhile.
         servers[0].counters[(0x03000000, 1)] = (1, 100)
         servers[1].read_delay_s = 60.0
-        monkeypatch.setattr(southbound, "STATS_TIMEOUT_S", 0.5)
+        monkeypatch.setattr(fleet_status, "STATS_TIMEOUT_S", 0.5)
         started = asyncio.get_running_loop().time()
         stats = await asyncio.wait_for(fleet.stats(store.list()), 10)
         assert asyncio.get_running_loop().time() - started < 5

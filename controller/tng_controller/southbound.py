@@ -9,24 +9,23 @@ import functools
 import logging
 import math
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import finsy as fy
 import grpc
 from finsy.proto import p4r
 
+from tng_controller import fleet_status
 from tng_controller.change_work import ChangedEntries, ChangeWork, update_message
-from tng_controller.compile import POLICY_COUNTER, POLICY_TABLES, policy_entries
+from tng_controller.compile import POLICY_TABLES, policy_entries
 from tng_controller.config import DigestConfig, MonitorConfig, TrafficClassRule
 from tng_controller.digests import NEW_FLOW_DIGEST, FlowTable, NewFlow, classify, flow_entries
 from tng_controller.entries import EncodedEntries, Entries, Entry, Source, index
 from tng_controller.fleet import Change, SwitchWriteError
 from tng_controller.helper_health import HelperHealth, keep_helper_table
 from tng_controller.link_state import LINK_STATE, RouteLinkStates
-from tng_controller.metrics import Metrics, gauge
+from tng_controller.metrics import Metrics
 from tng_controller.monitor import LinkRates, QdeplShare
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.prober import LinkProber
@@ -35,67 +34,15 @@ from tng_controller.reconcile import Op, Update, reconcile
 from tng_controller.retransmit_helper import serve_p4runtime
 from tng_controller.store import PolicyReader, StoredPolicy
 from tng_controller.stream import SharedStream
-from tng_controller.switch_config import ROLES, SwitchConfig, SwitchTls
+from tng_controller.switch_config import SwitchConfig, SwitchTls
+from tng_controller.switch_member import SwitchMember, describe, read_all
 from tng_controller.targets import pipeline_blob, queue_report_session
 from tng_controller.topology import helper_clone_session, topology_entries, topology_tables
 
 LOGGER = logging.getLogger(__name__)
-PORT_ROLE = "ingress.port_role"
-PORT_TX = "egress.port_tx"
-STEERED = "ingress.steering.steered"
 SYNC_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-STATS_TIMEOUT_S = 5.0  # GetStats leaves out a switch that takes longer to read its counters
 # new_flow_digest_t: lists of up to 64 flows, sent after at most 5 ms; a list not acked is resent after 1 s.
 DIGEST_CONFIG = {"max_list_size": 64, "max_timeout_ns": 5_000_000, "ack_timeout_ns": 1_000_000_000}
-
-
-@dataclass(slots=True, eq=False)
-class _Member:
-    config: SwitchConfig
-    switch: fy.Switch
-    flows: FlowTable
-    links: LinkRates
-    share: QdeplShare
-    helper: HelperHealth | None
-    thrift: Bmv2Thrift | None
-    prober: LinkProber | None
-    link_states: RouteLinkStates
-    stream: SharedStream
-    encoded: EncodedEntries
-    installed: Entries | None = None  # None: unknown, the switch must be synced before it is written
-    last_error: str = ""
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    reset_at: float = -math.inf  # when the seen-flow bit arrays were last cleared
-    forgotten_at_reset: int = 0  # flows.forgotten then
-
-    @property
-    def link_ports(self) -> tuple[list[int], list[int]]:
-        """The switch's LTE ports and Wi-Fi ports (by role, and the links of LWIP routes)."""
-        lte = {p.port for p in self.config.ports if p.role == "lte"}
-        wifi = {p.port for p in self.config.ports if p.role == "wifi"}
-        for route in self.config.routes:
-            if route.lte is not None and route.wifi is not None:
-                lte.add(route.lte.port)
-                wifi.add(route.wifi.port)
-        return sorted(lte), sorted(wifi)
-
-    def link_rates(self) -> tuple[float | None, float | None]:
-        """The summed rate estimates of the LTE ports and of the Wi-Fi ports (None: a link without any estimate)."""
-        sums: list[float | None] = []
-        for ports in self.link_ports:
-            estimates = [e for e in (self.links.estimate(port) for port in ports) if e is not None]
-            sums.append(sum(estimates) if estimates else None)
-        return sums[0], sums[1]
-
-    @property
-    def state(self) -> str:
-        if not self.switch.is_up:
-            return "CONNECTING"
-        if not self.switch.is_primary:
-            return "BACKUP"
-        if self.installed is None:
-            return "FAILED" if self.last_error else "CONNECTING"
-        return "CONNECTED"
 
 
 class SwitchFleet:
@@ -121,10 +68,10 @@ class SwitchFleet:
         self._traffic_classes = tuple(traffic_classes)
         self._monitor = monitor
         self._digests = digests
-        self._members: dict[str, _Member] = {}
+        self._members: dict[str, SwitchMember] = {}
         self._work = ChangeWork()
         self._metrics = metrics or Metrics()
-        self._metrics.gauges(self._gauges)
+        self._metrics.gauges(functools.partial(fleet_status.gauges, self._members))
         for config in configs:
             options = fy.SwitchOptions(
                 p4info=config.p4info,
@@ -139,7 +86,7 @@ class SwitchFleet:
             links = LinkRates(monitor.ewma_weight, nominal)
             probed = any(route.probe is not None for route in config.routes)
             prober = LinkProber(config, monitor) if probed else None
-            member = _Member(
+            member = SwitchMember(
                 config,
                 switch,
                 flows=FlowTable(digests.max_flows),
@@ -157,59 +104,6 @@ class SwitchFleet:
             switch.ee.on(fy.SwitchEvent.BECOME_BACKUP, lambda _sw, m=member: self._forget(m))
             self._members[config.name] = member
             self._metrics.add_switch(config.name)
-
-    def _gauges(self) -> list[Any]:
-        """The switches' state as gauges, read when scraped."""
-        members = self._members.items()
-        return [
-            gauge(
-                "switch_connected",
-                "1 while the switch's P4Runtime channel is up",
-                ["switch"],
-                (([n], float(m.switch.is_up)) for n, m in members),
-            ),
-            gauge(
-                "switch_primary",
-                "1 while this controller is the switch's primary (arbitration won)",
-                ["switch"],
-                (([n], float(m.switch.is_up and m.switch.is_primary)) for n, m in members),
-            ),
-            gauge(
-                "switch_in_sync",
-                "1 while the switch holds the stored policies and takes writes",
-                ["switch"],
-                (([n], float(m.state == "CONNECTED")) for n, m in members),
-            ),
-            gauge(
-                "helper_up",
-                "1 while the switch's VISIBLE helper is up, 0 while down or not yet probed",
-                ["switch"],
-                (([n], float(m.helper.state.startswith("up"))) for n, m in members if m.helper is not None),
-            ),
-            gauge(
-                "classified_flows",
-                "Flows the controller keeps a flow_policy entry for",
-                ["switch"],
-                (([n], float(len(m.flows))) for n, m in members),
-            ),
-            gauge(
-                "link_rate_estimate_bps",
-                "The link monitor's depletion rate estimate of an LTE or Wi-Fi port",
-                ["switch", "port"],
-                (
-                    ([n, str(port)], estimate)
-                    for n, m in members
-                    for port in sorted({*m.link_ports[0], *m.link_ports[1]})
-                    if (estimate := m.links.estimate(port)) is not None
-                ),
-            ),
-            gauge(
-                "qdepl_lte_share",
-                "The LTE share last written to the switch's qdepl policies",
-                ["switch"],
-                (([n], m.share.share) for n, m in members if m.share.share is not None),
-            ),
-        ]
 
     def switches(self) -> list[fy.Switch]:
         """The finsy switches, for a finsy Controller to run."""
@@ -240,46 +134,14 @@ class SwitchFleet:
             except (fy.P4ClientError, ValueError, KeyError) as exc:
                 await self._undo(member, previous)
                 code = grpc.StatusCode[exc.code.name] if isinstance(exc, fy.P4ClientError) else grpc.StatusCode.INTERNAL
-                raise SwitchWriteError(switch, _describe(exc), code) from exc
+                raise SwitchWriteError(switch, describe(exc), code) from exc
 
     def statuses(self) -> list[pb.SwitchStatus]:
-        now = asyncio.get_running_loop().time()
-        return [
-            pb.SwitchStatus(
-                name=name,
-                address=m.config.address,
-                device_id=m.config.device_id,
-                state=m.state,
-                pipeline_cookie=m.switch.p4info.p4cookie if m.switch.is_up else 0,
-                last_error=m.last_error,
-                helper=m.helper.state if m.helper else "",
-                classified_flows=len(m.flows),
-                qdepl_lte_share=m.share.share or 0.0,
-                link_states=m.link_states.statuses(now),
-            )
-            for name, m in self._members.items()
-        ]
+        return fleet_status.statuses(self._members)
 
     async def stats(self, policies: Sequence[StoredPolicy]) -> pb.GetStatsResponse:
-        """The policies' packet and byte counts summed over the switches that are up, and their ports' counters; the
-        switches are read at once, and one that does not answer within STATS_TIMEOUT_S is left out (and logged)."""
-        up = [(name, member) for name, member in self._members.items() if member.switch.is_up]
-        read = await asyncio.gather(*(_switch_stats(name, member) for name, member in up))
-        counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-        for cells, _ in read:
-            for cell in cells:
-                counts[cell.index or 0][0] += cell.packet_count
-                counts[cell.index or 0][1] += cell.byte_count
-        return pb.GetStatsResponse(
-            policies=[
-                # A policy without an id has no entries: no packet is counted for it (id 0 is the default policy).
-                pb.PolicyStats(name=p.name, packets=counts[p.policy_id][0], bytes=counts[p.policy_id][1])
-                if p.policy_id
-                else pb.PolicyStats(name=p.name)
-                for p in policies
-            ],
-            ports=[port for _, ports in read for port in ports],
-        )
+        """See fleet_status.stats."""
+        return await fleet_status.stats(self._members, policies)
 
     def set_election_id(self, election_id: int) -> None:
         """The P4Runtime election id of the next connections (while the switches are not running)."""
@@ -312,7 +174,7 @@ class SwitchFleet:
                 member.helper.serving = switch.create_task(serve_p4runtime(member.stream, member.helper.helper))
             switch.create_task(keep_helper_table(member.helper, lambda entry: self._write_helper(member, entry)))
 
-    async def _sync(self, member: _Member) -> None:
+    async def _sync(self, member: SwitchMember) -> None:
         """Makes the switch's owned tables those of the topology and the stored policies, points clone session 1 at
         the helper (and on Tofino mirror session 2 at the recirculation port) and turns new-flow digests on, retrying
         with backoff."""
@@ -337,13 +199,13 @@ class SwitchFleet:
                 LOGGER.info("%s: in sync (%d table entries)", member.config.name, len(desired))
                 return
             except (fy.P4ClientError, ValueError, KeyError) as exc:
-                member.last_error = _describe(exc)
+                member.last_error = describe(exc)
                 delay = SYNC_BACKOFF_S[min(attempt, len(SYNC_BACKOFF_S) - 1)]
                 attempt += 1
                 LOGGER.warning("%s: sync failed (%s); retrying in %.1f s", member.config.name, member.last_error, delay)
                 await asyncio.sleep(delay)
 
-    async def _configure_queues(self, member: _Member) -> None:
+    async def _configure_queues(self, member: SwitchMember) -> None:
         """BMv2 egress queue rates and depths from the configured capacities and queue sizes (Thrift)."""
         commands = queue_commands(member.config.ports)
         if not commands:
@@ -369,7 +231,7 @@ class SwitchFleet:
             member.last_error = str(exc)
             LOGGER.error("%s", exc)
 
-    async def _refresh(self, member: _Member, reason: str, why: str) -> None:
+    async def _refresh(self, member: SwitchMember, reason: str, why: str) -> None:
         """Writes what changed in the desired entries of a synced switch (new flows, new qdepl rates); `reason` is
         the metrics label, `why` the log's details."""
         async with self._changes, member.lock:
@@ -386,10 +248,10 @@ class SwitchFleet:
                 if updates:
                     LOGGER.info("%s: %s: %d table updates", member.config.name, why, len(updates))
             except (fy.P4ClientError, ValueError, KeyError) as exc:
-                LOGGER.warning("%s: %s: write failed (%s)", member.config.name, why, _describe(exc))
+                LOGGER.warning("%s: %s: write failed (%s)", member.config.name, why, describe(exc))
                 await self._undo(member, previous)
 
-    async def _consume_digests(self, member: _Member) -> None:
+    async def _consume_digests(self, member: SwitchMember) -> None:
         """Acks every new_flow_digest_t list and gives its flows the policy of their class at once."""
         async for digests in member.switch.read_digests(NEW_FLOW_DIGEST):
             await member.stream.write([digests.ack()])
@@ -408,7 +270,7 @@ class SwitchFleet:
             if changed:
                 await self._refresh(member, "new_flows", "new flows")
 
-    async def _monitor_links(self, member: _Member) -> None:
+    async def _monitor_links(self, member: SwitchMember) -> None:
         """Every interval: reads the LTE and Wi-Fi ports' transmit counters, updates their rate estimates and, when
         the LTE share moved past the band, the rates of the qdepl policies; rewrites the link state of routes whose
         measurements moved past their bands; clears the seen-flow bits when due."""
@@ -421,9 +283,10 @@ class SwitchFleet:
             changes = []
             if ports:
                 try:
-                    cells = await _read_all(member.switch, [fy.P4CounterEntry(PORT_TX, index=p) for p in ports])
+                    counters = [fy.P4CounterEntry(fleet_status.PORT_TX, index=p) for p in ports]
+                    cells = await read_all(member.switch, counters)
                 except (fy.P4ClientError, ValueError, KeyError) as exc:
-                    LOGGER.warning("%s: cannot read %s: %s", member.config.name, PORT_TX, _describe(exc))
+                    LOGGER.warning("%s: cannot read %s: %s", member.config.name, fleet_status.PORT_TX, describe(exc))
                     continue
                 now = loop.time()
                 self._metrics.link_samples.labels(member.config.name).inc(len(cells))
@@ -437,7 +300,7 @@ class SwitchFleet:
                 await self._refresh(member, "link_monitor", "; ".join(changes))
             await self._reset_seen_flows(member, loop.time())
 
-    async def _reset_seen_flows(self, member: _Member, now: float) -> None:
+    async def _reset_seen_flows(self, member: SwitchMember, now: float) -> None:
         """Clears the seen-flow bit arrays once flows were forgotten (so that they are digested again), at most once
         per reset interval. Flows still remembered are digested again too and only refreshed."""
         if (
@@ -458,22 +321,22 @@ class SwitchFleet:
         except ThriftError as exc:
             LOGGER.error("%s", exc)
 
-    async def _write_helper(self, member: _Member, entry: fy.P4TableEntry) -> None:
+    async def _write_helper(self, member: SwitchMember, entry: fy.P4TableEntry) -> None:
         async with member.lock:
             await member.switch.modify([entry])
 
-    async def _undo(self, member: _Member, previous: Entries) -> None:
+    async def _undo(self, member: SwitchMember, previous: Entries) -> None:
         """Puts back the entries of `previous` after a failed write; if that fails too, the switch is synced anew."""
         try:
             actual = await self._read_installed(member)
             await self._write(member, reconcile(previous.items(), actual.items()))
         except (fy.P4ClientError, ValueError, KeyError) as exc:
             member.installed = None
-            member.last_error = f"undo failed: {_describe(exc)}"
+            member.last_error = f"undo failed: {describe(exc)}"
             LOGGER.error("%s: %s; syncing it again", member.config.name, member.last_error)
             member.switch.create_task(self._sync(member))
 
-    def _desired(self, member: _Member, policies: Sequence[StoredPolicy]) -> Entries:
+    def _desired(self, member: SwitchMember, policies: Sequence[StoredPolicy]) -> Entries:
         """The entries the switch should have; only policies that changed since the last call are encoded again."""
         sources = [_policy_source(member, p) for p in sorted(policies, key=lambda p: p.policy_id) if p.policy_id]
         if member.config.has_topology:
@@ -485,7 +348,7 @@ class SwitchFleet:
         desired.update(index(member.switch.p4info, flow_entries(member.flows.items(), policies)))
         return desired
 
-    def _policy_updates(self, member: _Member, change: Change, installed: Entries) -> list[Update[bytes, Entry]]:
+    def _policy_updates(self, member: SwitchMember, change: Change, installed: Entries) -> list[Update[bytes, Entry]]:
         """The updates of the entries of the policies `change` touches, and of no other: their cost does not grow
         with the number of stored policies. Keys are disjoint between policies (a policy's id is in its keys but
         those of its classification entry, which the conflict check keeps apart), so comparing the changed
@@ -501,7 +364,7 @@ class SwitchFleet:
         new, keys = self._work.entries(change, group, lambda: self._changed_entries(member, change))
         return reconcile(new.items(), ((key, installed[key]) for key in keys if key in installed))
 
-    def _changed_entries(self, member: _Member, change: Change) -> ChangedEntries:
+    def _changed_entries(self, member: SwitchMember, change: Change) -> ChangedEntries:
         schema = member.switch.p4info
         keys: set[bytes] = set()
         kept = {p.policy_id for p in change.new}
@@ -517,15 +380,15 @@ class SwitchFleet:
         keys.update(new)
         return new, frozenset(keys)
 
-    async def _read_installed(self, member: _Member) -> Entries:
+    async def _read_installed(self, member: SwitchMember) -> Entries:
         tables = POLICY_TABLES + (topology_tables(member.config) if member.config.has_topology else ())
         if _owns_link_state(member):
             tables += (LINK_STATE,)
-        entries = await _read_all(member.switch, [fy.P4TableEntry(table) for table in tables])
+        entries = await read_all(member.switch, [fy.P4TableEntry(table) for table in tables])
         return index(member.switch.p4info, entries)
 
     async def _write(
-        self, member: _Member, updates: Sequence[Update[bytes, Entry]], messages: list[p4r.Update] | None = None
+        self, member: SwitchMember, updates: Sequence[Update[bytes, Entry]], messages: list[p4r.Update] | None = None
     ) -> None:
         """One WriteRequest with all of `updates` (none when there are none; `messages`: theirs, made already),
         counted and timed."""
@@ -543,14 +406,14 @@ class SwitchFleet:
         finally:
             self._metrics.switch_write_seconds.labels(name).observe(time.perf_counter() - start)
 
-    def _forget(self, member: _Member) -> None:
+    def _forget(self, member: SwitchMember) -> None:
         """What a switch holds is unknown once the channel drops or another controller is primary."""
         member.installed = None
         if member.helper is not None:
             member.helper.forget()
 
 
-def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
+def _policy_source(member: SwitchMember, stored: StoredPolicy) -> Source:
     """A policy's entries on this switch depend on its stored bytes, its id, and the switch's tuning and rates."""
     tuning = member.link_states.tuning(stored.policy)
     rates = member.share.rates
@@ -558,11 +421,7 @@ def _policy_source(member: _Member, stored: StoredPolicy) -> Source:
     return ("policy", stored.policy_id), key, functools.partial(policy_entries, stored, tuning, rates)
 
 
-async def _read_all(switch: fy.Switch, entities: Any) -> list[Any]:
-    return [entity async for entity in switch.read(entities)]
-
-
-def _owns_link_state(member: _Member) -> bool:
+def _owns_link_state(member: SwitchMember) -> bool:
     """Whether the controller writes ingress.steering.link_state of this switch: it has LWIP routes and a pipeline
     with the table (stand-ins in tests may lack it)."""
     return member.config.has_topology and any(table.name == LINK_STATE for table in member.switch.p4info.tables)
@@ -588,55 +447,7 @@ async def _insert_or_modify(switch: fy.Switch, entity: Any) -> None:
         await switch.modify([entity])
 
 
-def _role_name(value: int) -> str:
-    """A port_role entry's role as the configuration names it ("unknown" for a value no role has)."""
-    return ROLES[value] if 0 <= value < len(ROLES) else "unknown"
-
-
-async def _switch_stats(name: str, member: _Member) -> tuple[list[fy.P4CounterEntry], list[pb.PortStats]]:
-    """One switch's policy counter cells and port counters; none when it cannot be read in time."""
-    try:
-        async with asyncio.timeout(STATS_TIMEOUT_S):
-            cells = await _read_all(member.switch, fy.P4CounterEntry(POLICY_COUNTER))
-            return cells, await _port_stats(name, member.switch, member.links)
-    except TimeoutError:
-        LOGGER.warning("cannot read counters of %s: no answer within %.0f s", name, STATS_TIMEOUT_S)
-    except (fy.P4ClientError, ValueError, KeyError) as exc:
-        LOGGER.warning("cannot read counters of %s: %s", name, _describe(exc))
-    return [], []
-
-
-async def _port_stats(name: str, switch: fy.Switch, links: LinkRates) -> list[pb.PortStats]:
-    roles = {
-        int(entry.match["ingress_port"]): _role_name(int(entry.action.args["role"]))
-        for entry in await _read_all(switch, fy.P4TableEntry(PORT_ROLE))
-        if entry.match is not None and isinstance(entry.action, fy.P4TableAction)
-    }
-    tx = {cell.index: cell for cell in await _read_all(switch, fy.P4CounterEntry(PORT_TX))}
-    steered = {cell.index: cell.packet_count for cell in await _read_all(switch, fy.P4CounterEntry(STEERED))}
-    used = sorted({*roles, *(i for i, c in tx.items() if c.packet_count), *(i for i, n in steered.items() if n)})
-    return [
-        pb.PortStats(
-            switch_name=name,
-            port=port,
-            role=roles.get(port, "core"),
-            tx_packets=tx[port].packet_count if port in tx else 0,
-            tx_bytes=tx[port].byte_count if port in tx else 0,
-            steered_packets=steered.get(port, 0),
-            rate_estimate_bps=links.estimate(port) or 0.0,
-        )
-        for port in used
-    ]
-
-
 def _credentials(tls: SwitchTls | None) -> fy.GRPCCredentialsTLS | None:
     if tls is None:
         return None
     return fy.GRPCCredentialsTLS(cacert=tls.ca, cert=tls.cert, private_key=tls.key)
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, fy.P4ClientError):
-        details = "; ".join(f"update {i}: {e.message}" for i, e in sorted(exc.details.items()))
-        return f"{exc.code.name}: {exc.message}" + (f" ({details})" if details else "")
-    return f"{type(exc).__name__}: {exc}"
