@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from test_lab_bench_lwip import workload
 from test_lab_results import results
 from tng_lab import scenario
-from tng_lab.bench_alcc import SCENARIOS, ratios, with_trace_file
+from tng_lab.bench_alcc import SCENARIOS, lagged_sender, ratios, with_trace_file
 
 
 def cell(name: str, transport: str, goodput: float, p95: float, **kw: object):
@@ -63,3 +64,22 @@ def test_a_mahimahi_file_replaces_the_first_link_s_downlink_trace(tmp_path: Path
     assert down.delay_s == loaded.links[0].down.delay_s
     assert replayed.links[0].up == loaded.links[0].up
     assert replayed.workloads == loaded.workloads
+
+
+def test_the_lagged_sender_is_measured_on_the_run_s_trace_at_bbr_s_share(tmp_path: Path) -> None:
+    trace = tmp_path / "constant.trace"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 1001)))  # 12 Mbit/s, constant
+    loaded = with_trace_file(scenario.load(SCENARIOS / "alcc.toml"), trace)
+    lab = results()
+    bbr = cell("tcp-bbr", "tcp", 11.0, 150.0)
+    bbr.runs = [replace(r, utilization=0.95) for r in bbr.runs]
+    lab.workloads = [bbr]
+    found = lagged_sender(loaded, tmp_path, lab, seconds=2)
+    assert found["utilization_floor"] == 0.855  # 0.9 of the share BBR used
+    # On a constant link it needs no more than the one-way delay (20 ms) and a packet's wait.
+    assert found["lowest_p95_delay_ms"] <= 21.0
+    assert found["p95_delay_over_bbr"] == round(found["lowest_p95_delay_ms"] / 150.0, 3)
+    assert found["delay_target_within_reach"] is True
+    assert Path(found["plot"]).read_bytes().startswith(b"\x89PNG")
+    lab.workloads = []
+    assert "skipped" in lagged_sender(loaded, tmp_path, lab, seconds=2)

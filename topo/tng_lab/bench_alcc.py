@@ -3,7 +3,9 @@ same run, natively in tng and over kernel TCP (ALCC), with issue 15's targets ch
 
 Runs `alcc.toml` (a Sprout-model trace) and `alcc-steps.toml` (a level redrawn every 5 s), and with `--trace FILE`
 also alcc.toml's link replaying that Mahimahi trace file (e.g. Sprout's Verizon-LTE-short.down from
-ravinet/mahimahi). Each run's results.json, summary.md and plots are written as `tng-lab run` writes them.
+ravinet/mahimahi). Each run's results.json, summary.md and plots are written as `tng-lab run` writes them. Per
+trace it also says how low the delay of a sender that knows the link one round trip late goes at the goodput the
+target asks for (`trace_bound`): whether the delay target is within reach of a controller fed by acknowledgements.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tng_lab import runner, scenario
+from tng_lab import runner, scenario, trace_bound
 from tng_lab.bench_lwip import run_written
+from tng_lab.linkspec import parse_size
 from tng_lab.results import LabResults, WorkloadResult
 
 SCENARIOS = runner.REPO / "topo" / "scenarios"
@@ -102,14 +105,55 @@ def with_trace_file(loaded: scenario.Scenario, trace: Path) -> scenario.Scenario
     return dataclasses.replace(loaded, name=f"{loaded.name}-{trace.stem}", links=links)
 
 
+def lagged_sender(loaded: scenario.Scenario, run_dir: Path, results: LabResults, seconds: float) -> dict[str, Any]:
+    """The lowest p95 delay a sender one round trip behind the link reaches on this run's trace while using at least
+    BEST_GOODPUT of the share of the link BBR used, and that p95 over BBR's."""
+    link = loaded.links[0]
+    down = link.down
+    model = down.trace_model
+    trace = run_dir / "traces" / model.file_name(link.name, "down") if model is not None else down.trace_file
+    bbr = next((w for w in results.workloads if w.workload.name == BBR and w.status() == "ok"), None)
+    if trace is None or bbr is None:
+        return {"skipped": "no trace on the link, or no BBR run"}
+    summary = bbr.summary()
+    floor = BEST_GOODPUT * summary["utilization"]["mean"]
+    found = trace_bound.bound(
+        trace,
+        seconds=seconds,
+        one_way_s=down.delay_s,
+        queue_bytes=parse_size(dict(down.extra).get("queue", "1000pkt"), trace_bound.PACKET_BYTES),
+        utilization_floor=floor,
+    )
+    measured = {
+        w.workload.name: (w.summary()["utilization"]["mean"], w.summary()["delay_p95_ms"]["mean"])
+        for w in results.workloads
+        if w.status() == "ok" and w.summary()["utilization"] and w.summary()["delay_p95_ms"]
+    }
+    figure = trace_bound.plot(found, run_dir / "lagged-sender.png", measured)
+    best = found["lowest_p95_at_floor"]
+    p95 = best["p95_delay_ms"] if isinstance(best, dict) else None
+    bbr_p95 = summary["delay_p95_ms"]["mean"] if summary["delay_p95_ms"] else None
+    over_bbr = round(p95 / bbr_p95, 3) if p95 is not None and bbr_p95 else None
+    return {
+        "utilization_floor": round(floor, 4),
+        "lowest_p95_delay_ms": p95,
+        "p95_delay_over_bbr": over_bbr,
+        "delay_target_within_reach": over_bbr is not None and over_bbr <= BEST_DELAY,
+        "frontier": found["frontier"],
+        "plot": str(figure),
+    }
+
+
 def run_trace(loaded: scenario.Scenario, args: argparse.Namespace) -> dict[str, Any]:
     print(f"bench_alcc: {loaded.name} ...", file=sys.stderr)
     load_before = os.getloadavg()
-    results, results_file, _ = run_written(loaded, args.out / loaded.name, args.duration, args.repeat)
+    run_dir = args.out / loaded.name
+    results, results_file, _ = run_written(loaded, run_dir, args.duration, args.repeat)
     return {
         "trace": loaded.links[0].down.describe(),
         "switch": results.switch,
         **ratios(results),
+        "lagged_sender": lagged_sender(loaded, run_dir, results, args.duration),
         "results": str(results_file),
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
     }

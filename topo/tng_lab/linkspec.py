@@ -69,6 +69,14 @@ def check_amount(text: str) -> None:
         raise SpecValueError(f"`{text}` must hold at least one packet")
 
 
+def parse_size(text: str, packet_bytes: int) -> int:
+    """Bytes of a queue size as linkem reads it (decimal: 1 kb = 1000 bytes; a packet is `packet_bytes`)."""
+    check_amount(text)
+    value, unit = _split(text)
+    scale = {"pkt": packet_bytes, "b": 1, "kb": 1000, "mb": 1_000_000}[unit]
+    return int(value * scale)
+
+
 @dataclass(frozen=True, slots=True)
 class TraceModel:
     """A synthetic trace that `linkem gen-trace` writes before the run."""
