@@ -133,8 +133,8 @@ async fn register(controller: &Controller, request: RegisterHostRequest) -> Resu
 }
 
 /// When to register the same addresses again: halfway through the lifetime the controller gave the registration
-/// (its own clock on both ends, so ours may differ), which leaves the other half for retries. None: it does not
-/// expire (a controller from before registrations expired).
+/// (both of its times are the controller's clock, so a skew of ours does not matter), which leaves the other half
+/// for retries. None: it does not expire (a controller from before registrations expired).
 fn renewal_after(record: &HostRecord) -> Option<Duration> {
     let lifetime = record.expires_unix_ms.checked_sub(record.registered_unix_ms).filter(|&ms| ms > 0)?;
     Some(Duration::from_millis(lifetime / 2))
