@@ -163,6 +163,10 @@ class RegistryView(ABC):
     def _live(self, record: pb.HostRecord | None) -> pb.HostRecord | None:
         return record if record is not None and record.expires_unix_ms > self.now_ms() else None
 
+    def _live_identities(self) -> list[str]:
+        now = self.now_ms()
+        return [identity for identity, record in self._hosts.items() if record.expires_unix_ms > now]
+
     def _resolved(self, identity: str) -> pb.HostRecord:
         """The identity's record if it has a live one; raises UnknownHost saying whether it never had one."""
         record = self._hosts.get(identity)
@@ -199,12 +203,10 @@ class RegistryView(ABC):
 
     def list(self) -> list[pb.HostRecord]:
         """Every host with a live registration, by identity."""
-        now = self.now_ms()
-        return [self._hosts[i] for i in sorted(self._hosts) if self._hosts[i].expires_unix_ms > now]
+        return [self._hosts[identity] for identity in sorted(self._live_identities())]
 
     def __len__(self) -> int:
-        now = self.now_ms()
-        return sum(1 for record in self._hosts.values() if record.expires_unix_ms > now)
+        return len(self._live_identities())
 
     @contextmanager
     def watch(self, identity: str) -> Iterator[_Watcher]:

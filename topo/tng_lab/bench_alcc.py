@@ -110,8 +110,7 @@ def lagged_sender(loaded: scenario.Scenario, run_dir: Path, results: LabResults,
     BEST_GOODPUT of the share of the link BBR used, and that p95 over BBR's."""
     link = loaded.links[0]
     down = link.down
-    model = down.trace_model
-    trace = run_dir / "traces" / model.file_name(link.name, "down") if model is not None else down.trace_file
+    trace = runner.trace_path(run_dir.resolve(), link.name, "down", down)
     bbr = next((w for w in results.workloads if w.workload.name == BBR and w.status() == "ok"), None)
     if trace is None or bbr is None:
         return {"skipped": "no trace on the link, or no BBR run"}
@@ -124,10 +123,11 @@ def lagged_sender(loaded: scenario.Scenario, run_dir: Path, results: LabResults,
         queue_bytes=parse_size(dict(down.extra).get("queue", "1000pkt"), trace_bound.PACKET_BYTES),
         utilization_floor=floor,
     )
+    summaries = {w.workload.name: w.summary() for w in results.workloads if w.status() == "ok"}
     measured = {
-        w.workload.name: (w.summary()["utilization"]["mean"], w.summary()["delay_p95_ms"]["mean"])
-        for w in results.workloads
-        if w.status() == "ok" and w.summary()["utilization"] and w.summary()["delay_p95_ms"]
+        name: (s["utilization"]["mean"], s["delay_p95_ms"]["mean"])
+        for name, s in summaries.items()
+        if s["utilization"] and s["delay_p95_ms"]
     }
     figure = trace_bound.plot(found, run_dir / "lagged-sender.png", measured)
     best = found["lowest_p95_at_floor"]

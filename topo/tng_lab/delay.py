@@ -38,9 +38,9 @@ class TraceSchedule:
         """Mean rate of 1500-byte opportunities in [start_ms, end_ms)."""
         if end_ms <= start_ms:
             return 0.0
-        return (self._count_before(end_ms) - self._count_before(start_ms)) * 1500 * 8 / ((end_ms - start_ms) * 1e3)
+        return (self.count_before(end_ms) - self.count_before(start_ms)) * 1500 * 8 / ((end_ms - start_ms) * 1e3)
 
-    def _count_before(self, t_ms: float) -> int:
+    def count_before(self, t_ms: float) -> int:
         """Opportunities strictly before `t_ms`; loop k holds k * period + each timestamp."""
         loops, offset = divmod(t_ms, self.period_ms)
         in_this_loop = bisect.bisect_left(self.opportunities_ms, offset)

@@ -372,11 +372,19 @@ def _start_bmv2(
     return controller.wait_ready(child, plan), pids
 
 
-def _trace_file(options: RunOptions, link: str, direction: str, spec: Direction) -> Path | None:
+def trace_path(out_dir: Path, link: str, direction: str, spec: Direction) -> Path | None:
+    """The trace file a direction of `link` replays in a run written to `out_dir`: its own file, or where the run
+    generates its model's."""
     if spec.trace_model is None:
         return spec.trace_file
-    destination = options.out_dir / "traces" / spec.trace_model.file_name(link, direction)
-    return linkem.generate_trace(options.binaries.linkem, spec.trace_model, destination)
+    return out_dir / "traces" / spec.trace_model.file_name(link, direction)
+
+
+def _trace_file(options: RunOptions, link: str, direction: str, spec: Direction) -> Path | None:
+    path = trace_path(options.out_dir, link, direction, spec)
+    if spec.trace_model is None or path is None:
+        return path
+    return linkem.generate_trace(options.binaries.linkem, spec.trace_model, path)
 
 
 def _service(direction: Direction, trace_file: Path | None) -> Service:

@@ -25,11 +25,13 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 
+from tng_lab.delay import TraceSchedule
 from tng_lab.linkem import read_trace
 from tng_lab.linkspec import SpecValueError, parse_duration, parse_size
 
@@ -49,16 +51,15 @@ class Point:
 
 def opportunities_per_ms(trace: Sequence[int], duration_ms: int) -> list[int]:
     """Delivery opportunities in each millisecond of the first `duration_ms`, the trace looping as linkem loops it."""
-    if not trace:
-        raise ValueError("the trace has no delivery opportunity")
-    period = max(trace[-1], 1)
-    counts = [0] * duration_ms
-    for start in range(0, duration_ms, period):
-        for ms in trace:
-            if start + ms >= duration_ms:
-                break
-            counts[start + ms] += 1
-    return counts
+    if not trace or trace[-1] <= 0:
+        raise ValueError("the trace has no delivery opportunity after time 0")
+    schedule = TraceSchedule(tuple(trace))
+    before = [schedule.count_before(ms) for ms in range(duration_ms + 1)]
+    return [later - earlier for earlier, later in pairwise(before)]
+
+
+def capacity_mbps(opportunities: Sequence[int]) -> float:
+    return sum(opportunities) * PACKET_BYTES * 8 / (len(opportunities) / 1000) / 1e6
 
 
 def run(
@@ -111,7 +112,7 @@ def run(
 
 
 def sweep(opportunities: Sequence[int], *, queue_packets: int, one_way_ms: int, feedback_ms: int) -> list[Point]:
-    capacity = sum(opportunities) * PACKET_BYTES * 8 / (len(opportunities) / 1000) / 1e6
+    capacity = capacity_mbps(opportunities)
     points = []
     for window in WINDOWS_MS:
         for target in TARGETS:
@@ -159,7 +160,7 @@ def bound(
         "seconds": seconds,
         **link,
         "feedback_ms": feedback_ms,
-        "capacity_mbps": round(sum(opportunities) * PACKET_BYTES * 8 / seconds / 1e6, 3),
+        "capacity_mbps": round(capacity_mbps(opportunities), 3),
         "full_queue": {"goodput_mbps": round(full_goodput, 3), "p95_delay_ms": full_p95},
         "frontier": [asdict(p) for p in frontier(points)],
         "points": [asdict(p) for p in points],
