@@ -8,6 +8,7 @@ flow started on schedule, the report's per-level numbers; never a goodput or del
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,10 +16,10 @@ from pathlib import Path
 
 import lab_binaries
 import pytest
-from tng_lab import relay_lab_report
+from tng_lab import relay_lab_repeats, relay_lab_report
 from tng_lab.linkem import Counters, LinkCounters
 from tng_lab.netns import list_namespaces, run_prefix
-from tng_lab.relay_lab import DIRECTIONS, SCHEMES, Options, run_scheme
+from tng_lab.relay_lab import DIRECTIONS, SCHEMES, Options, run_name, run_scheme
 from tng_lab.relay_lab_net import Links, Net, QueueSample
 from tng_lab.runner import REPO, Binaries
 
@@ -44,7 +45,9 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
     report = json.loads((out / "relay-lab.json").read_text())
     assert report["verified"] is True
     assert list(report["directions"]) == ["download"]
-    schemes = report["directions"]["download"]["schemes"]
+    assert report["repeat"] == 1
+    (run_result,) = report["directions"]["download"]["runs"]
+    schemes = run_result["schemes"]
     assert list(schemes) == [scheme.label for scheme in SCHEMES]
     for label, scheme in schemes.items():
         transfer = scheme["transfer"]
@@ -79,7 +82,9 @@ def test_three_schemes_on_real_processes_are_intact_and_the_relay_carries_the_sp
     for row in comparison:
         assert row["split_over_cubic_goodput"] is not None and row["split_over_cubic_p95_srtt"] is not None
         assert set(row["targets"]) == {"goodput_at_least_0_95", "p95_delay_at_most_0_2"}
-    for name in ("goodput", "delay", "dsl-queue", "relay"):
+    ratio = run_result["comparison"][1]["split_over_cubic_goodput"]
+    assert comparison[1]["per_run"]["split_over_cubic_goodput"] == [ratio]
+    for name in ("goodput", "delay", "dsl-queue", "relay", "levels"):
         assert (out / f"download-{name}.png").stat().st_size > 10_000
 
 
@@ -200,6 +205,61 @@ def test_the_comparison_gives_the_ratios_to_end_to_end_cubic_and_tng_s_targets()
     assert rows[0]["targets"] == {"goodput_at_least_0_95": True, "p95_delay_at_most_0_2": True}
     assert rows[1]["split_over_cubic_goodput"] == 0.833 and rows[1]["vegas_over_cubic_goodput"] == 0.25
     assert rows[1]["targets"] == {"goodput_at_least_0_95": False, "p95_delay_at_most_0_2": False}
+
+
+def comparison_row(flows: int, split: tuple[float, float], cubic: tuple[float, float]) -> dict[str, object]:
+    """One level of one run as relay_lab_report.compare gives it: (goodput, p95 SRTT) per scheme, Vegas at half."""
+    schemes = {
+        "split (relay)": {"levels": [level(flows, *split)]},
+        "end-to-end CUBIC": {"levels": [level(flows, *cubic)]},
+        "end-to-end Vegas": {"levels": [level(flows, cubic[0] / 2, cubic[1])]},
+    }
+    (row,) = relay_lab_report.compare(schemes)
+    return row
+
+
+def test_repeated_runs_pool_per_level_mean_goodput_and_median_p95_with_every_run_s_ratios_kept(tmp_path: Path) -> None:
+    runs = [
+        [comparison_row(0, (9.0, 200.0), (9.5, 1000.0)), comparison_row(1, (6.0, 300.0), (9.5, 1000.0))],
+        [comparison_row(0, (9.5, 190.0), (9.5, 1100.0)), comparison_row(1, (9.0, 250.0), (9.5, 1100.0))],
+        [comparison_row(0, (9.4, 900.0), (9.5, 1200.0)), comparison_row(1, (9.3, 260.0), (9.5, 1200.0))],
+    ]
+    pooled = relay_lab_repeats.pool(runs)
+    assert [row["cross_flows"] for row in pooled] == [0, 1] and pooled[0]["runs"] == 3
+    # Goodput: the mean of the runs' (9.3 against 9.5); p95: the median (200 against 1100), so one run's 900 ms
+    # outlier does not decide it.
+    assert pooled[0]["goodput_mbps"]["split (relay)"] == 9.3 and pooled[0]["p95_srtt_ms"]["split (relay)"] == 200.0
+    assert pooled[0]["split_over_cubic_goodput"] == 0.979 and pooled[0]["split_over_cubic_p95_srtt"] == 0.182
+    assert pooled[0]["targets"] == {"goodput_at_least_0_95": True, "p95_delay_at_most_0_2": True}
+    assert pooled[0]["per_run"]["split_over_cubic_p95_srtt"] == [0.2, 0.173, 0.75]
+    # One run's bad spell (6.0 Mbit/s) weighs as one of three: 8.1 / 9.5.
+    assert pooled[1]["split_over_cubic_goodput"] == 0.853 and pooled[1]["vegas_over_cubic_goodput"] == 0.5
+    assert pooled[1]["per_run"]["split_over_cubic_goodput"] == [0.632, 0.947, 0.979]
+    assert pooled[1]["targets"] == {"goodput_at_least_0_95": False, "p95_delay_at_most_0_2": False}
+    path = relay_lab_repeats.plot_levels("download", pooled, tmp_path, "test")
+    assert path == tmp_path / "download-levels.png" and path.stat().st_size > 10_000
+
+
+def test_runs_that_do_not_share_their_levels_are_not_pooled() -> None:
+    with pytest.raises(ValueError, match="different numbers of levels"):
+        relay_lab_repeats.pool([[comparison_row(0, (9.0, 200.0), (9.5, 1000.0))], []])
+    with pytest.raises(ValueError, match="no runs"):
+        relay_lab_repeats.pool([])
+
+
+def test_repeated_runs_are_named_by_their_number_and_a_single_run_keeps_the_direction_s_name(tmp_path: Path) -> None:
+    single, repeated = options(tmp_path), dataclasses.replace(options(tmp_path), repeat=2)
+    assert run_name(single, DIRECTIONS["download"], 1) == "download"
+    assert run_name(repeated, DIRECTIONS["upload"], 2) == "upload-run2"
+    refused = subprocess.run(
+        [sys.executable, "-m", "tng_lab.relay_lab", "--repeat", "0", "--out", str(tmp_path / "x")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 2 and "--repeat must be at least 1, not 0" in refused.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_sender_s_srtt_flight_and_section_window_are_read_from_its_qlog_even_when_its_last_line_is_cut(

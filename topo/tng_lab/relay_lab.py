@@ -10,14 +10,18 @@ namespace diverts them to the relay (docs/architecture.md, "Relays"). The topolo
 docs/lab.md, "Tng's DSL experiment with real processes", has what was measured.
 
     python -m tng_lab.relay_lab --out build/lab/relay-lab [--direction both] [--level-seconds 30] [--max-cross 4] \
-        [--on-path]
+        [--repeat 1] [--on-path]
 
-Writes `relay-lab.json` (per direction and scheme: a 1 s timeline, per-level goodput and p95 delays, bytes checked
-and corrupted, the relay's counters and its trace; per level the split/CUBIC ratios against Tng's targets) and, per
-direction, `<direction>-goodput.png`, `<direction>-delay.png` (the data sender's smoothed RTT, from its qlog),
-`<direction>-dsl-queue.png` (the DSL queue in the sending direction, from linkem) and `<direction>-relay.png` (the
-split run at the relay: its queue, what it received, forwarded and dropped, its downstream window beside the data
-sender's bytes in flight). Prints the comparison as JSON.
+`--repeat N` runs the three schemes N times in turn (split, CUBIC, Vegas, split, ...) and pools the runs per level
+(tng_lab.relay_lab_repeats).
+
+Writes `relay-lab.json` (per direction, run and scheme: a 1 s timeline, per-level goodput and p95 delays, bytes
+checked and corrupted, the relay's counters and its trace; per level and run the split/CUBIC ratios against Tng's
+targets, and pooled over the runs) and, per direction, `<direction>-levels.png` (the ratios per level), and per run
+(`-run<k>` after the direction when there are several) `<direction>-goodput.png`, `<direction>-delay.png` (the data
+sender's smoothed RTT, from its qlog), `<direction>-dsl-queue.png` (the DSL queue in the sending direction, from
+linkem) and `<direction>-relay.png` (the split run at the relay: its queue, what it received, forwarded and dropped,
+its downstream window beside the data sender's bytes in flight). Prints the comparison as JSON.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tng_lab import relay_figure, relay_lab_report
+from tng_lab import relay_figure, relay_lab_repeats, relay_lab_report
 from tng_lab.load import LoadMeter
 from tng_lab.netns import LabError, run_prefix, sh
 from tng_lab.perf import PerfServer
@@ -105,6 +109,7 @@ class Options:
     max_cross: int
     relay_queue: int
     on_path: bool = False  # the split scheme's relay intercepts on the path instead of being addressed
+    repeat: int = 1  # runs of every scheme, pooled per level
 
     @property
     def total_s(self) -> float:
@@ -125,9 +130,14 @@ def cross_report(start_s: float, started_s: float, status: int, stdout: Path) ->
     return flow
 
 
-def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[str, Any]:
+def run_name(options: Options, direction: Direction, run: int) -> str:
+    """The direction's name, with the run's number when there are several (log directories, figures)."""
+    return f"{direction.name}-run{run}" if options.repeat > 1 else direction.name
+
+
+def run_scheme(options: Options, direction: Direction, scheme: Scheme, run: int = 1) -> dict[str, Any]:
     """One scheme on a fresh topology; everything it starts is gone when it returns."""
-    slug = f"{direction.name}-{'e2e-' + scheme.cc if scheme.cc else 'split'}"
+    slug = f"{run_name(options, direction, run)}-{'e2e-' + scheme.cc if scheme.cc else 'split'}"
     logs = options.out / "logs" / slug
     logs.mkdir(parents=True, exist_ok=True)
     cc = scheme.cc or direction.split_sender_cc
@@ -216,22 +226,28 @@ def run_scheme(options: Options, direction: Direction, scheme: Scheme) -> dict[s
 
 
 def run_direction(options: Options, direction: Direction) -> dict[str, Any]:
-    schemes = {}
-    for scheme in SCHEMES:
-        say(f"{direction.name}, {scheme.label}: {options.total_s:g} s on a fresh topology ...")
-        schemes[scheme.label] = run_scheme(options, direction, scheme)
-        transfer = schemes[scheme.label]["transfer"]
-        say(
-            f"{direction.name}, {scheme.label}: goodput {transfer['goodput_mbps']} Mbit/s, "
-            f"{transfer['bytes_checked']} bytes checked, {transfer['bytes_corrupted']} corrupted"
-        )
-    return {"schemes": schemes, "comparison": relay_lab_report.compare(schemes)}
+    """Every scheme `options.repeat` times, the schemes in turn within each run; the runs' comparisons pooled."""
+    runs = []
+    for run in range(1, options.repeat + 1):
+        schemes = {}
+        for scheme in SCHEMES:
+            which = f"{direction.name}, {scheme.label}"
+            which += f", run {run}/{options.repeat}" if options.repeat > 1 else ""
+            say(f"{which}: {options.total_s:g} s on a fresh topology ...")
+            schemes[scheme.label] = run_scheme(options, direction, scheme, run)
+            transfer = schemes[scheme.label]["transfer"]
+            say(
+                f"{which}: goodput {transfer['goodput_mbps']} Mbit/s, "
+                f"{transfer['bytes_checked']} bytes checked, {transfer['bytes_corrupted']} corrupted"
+            )
+        runs.append({"schemes": schemes, "comparison": relay_lab_report.compare(schemes)})
+    return {"runs": runs, "comparison": relay_lab_repeats.pool([run["comparison"] for run in runs])}
 
 
 def verified(report: dict[str, Any]) -> bool:
     """Every tng transfer and cross flow ended well with no corrupted byte."""
     for result in report["directions"].values():
-        for scheme in result["schemes"].values():
+        for scheme in (scheme for run in result["runs"] for scheme in run["schemes"].values()):
             if not scheme["transfer"]["verified"] or scheme["transfer"]["bytes_corrupted"]:
                 return False
             if any(flow.get("exit_status") != 0 or flow.get("bytes_corrupted") for flow in scheme["cross_traffic"]):
@@ -251,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level-seconds", type=float, default=30.0, help="seconds per cross-traffic level")
     parser.add_argument("--max-cross", type=int, default=4, help="cross flows at most (one more per level)")
     parser.add_argument("--relay-queue", type=int, default=64, help="tng relay --queue-limit (packets)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every scheme, pooled per level (default 1)")
     parser.add_argument(
         "--on-path",
         action="store_true",
@@ -258,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bin-dir", type=Path, default=None, help="where tng and linkem are (default target/release)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, not {args.repeat}")
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
     try:
@@ -266,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         say(str(err))
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    options = Options(args.out, binaries, Links(), args.level_seconds, args.max_cross, args.relay_queue, args.on_path)
+    options = Options(
+        args.out, binaries, Links(), args.level_seconds, args.max_cross, args.relay_queue, args.on_path, args.repeat
+    )
     names = ["download", "upload"] if args.direction == "both" else [args.direction]
     report: dict[str, Any] = {
         "experiment": "Tng's DSL experiment with real processes (seed 004, Figures 5 and 6)",
@@ -276,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         "relay_found": "on the path" if options.on_path else "by address",
         "level_s": options.level_s,
         "max_cross": options.max_cross,
+        "repeat": options.repeat,
         "binaries": {"tng": str(binaries.tng), "linkem": str(binaries.linkem)},
         "cpus": os.cpu_count(),
         "uptime_before": sh(["uptime"]).strip(),
@@ -296,7 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     plots = []
     for name, result in report["directions"].items():
         title = f"{name}: DSL 10/1 Mbit/s, tng relay, 100 Mbit/s core (lab, real processes)"
-        plots += relay_lab_report.plot(name, result["schemes"], args.out, title)
+        plots.append(relay_lab_repeats.plot_levels(name, result["comparison"], args.out, title))
+        for run, run_result in enumerate(result["runs"], start=1):
+            run_title = title + (f", run {run}" if options.repeat > 1 else "")
+            plots += relay_lab_report.plot(
+                run_name(options, DIRECTIONS[name], run), run_result["schemes"], args.out, run_title
+            )
     say("wrote " + ", ".join(str(path) for path in [args.out / "relay-lab.json", *plots]))
     summary = {name: result["comparison"] for name, result in report["directions"].items()}
     print(

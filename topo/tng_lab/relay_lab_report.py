@@ -190,7 +190,7 @@ def scheme_report(
     }
 
 
-def _ratio(top: float | None, bottom: float | None) -> float | None:
+def ratio(top: float | None, bottom: float | None) -> float | None:
     return round(top / bottom, 3) if top is not None and bottom else None
 
 
@@ -199,8 +199,8 @@ def compare(schemes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     speak of; the DSL queue's beside it), end-to-end Vegas's goodput over CUBIC's, and the targets' verdicts."""
     rows = []
     for split, cubic, vegas in zip(*(schemes[label]["levels"] for label in (SPLIT, CUBIC, VEGAS)), strict=True):
-        goodput = _ratio(split["goodput_mbps"], cubic["goodput_mbps"])
-        delay = _ratio(split["p95_srtt_ms"], cubic["p95_srtt_ms"])
+        goodput = ratio(split["goodput_mbps"], cubic["goodput_mbps"])
+        delay = ratio(split["p95_srtt_ms"], cubic["p95_srtt_ms"])
         rows.append(
             {
                 "cross_flows": split["cross_flows"],
@@ -214,8 +214,8 @@ def compare(schemes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 },
                 "split_over_cubic_goodput": goodput,
                 "split_over_cubic_p95_srtt": delay,
-                "split_over_cubic_p95_dsl_queue": _ratio(split["p95_dsl_queue_ms"], cubic["p95_dsl_queue_ms"]),
-                "vegas_over_cubic_goodput": _ratio(vegas["goodput_mbps"], cubic["goodput_mbps"]),
+                "split_over_cubic_p95_dsl_queue": ratio(split["p95_dsl_queue_ms"], cubic["p95_dsl_queue_ms"]),
+                "vegas_over_cubic_goodput": ratio(vegas["goodput_mbps"], cubic["goodput_mbps"]),
                 "targets": {
                     "goodput_at_least_0_95": goodput is not None and goodput >= GOODPUT_TARGET,
                     "p95_delay_at_most_0_2": delay is not None and delay <= DELAY_TARGET,
