@@ -152,6 +152,9 @@ pub(crate) struct Channel {
     pub(crate) close_pending: bool,
     pub(crate) last_sent_eliciting: Time,
     pub(crate) last_received: Time,
+    /// When the last two probe timeouts fired, older first: whether the peer was heard since the one before the
+    /// last decides whether a series of them puts the channel down.
+    pub(crate) probe_timeouts_at: [Time; 2],
     pub(crate) last_feedback: Option<PathFeedback>,
     pub(crate) ecn_reported: EcnCounts,
     pub(crate) counters: ChannelCounters,
@@ -200,6 +203,7 @@ impl Channel {
             close_pending: false,
             last_sent_eliciting: now,
             last_received: now,
+            probe_timeouts_at: [now; 2],
             last_feedback: None,
             ecn_reported: EcnCounts::default(),
             counters: ChannelCounters::default(),

@@ -356,8 +356,11 @@ impl Connection {
     }
 
     /// A probe timeout fired on channel `id`: after too many in a row the channel is down, unless the peer's packets
-    /// still arrive on it (within the last probe timeout's base): then only the ACKs are late, held up behind the
-    /// data the peer queued before our packets reached it, and the path works. Otherwise a tail-loss
+    /// still arrive on it (since the probe timeout before the last one): then only the ACKs are late, held up behind
+    /// the data the peer queued before our packets reached it, and the path works. The window spans two probe
+    /// timeouts because such a peer's data comes in bursts (a GSO batch through a token bucket arrives all at once,
+    /// 50 ms apart at 5 Mbit/s), which a probe timeout measured on the empty link can fall between; a peer that
+    /// falls silent is still noticed within two more probe timeouts. Otherwise a tail-loss
     /// probe: in same-path mode the newest unacknowledged stream data goes again on this channel (RFC 8985 TLP); in
     /// alternate-path mode (thesis 003) the channel's unacknowledged stream data, as much as fits the window, goes on
     /// the lowest-RTT other channel with window room, charged to that channel's controller, and this channel gets
@@ -371,8 +374,13 @@ impl Connection {
         if let Some(sink) = self.qlog.sink() {
             sink.emit(now, &QlogEvent::ProbeTimeout { channel: id, pto_count: channel.recovery.pto_count() });
         }
-        let heard_lately = now.saturating_since(channel.last_received) < channel.rtt.pto_base(max_ack_delay);
-        if channel.recovery.pto_count() >= down_after && !heard_lately {
+        let pto_count = channel.recovery.pto_count();
+        // Early in a series the timeouts before it belong to an earlier one: a probe timeout's base back instead.
+        let heard_since =
+            if pto_count >= 3 { channel.probe_timeouts_at[0] } else { now - channel.rtt.pto_base(max_ack_delay) };
+        let heard_lately = channel.last_received > heard_since;
+        channel.probe_timeouts_at = [channel.probe_timeouts_at[1], now];
+        if pto_count >= down_after && !heard_lately {
             self.channel_down(now, id);
             return;
         }
