@@ -375,9 +375,11 @@ impl Connection {
             sink.emit(now, &QlogEvent::ProbeTimeout { channel: id, pto_count: channel.recovery.pto_count() });
         }
         let pto_count = channel.recovery.pto_count();
-        // Early in a series the timeouts before it belong to an earlier one: a probe timeout's base back instead.
+        // Until this series has two timeouts before this one, those remembered belong to an earlier series: a probe
+        // timeout's base back instead.
+        let series_has_both = pto_count as usize > channel.probe_timeouts_at.len();
         let heard_since =
-            if pto_count >= 3 { channel.probe_timeouts_at[0] } else { now - channel.rtt.pto_base(max_ack_delay) };
+            if series_has_both { channel.probe_timeouts_at[0] } else { now - channel.rtt.pto_base(max_ack_delay) };
         let heard_lately = channel.last_received > heard_since;
         channel.probe_timeouts_at = [channel.probe_timeouts_at[1], now];
         if pto_count >= down_after && !heard_lately {
