@@ -9,17 +9,17 @@ p95 SRTT as their median, and the ratios from those, so that a run's spell of ba
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 
 from tng_lab import relay_figure
-from tng_lab.relay_lab_report import CUBIC, DELAY_TARGET, GOODPUT_TARGET, SPLIT, VEGAS, ratio
+from tng_lab.relay_lab_report import CUBIC, DELAY_TARGET, GOODPUT_TARGET, SPLIT, VEGAS, ratio, verdicts
 
 
-def _pooled(values: Sequence[float | None], pool: Any) -> float | None:
+def _pooled(values: Sequence[float | None], pool: Callable[[list[float]], float]) -> float | None:
     present = [value for value in values if value is not None]
     return round(pool(present), 3) if present else None
 
@@ -62,10 +62,7 @@ def pool(comparisons: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]
                         "vegas_over_cubic_goodput",
                     )
                 },
-                "targets": {
-                    "goodput_at_least_0_95": goodput_ratio is not None and goodput_ratio >= GOODPUT_TARGET,
-                    "p95_delay_at_most_0_2": delay_ratio is not None and delay_ratio <= DELAY_TARGET,
-                },
+                "targets": verdicts(goodput_ratio, delay_ratio),
             }
         )
     return pooled

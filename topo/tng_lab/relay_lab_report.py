@@ -194,6 +194,14 @@ def ratio(top: float | None, bottom: float | None) -> float | None:
     return round(top / bottom, 3) if top is not None and bottom else None
 
 
+def verdicts(goodput: float | None, delay: float | None) -> dict[str, bool]:
+    """Tng's targets for the split flow's ratios to end-to-end CUBIC: goodput and p95 delay."""
+    return {
+        "goodput_at_least_0_95": goodput is not None and goodput >= GOODPUT_TARGET,
+        "p95_delay_at_most_0_2": delay is not None and delay <= DELAY_TARGET,
+    }
+
+
 def compare(schemes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per level: split / end-to-end CUBIC in goodput and p95 delay (the sender's SRTT: the delay Tng's targets
     speak of; the DSL queue's beside it), end-to-end Vegas's goodput over CUBIC's, and the targets' verdicts."""
@@ -216,10 +224,7 @@ def compare(schemes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 "split_over_cubic_p95_srtt": delay,
                 "split_over_cubic_p95_dsl_queue": ratio(split["p95_dsl_queue_ms"], cubic["p95_dsl_queue_ms"]),
                 "vegas_over_cubic_goodput": ratio(vegas["goodput_mbps"], cubic["goodput_mbps"]),
-                "targets": {
-                    "goodput_at_least_0_95": goodput is not None and goodput >= GOODPUT_TARGET,
-                    "p95_delay_at_most_0_2": delay is not None and delay <= DELAY_TARGET,
-                },
+                "targets": verdicts(goodput, delay),
             }
         )
     return rows
