@@ -9,18 +9,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from host_keys import Host
 from tng_controller.bench import bench_policy
-from tng_controller.cluster_testbed import EtcdServerTls, Replicas, skip_reason
+from tng_controller.cluster_testbed import EtcdProcess, EtcdServerTls, Replicas, partition_skip_reason, skip_reason
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
 SKIP_REASON = skip_reason()
+PARTITION_SKIP_REASON = partition_skip_reason()
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
 TAKEOVER_BOUND_S = 10.0  # generous: CI machines are loaded; the bench measures the real time
 
@@ -306,14 +307,26 @@ def _set_retrying(address: str, policy: pb.Policy, timeout_s: float = TAKEOVER_B
 
 
 def test_replicas_go_on_with_the_other_etcd_members_when_one_dies(tmp_path: Path) -> None:
-    replicas = Replicas(tmp_path, etcd_members=3)
+    _go_on_without_the_first_member(Replicas(tmp_path, etcd_members=3), lambda etcd: etcd.kill(0))
+
+
+@pytest.mark.needs_root
+@pytest.mark.skipif(PARTITION_SKIP_REASON is not None, reason=PARTITION_SKIP_REASON or "")
+def test_replicas_go_on_with_the_other_etcd_members_when_one_is_cut_off_from_them(tmp_path: Path) -> None:
+    """The member stays up and reachable but has no leader: its calls are refused, not lost in timeouts."""
+    _go_on_without_the_first_member(Replicas(tmp_path, etcd_members=3, etcd_apart=True), EtcdProcess.partition)
+
+
+def _go_on_without_the_first_member(replicas: Replicas, lose: Callable[[EtcdProcess], None]) -> None:
+    """Every replica uses the first member it was given; after `lose` it, changes go on through the others and every
+    replica ends on another member with the same policies, and one leads."""
     try:
         replicas.start()
         first = _set(replicas.addresses()[1], bench_policy(1, 3))
         leader = replicas.wait_for_leader()
         watch = _Watch(replicas.addresses()[2])
         try:
-            replicas.etcd.kill(0)  # every replica uses the first member it was given
+            lose(replicas.etcd)
             second = _set_retrying(replicas.addresses()[1], bench_policy(2, 3))
             third = _set_retrying(replicas.addresses()[leader], bench_policy(3, 3))
             watch.wait_for(pb.PolicyEvent.KIND_SET, "bench-3", third.revision)

@@ -1,10 +1,12 @@
 """A replicated controller on this machine, for its tests and benchmark: an etcd cluster (one member or more, TLS
 optional) as child processes on free loopback ports in a directory of its own (Debian's etcd-server; `make deps`
-installs it), and controller replicas as processes, optionally writing BMv2 switches; who leads, and the time a
-follower takes to take over."""
+installs it), optionally with its first member in a network namespace of its own that can be cut off from the other
+members, and controller replicas as processes, optionally writing BMv2 switches; who leads, and the time a follower
+takes to take over."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import ssl
@@ -38,6 +40,62 @@ def skip_reason() -> str | None:
     return None if etcd_binary() else "etcd is not installed (make deps installs Debian's etcd-server)"
 
 
+def partition_skip_reason() -> str | None:
+    """Why an etcd member cannot be cut off from its peers here (None: it can)."""
+    if os.geteuid() != 0:
+        return "cutting an etcd member off needs root (a network namespace)"
+    return None if shutil.which("ip") else "cutting an etcd member off needs iproute2's ip"
+
+
+def _ip(*argv: str) -> None:
+    subprocess.run(["ip", *argv], check=True, capture_output=True, timeout=10)
+
+
+@dataclass(slots=True)
+class MemberNamespace:
+    """A network namespace joined to this one by a veth pair: the member in it listens on `inside`, the others on
+    `outside`. `cut` drops, inside, every packet to another member's peer port and from the member's own, so the
+    member loses its peers as in a partition while its clients, on its client port, still reach it."""
+
+    name: str
+    outside: str = field(init=False)
+    inside: str = field(init=False)
+    _veth: str = field(init=False)
+    _rules: list[list[str]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        subnet = os.getpid() % 250
+        self.outside, self.inside = f"10.252.{subnet}.1", f"10.252.{subnet}.2"
+        self._veth = f"tev{os.getpid() % 10**7}"
+
+    def create(self) -> None:
+        _ip("netns", "add", self.name)
+        _ip("link", "add", self._veth, "type", "veth", "peer", "name", "eth0", "netns", self.name)
+        _ip("addr", "add", f"{self.outside}/24", "dev", self._veth)
+        _ip("link", "set", self._veth, "up")
+        for argv in (["addr", "add", f"{self.inside}/24", "dev", "eth0"], ["link", "set", "eth0", "up"]):
+            _ip("-n", self.name, *argv)
+        _ip("-n", self.name, "link", "set", "lo", "up")
+
+    def command(self, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.name, *argv]
+
+    def cut(self, own_peer_port: int, peer_ports: Sequence[int]) -> None:
+        self._rules = [["ipproto", "tcp", "sport", str(own_peer_port)]]
+        self._rules += [["ipproto", "tcp", "dport", str(port)] for port in peer_ports]
+        for rule in self._rules:
+            _ip("-n", self.name, "rule", "add", *rule, "blackhole")
+
+    def join(self) -> None:
+        for rule in self._rules:
+            _ip("-n", self.name, "rule", "del", *rule, "blackhole")
+        self._rules = []
+
+    def delete(self) -> None:
+        subprocess.run(["ip", "link", "del", self._veth], capture_output=True, timeout=10)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -63,13 +121,17 @@ class EtcdServerTls:
 @dataclass(slots=True)
 class EtcdProcess:
     """An etcd cluster of `members` processes serving clients on `urls` once `start` returns (https:// with `tls`);
-    each member's data and log stay in `directory`/mN."""
+    each member's data and log stay in `directory`/mN. With `apart`, the first member runs in a network namespace of
+    its own and `partition()` cuts it off from the others (the rest listen on the namespace's veth, not loopback)."""
 
     directory: Path
     members: int = 1
     tls: EtcdServerTls | None = None
+    apart: bool = False
     urls: list[str] = field(default_factory=list, init=False)
     _processes: list[subprocess.Popen[bytes] | None] = field(default_factory=list, init=False)
+    _peer_ports: list[int] = field(default_factory=list, init=False)
+    _namespace: MemberNamespace | None = field(default=None, init=False)
 
     @property
     def url(self) -> str:
@@ -83,8 +145,16 @@ class EtcdProcess:
             raise RuntimeError(skip_reason())
         scheme = "http" if self.tls is None else "https"
         ports = [(_free_port(), _free_port()) for _ in range(self.members)]
-        self.urls = [f"{scheme}://127.0.0.1:{client}" for client, _ in ports]
-        peers = [f"http://127.0.0.1:{peer}" for _, peer in ports]
+        hosts = ["127.0.0.1"] * self.members
+        if self.apart:
+            if self.tls is not None:
+                raise ValueError("a member apart listens off loopback, where the test certificates are not valid")
+            self._namespace = MemberNamespace(f"tng-etcd-{os.getpid()}")
+            self._namespace.create()
+            hosts = [self._namespace.inside] + [self._namespace.outside] * (self.members - 1)
+        self.urls = [f"{scheme}://{host}:{client}" for host, (client, _) in zip(hosts, ports, strict=True)]
+        self._peer_ports = [peer for _, peer in ports]
+        peers = [f"http://{host}:{peer}" for host, (_, peer) in zip(hosts, ports, strict=True)]
         cluster = ",".join(f"m{number}={peer}" for number, peer in enumerate(peers))
         self._processes = []
         for number, (url, peer) in enumerate(zip(self.urls, peers, strict=True)):
@@ -107,6 +177,8 @@ class EtcdProcess:
                     f"--trusted-ca-file={self.tls.ca}",
                     "--client-cert-auth",
                 ]
+            if number == 0 and self._namespace is not None:
+                command = self._namespace.command(command)
             with (directory / "etcd.log").open("ab") as log:
                 process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
             self._processes.append(process)
@@ -140,6 +212,16 @@ class EtcdProcess:
             process.kill()
             process.wait()
 
+    def partition(self) -> None:
+        """Cuts the first member (apart) off from the others; its clients still reach it."""
+        if self._namespace is None:
+            raise ValueError("only a member started apart can be cut off")
+        self._namespace.cut(self._peer_ports[0], self._peer_ports[1:])
+
+    def heal(self) -> None:
+        if self._namespace is not None:
+            self._namespace.join()
+
     def stop(self) -> None:
         for process in self._processes:
             if process is not None and process.poll() is None:
@@ -149,6 +231,9 @@ class EtcdProcess:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        if self._namespace is not None:
+            self._namespace.delete()
+            self._namespace = None
 
 
 def _leads_in_sync(address: str) -> bool:
@@ -165,21 +250,23 @@ def _leads_in_sync(address: str) -> bool:
 
 @dataclass(slots=True)
 class Replicas:
-    """`count` controller replicas on one etcd cluster (of `etcd_members`, with `etcd_tls`), each writing `switches`
-    while it leads, started in order (the first leads); their logs and configurations in `directory`. Every replica
-    is given all members' URLs, the first member first, and `more_config` (TOML tables) at the end of its file."""
+    """`count` controller replicas on one etcd cluster (of `etcd_members`, with `etcd_tls`, the first one
+    `etcd_apart`: see EtcdProcess), each writing `switches` while it leads, started in order (the first leads); their
+    logs and configurations in `directory`. Every replica is given all members' URLs, the first member first, and
+    `more_config` (TOML tables) at the end of its file."""
 
     directory: Path
     count: int = 3
     switches: Sequence[Bmv2] = ()
     etcd_members: int = 1
     etcd_tls: EtcdServerTls | None = None
+    etcd_apart: bool = False
     more_config: str = ""
     etcd: EtcdProcess = field(init=False)
     processes: list[ControllerProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.etcd = EtcdProcess(self.directory / "etcd", self.etcd_members, self.etcd_tls)
+        self.etcd = EtcdProcess(self.directory / "etcd", self.etcd_members, self.etcd_tls, self.etcd_apart)
 
     def start(self) -> None:
         self.etcd.start()

@@ -1,10 +1,11 @@
 """aetcd's client over several etcd endpoints, with TLS.
 
 The client talks to one endpoint at a time over one gRPC channel. Every call first looks at that channel: once gRPC
-reports it failing (TRANSIENT_FAILURE: the member is down or unreachable, seen after a call failed on it), the client
-opens a channel to the next endpoint and later calls go there; the old channel's streams end (watches end, lease
-keep-alive streams fail) and their owners open them again on the new one. So a replica goes on with the members that
-are left; the one call that found the member gone fails and is retried by its caller."""
+reports it failing (TRANSIENT_FAILURE: the member is down or unreachable, seen after a call failed on it), or once the
+member refused a call because it has no leader (it is up but cut off from the quorum), the client opens a channel to
+the next endpoint and later calls go there; the old channel's streams end (watches end, lease keep-alive streams fail)
+and their owners open them again on the new one. So a replica goes on with the members that are left; the one call
+that found the member gone or leaderless fails and is retried by its caller."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import aetcd
 import grpc
@@ -23,6 +25,11 @@ from tng_controller.store import StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
+# etcd's "require leader" metadata (clientv3.WithRequireLeader): a member without a leader refuses the call at once
+# with NO_LEADER, and ends such a watch or keep-alive stream after a few election timeouts without one, instead of
+# letting calls wait for a quorum it cannot reach. That refusal is what moves the client on.
+REQUIRE_LEADER = (("hasleader", "true"),)
+NO_LEADER = "etcdserver: no leader"
 
 
 class EtcdError(StoreUnavailable):
@@ -45,9 +52,51 @@ def credentials(tls: EtcdTls) -> grpc.ChannelCredentials:
     )
 
 
+class LeaderlessMember(
+    grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor, grpc.aio.StreamStreamClientInterceptor
+):
+    """Sees the calls of one channel end; `refused` once the member refused one for want of a leader."""
+
+    def __init__(self) -> None:
+        self.refused = False
+        self._reading: set[asyncio.Task[None]] = set()
+
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: object
+    ) -> Any:
+        call = await continuation(details, request)
+        # A unary call is looked at before its caller sees how it ended, so a retry at once already moves on.
+        await self._read(call)
+        return call
+
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: object
+    ) -> Any:
+        call = await continuation(details, request)
+        call.add_done_callback(self._ended)
+        return call
+
+    async def intercept_stream_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request_iterator: object
+    ) -> Any:
+        call = await continuation(details, request_iterator)
+        call.add_done_callback(self._ended)
+        return call
+
+    def _ended(self, call: grpc.aio.Call) -> None:
+        # A stream's status is read by awaiting, which a done callback cannot do.
+        task = asyncio.get_running_loop().create_task(self._read(call))
+        self._reading.add(task)
+        task.add_done_callback(self._reading.discard)
+
+    async def _read(self, call: grpc.aio.Call) -> None:
+        if await call.code() == grpc.StatusCode.UNAVAILABLE and NO_LEADER in (await call.details() or ""):
+            self.refused = True
+
+
 class EtcdClient(aetcd.Client):
-    """An aetcd client of the first of `endpoints` (client URLs) that moves to the next one when its channel fails.
-    `failed_over(endpoint)` is called after each move."""
+    """An aetcd client of the first of `endpoints` (client URLs) that moves to the next one when its channel fails or
+    its member has no leader. `failed_over(endpoint)` is called after each move."""
 
     def __init__(
         self,
@@ -73,16 +122,19 @@ class EtcdClient(aetcd.Client):
         first)."""
         if not self._connected.is_set():
             self._open()
-        elif len(self._addresses) > 1 and self.channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
-            self.fail_over()
+        elif len(self._addresses) > 1:
+            if self._leaderless.refused:
+                self.fail_over("has no leader")
+            elif self.channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                self.fail_over("is unreachable")
 
-    def fail_over(self) -> None:
+    def fail_over(self, why: str) -> None:
         """Moves to the next endpoint now; the old channel is closed in the background."""
         old_channel, old_watcher = self.channel, self._watcher
         failed = self.endpoint
         self._current = (self._current + 1) % len(self._addresses)
         self._open()
-        LOGGER.warning("etcd: %s failed, using %s", failed, self.endpoint)
+        LOGGER.warning("etcd: %s %s, using %s", failed, why, self.endpoint)
         task = asyncio.get_running_loop().create_task(self._close(old_channel, old_watcher))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
@@ -91,16 +143,18 @@ class EtcdClient(aetcd.Client):
     def _open(self) -> None:
         host, port = self._addresses[self._current]
         target = f"{host}:{port}"
+        self._leaderless = LeaderlessMember()
+        interceptors = [self._leaderless]
         if self._credentials is None:
-            self.channel = grpc.aio.insecure_channel(target)
+            self.channel = grpc.aio.insecure_channel(target, interceptors=interceptors)
         else:
-            self.channel = grpc.aio.secure_channel(target, self._credentials)
-        self.metadata = None
+            self.channel = grpc.aio.secure_channel(target, self._credentials, interceptors=interceptors)
+        self.metadata = REQUIRE_LEADER
         self.kvstub = rpc.KVStub(self.channel)
         self.clusterstub = rpc.ClusterStub(self.channel)
         self.leasestub = rpc.LeaseStub(self.channel)
         self.maintenancestub = rpc.MaintenanceStub(self.channel)
-        self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout, metadata=None)
+        self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout, metadata=REQUIRE_LEADER)
         self._connected.set()
 
     @staticmethod
@@ -147,6 +201,6 @@ async def connect(
         except (aetcd.ClientError, TimeoutError, OSError) as exc:
             errors.append(f"{client.endpoint}: {type(exc).__name__} {exc}".strip())
             if len(errors) < len(endpoints):
-                client.fail_over()
+                client.fail_over("does not answer")
     await client.close()
     raise EtcdError(f"no etcd endpoint answers ({'; '.join(errors)})")
