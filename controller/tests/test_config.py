@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from tng_controller import protogen
-from tng_controller.config import ConfigError, EtcdConfig, EtcdTls, load, parse
+from tng_controller.config import ConfigError, EtcdAuth, EtcdConfig, EtcdTls, load, parse
 from tng_controller.switch_config import DEFAULT_P4INFO, SwitchTls
 
 
@@ -91,8 +91,8 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
         ({"api": {"listen": 5}}, "config: api.listen: 5 is not a string"),
         (
             {"store": {"file": "x"}},
-            "config: store.file: unknown key (known: etcd, etcd_ca, etcd_cert, etcd_key, etcd_prefix, lease_ttl_s,"
-            " path, replica_name)",
+            "config: store.file: unknown key (known: etcd, etcd_ca, etcd_cert, etcd_key, etcd_password_file,"
+            " etcd_prefix, etcd_user, lease_ttl_s, path, replica_name)",
         ),
         ({"store": {"etcd": []}}, "config: store.etcd: must be a non-empty array of client URLs"),
         ({"store": {"etcd": ["127.0.0.1:2379"]}}, "config: store.etcd[0]: '127.0.0.1:2379' is not an etcd client URL"),
@@ -106,6 +106,19 @@ def test_defaults_serve_on_loopback_without_switches() -> None:
             "config: store.etcd_ca: only applies to https:// endpoints in store.etcd",
         ),
         ({"store": {"etcd_cert": "c.pem"}}, "config: store.etcd_cert: only applies with store.etcd"),
+        ({"store": {"etcd_user": "tng"}}, "config: store.etcd_user: only applies with store.etcd"),
+        (
+            {"store": {"etcd": ["http://e:2379"], "etcd_user": "tng"}},
+            "config: store.etcd_password_file: is required with the other",
+        ),
+        (
+            {"store": {"etcd": ["http://e:2379"], "etcd_password_file": "pw"}},
+            "config: store.etcd_user: is required with the other",
+        ),
+        (
+            {"store": {"etcd": ["http://e:2379"], "etcd_user": "tng", "etcd_password_file": "missing-pw"}},
+            "config: store.etcd_password_file: cannot read missing-pw: No such file or directory",
+        ),
         (
             {"store": {"etcd": ["https://e:2379"], "etcd_cert": "c.pem"}},
             "config: store.etcd_key: is required with the other",
@@ -194,6 +207,18 @@ def test_https_endpoints_take_tls_files_relative_to_the_file(tmp_path: Path) -> 
     tls = EtcdTls(tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key")
     assert parse({"store": store}, tmp_path).etcd.tls == tls
     assert parse({"store": {"etcd": ["https://e:2379"]}}, tmp_path).etcd.tls == EtcdTls()
+
+
+def test_an_etcd_user_takes_the_first_line_of_its_password_file(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("s3cret word\nignored\n")
+    store = {"etcd": ["http://e:2379"], "etcd_user": "tng", "etcd_password_file": "pw"}
+    auth = parse({"store": store}, tmp_path).etcd.auth
+    assert auth == EtcdAuth("tng", "s3cret word")
+    assert "s3cret" not in repr(auth)
+    (tmp_path / "pw").write_text("\n")
+    with pytest.raises(ConfigError, match=r"store.etcd_password_file: .*pw holds no password on its first line"):
+        parse({"store": store}, tmp_path)
+    assert parse({"store": {"etcd": ["http://e:2379"]}}, tmp_path).etcd.auth is None
 
 
 def test_a_switch_takes_tls_files_and_refuses_incomplete_ones(tmp_path: Path) -> None:

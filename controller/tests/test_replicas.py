@@ -317,6 +317,11 @@ def test_replicas_go_on_with_the_other_etcd_members_when_one_is_cut_off_from_the
     _go_on_without_the_first_member(Replicas(tmp_path, etcd_members=3, etcd_apart=True), EtcdProcess.partition)
 
 
+def test_replicas_authenticate_to_etcd_and_again_on_the_member_they_move_to(tmp_path: Path) -> None:
+    """etcd requires a user and password: replicas authenticate, and again on the member they move to."""
+    _go_on_without_the_first_member(Replicas(tmp_path, etcd_members=3, etcd_auth=True), lambda etcd: etcd.kill(0))
+
+
 def _go_on_without_the_first_member(replicas: Replicas, lose: Callable[[EtcdProcess], None]) -> None:
     """Every replica uses the first member it was given; after `lose` it, changes go on through the others and every
     replica ends on another member with the same policies, and one leads."""

@@ -367,6 +367,26 @@ def test_without_etcd_a_replica_and_tngctl_cluster_say_which_endpoint_failed(tmp
     assert cluster.stderr.startswith(f"tngctl: no etcd endpoint answers ({unused}: ")
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--etcd-user", "tng"], "tngctl: --etcd-user and --etcd-password-file go together\n"),
+        (
+            ["--etcd-user", "tng", "--etcd-password-file", "/nonexistent/pw"],
+            "tngctl: --etcd-password-file: cannot read /nonexistent/pw: No such file or directory\n",
+        ),
+    ],
+)
+def test_tngctl_cluster_refuses_incomplete_etcd_credentials(flags: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tng_controller.tngctl", "cluster", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (2, message)
+
+
 async def test_serve_programs_a_switch(tmp_path: Path, policy_file: Path, contract_pipeline) -> None:
     """`tngctl serve` with a [[switch]] (finsy's fake P4Runtime server) writes policies to it."""
     p4info, blob = contract_pipeline

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import aetcd
 import grpc
 
-from tng_controller.config import EtcdTls
+from tng_controller.config import EtcdAuth, EtcdTls
 from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdError, connect
 from tng_controller.leadership import replicas, replicas_prefix
 from tng_controller.metrics import PREFIX
@@ -43,9 +43,13 @@ class ClusterStatus:
 
 
 async def cluster_status(
-    endpoints: tuple[str, ...], prefix: str, timeout_s: float, tls: EtcdTls | None = None
+    endpoints: tuple[str, ...],
+    prefix: str,
+    timeout_s: float,
+    tls: EtcdTls | None = None,
+    auth: EtcdAuth | None = None,
 ) -> ClusterStatus:
-    client = await connect(endpoints, tls)
+    client = await connect(endpoints, tls, auth=auth)
     try:
         registered = await asyncio.wait_for(client.get_prefix(replicas_prefix(prefix)), CALL_TIMEOUT_S)
         live = await replicas(client, prefix)

@@ -7,6 +7,7 @@ takes to take over."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import ssl
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from aetcd import rpc
 from tng_p4.bmv2 import Bmv2
 
 from tng_controller.pb import policy_pb2 as pb
@@ -28,6 +30,7 @@ from tng_controller.testbed import ControllerProcess, fleet_config
 STARTUP_TIMEOUT_S = 30.0
 POLL_S = 0.02
 IN_SYNC = "CONNECTED"
+ROOT = "root"  # the user of a test etcd with authentication: etcd's superuser, so it may do everything
 
 
 def etcd_binary() -> str | None:
@@ -122,12 +125,16 @@ class EtcdServerTls:
 class EtcdProcess:
     """An etcd cluster of `members` processes serving clients on `urls` once `start` returns (https:// with `tls`);
     each member's data and log stay in `directory`/mN. With `apart`, the first member runs in a network namespace of
-    its own and `partition()` cuts it off from the others (the rest listen on the namespace's veth, not loopback)."""
+    its own and `partition()` cuts it off from the others (the rest listen on the namespace's veth, not loopback).
+    With `auth`, etcd requires user and password authentication once started: user ROOT, its password in
+    `password_file`; `token_ttl_s` is how long a token lives unused (etcd's default: 300 s)."""
 
     directory: Path
     members: int = 1
     tls: EtcdServerTls | None = None
     apart: bool = False
+    auth: bool = False
+    token_ttl_s: int | None = None
     urls: list[str] = field(default_factory=list, init=False)
     _processes: list[subprocess.Popen[bytes] | None] = field(default_factory=list, init=False)
     _peer_ports: list[int] = field(default_factory=list, init=False)
@@ -170,6 +177,8 @@ class EtcdProcess:
                 f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster={cluster}",
             ]
+            if self.token_ttl_s is not None:
+                command.append(f"--auth-token-ttl={self.token_ttl_s}")
             if self.tls is not None:
                 command += [
                     f"--cert-file={self.tls.cert}",
@@ -184,7 +193,37 @@ class EtcdProcess:
             self._processes.append(process)
         for number in range(self.members):
             self._wait_healthy(number)
+        if self.auth:
+            self._enable_auth()
         return self.url
+
+    @property
+    def password_file(self) -> Path:
+        return self.directory / "password"
+
+    def store_keys(self) -> str:
+        """The [store] keys of a replica that uses this etcd, besides its URLs."""
+        keys = "" if self.tls is None else self.tls.store_keys()
+        if self.auth:
+            keys += f'etcd_user = "{ROOT}"\netcd_password_file = "{self.password_file}"\n'
+        return keys
+
+    def _enable_auth(self) -> None:
+        """etcd's superuser with a password of its own, then authentication on (as `etcdctl auth enable` does)."""
+        password = secrets.token_urlsafe(12)
+        self.password_file.write_text(password + "\n")
+        target = self.url.split("://", 1)[1]
+        if self.tls is None:
+            channel = grpc.insecure_channel(target)
+        else:
+            files = (self.tls.ca, self.tls.client_key, self.tls.client_cert)
+            channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(*(f.read_bytes() for f in files)))
+        with channel:
+            auth = rpc.AuthStub(channel)
+            auth.UserAdd(rpc.AuthUserAddRequest(name=ROOT, password=password), timeout=10)
+            auth.RoleAdd(rpc.AuthRoleAddRequest(name=ROOT), timeout=10)
+            auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user=ROOT, role=ROOT), timeout=10)
+            auth.AuthEnable(rpc.AuthEnableRequest(), timeout=10)
 
     def _wait_healthy(self, number: int) -> None:
         context = None
@@ -251,9 +290,9 @@ def _leads_in_sync(address: str) -> bool:
 @dataclass(slots=True)
 class Replicas:
     """`count` controller replicas on one etcd cluster (of `etcd_members`, with `etcd_tls`, the first one
-    `etcd_apart`: see EtcdProcess), each writing `switches` while it leads, started in order (the first leads); their
-    logs and configurations in `directory`. Every replica is given all members' URLs, the first member first, and
-    `more_config` (TOML tables) at the end of its file."""
+    `etcd_apart`, `etcd_auth`: see EtcdProcess), each writing `switches` while it leads, started in order (the first
+    leads); their logs and configurations in `directory`. Every replica is given all members' URLs, the first member
+    first, and `more_config` (TOML tables) at the end of its file."""
 
     directory: Path
     count: int = 3
@@ -261,12 +300,15 @@ class Replicas:
     etcd_members: int = 1
     etcd_tls: EtcdServerTls | None = None
     etcd_apart: bool = False
+    etcd_auth: bool = False
     more_config: str = ""
     etcd: EtcdProcess = field(init=False)
     processes: list[ControllerProcess] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.etcd = EtcdProcess(self.directory / "etcd", self.etcd_members, self.etcd_tls, self.etcd_apart)
+        self.etcd = EtcdProcess(
+            self.directory / "etcd", self.etcd_members, self.etcd_tls, self.etcd_apart, self.etcd_auth
+        )
 
     def start(self) -> None:
         self.etcd.start()
@@ -277,8 +319,7 @@ class Replicas:
         """Starts replica `number` on every etcd member, or on `url` alone (a proxy's)."""
         config = self.directory / f"r{number}.toml"
         urls = [url] if url else self.etcd.urls
-        tls = "" if self.etcd_tls is None else self.etcd_tls.store_keys()
-        config.write_text(fleet_config(self.switches, urls, f"r{number}", tls) + self.more_config)
+        config.write_text(fleet_config(self.switches, urls, f"r{number}", self.etcd.store_keys()) + self.more_config)
         process = ControllerProcess(config, self.directory / f"r{number}.log")
         process.start()
         if number < len(self.processes):

@@ -18,6 +18,7 @@ from tng_controller.switch_config import MAX_PORT, SwitchConfig, parse_switch
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 ETCD_TLS_KEYS = ("etcd_ca", "etcd_cert", "etcd_key")  # [store] keys of TLS towards etcd
+ETCD_AUTH_KEYS = ("etcd_user", "etcd_password_file")  # [store] keys of etcd's user and password authentication
 _TRAFFIC_CLASS = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # as policy.TRAFFIC_CLASS_PATTERN
 
 
@@ -85,16 +86,26 @@ class EtcdTls:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdAuth:
+    """etcd's user and password authentication: the user and its password (read from a file of its own, so that the
+    configuration holds no secret)."""
+
+    user: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class EtcdConfig:
     """The replicated store: etcd's client URLs, the key prefix of this controller cluster, the leadership lease's
     time to live (a dead leader is replaced after about this long), this replica's name (default: its API
-    address) and TLS (None: plain HTTP)."""
+    address), TLS (None: plain HTTP) and user authentication (None: none)."""
 
     endpoints: tuple[str, ...]
     prefix: str = "/tng"
     lease_ttl_s: int = 2
     name: str = ""
     tls: EtcdTls | None = None
+    auth: EtcdAuth | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +153,11 @@ def parse(data: dict[str, Any], base: Path, source: str = "config") -> Config:
             "certificates), or allow_insecure_remote = true",
         )
     store = reader.table(data, "store")
-    reader.only(store, "store.", {"path", "etcd", "etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS})
+    reader.only(
+        store,
+        "store.",
+        {"path", "etcd", "etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS, *ETCD_AUTH_KEYS},
+    )
     switches = []
     names: set[str] = set()
     raw_switches = data.get("switch", [])
@@ -174,7 +189,7 @@ def _registration_ttl(reader: TableReader, hosts: dict[str, Any]) -> float:
 
 def _etcd(reader: TableReader, store: dict[str, Any]) -> EtcdConfig | None:
     if "etcd" not in store:
-        for key in ("etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS):
+        for key in ("etcd_prefix", "lease_ttl_s", "replica_name", *ETCD_TLS_KEYS, *ETCD_AUTH_KEYS):
             if key in store:
                 raise reader.error(f"store.{key}", "only applies with store.etcd (the replicated store)")
         return None
@@ -199,7 +214,7 @@ def _etcd(reader: TableReader, store: dict[str, Any]) -> EtcdConfig | None:
     name = reader.string(store, "store.replica_name", "")
     if "/" in name:
         raise reader.error("store.replica_name", f"{name!r} has a slash")
-    return EtcdConfig(tuple(endpoints), prefix, ttl, name, tls)
+    return EtcdConfig(tuple(endpoints), prefix, ttl, name, tls, _etcd_auth(reader, store))
 
 
 def _etcd_tls(reader: TableReader, store: dict[str, Any], https: bool) -> EtcdTls | None:
@@ -215,6 +230,30 @@ def _etcd_tls(reader: TableReader, store: dict[str, Any], https: bool) -> EtcdTl
         if path is not None and not path.is_file():
             raise reader.error(f"store.{name}", f"{path} does not exist")
     return EtcdTls(ca, cert, key)
+
+
+def _etcd_auth(reader: TableReader, store: dict[str, Any]) -> EtcdAuth | None:
+    user = reader.string(store, "store.etcd_user", "")
+    password_file = reader.optional_path(store, "store.etcd_password_file")
+    if not user and password_file is None:
+        return None
+    if not user or password_file is None:
+        raise reader.error("store.etcd_user" if not user else "store.etcd_password_file", "is required with the other")
+    try:
+        return EtcdAuth(user, etcd_password(password_file))
+    except ValueError as exc:
+        raise reader.error("store.etcd_password_file", str(exc)) from exc
+
+
+def etcd_password(path: Path) -> str:
+    """The password in the file at `path` (its first line); raises ValueError naming what is wrong."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    if not lines or not lines[0]:
+        raise ValueError(f"{path} holds no password on its first line")
+    return lines[0]
 
 
 def etcd_endpoint(url: str) -> tuple[str, int]:

@@ -101,7 +101,7 @@ async def _replica(
     servicer and what starts the campaign for leadership once the API listens (with its address)."""
     counters = metrics.replica()
     try:
-        client = await connect(etcd.endpoints, etcd.tls, lambda endpoint: counters.etcd_failovers.inc())
+        client = await connect(etcd.endpoints, etcd.tls, lambda endpoint: counters.etcd_failovers.inc(), auth=etcd.auth)
     except EtcdError as exc:
         raise ConfigError(f"store.etcd: {exc}") from exc
     metrics.gauges(

@@ -5,7 +5,11 @@ reports it failing (TRANSIENT_FAILURE: the member is down or unreachable, seen a
 member refused a call because it has no leader (it is up but cut off from the quorum), the client opens a channel to
 the next endpoint and later calls go there; the old channel's streams end (watches end, lease keep-alive streams fail)
 and their owners open them again on the new one. So a replica goes on with the members that are left; the one call
-that found the member gone or leaderless fails and is retried by its caller."""
+that found the member gone or leaderless fails and is retried by its caller.
+
+With a user and password, every new channel first asks its member for a token; a channel whose token the member
+rejected (etcd's simple tokens expire when unused, and a restarted member forgets them) is replaced by a new one to
+the same member, which asks again."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import aetcd
 import grpc
 from aetcd import rpc, rtypes, watcher
 
-from tng_controller.config import EtcdTls, etcd_endpoint
+from tng_controller.config import EtcdAuth, EtcdTls, etcd_endpoint
 from tng_controller.store import StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
@@ -52,13 +56,15 @@ def credentials(tls: EtcdTls) -> grpc.ChannelCredentials:
     )
 
 
-class LeaderlessMember(
+class MemberRefusals(
     grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor, grpc.aio.StreamStreamClientInterceptor
 ):
-    """Sees the calls of one channel end; `refused` once the member refused one for want of a leader."""
+    """Sees the calls of one channel end: `no_leader` once the member refused one for want of a leader,
+    `token_rejected` once it refused this client's token (expired, or the member restarted)."""
 
     def __init__(self) -> None:
-        self.refused = False
+        self.no_leader = False
+        self.token_rejected = False
         self._reading: set[asyncio.Task[None]] = set()
 
     async def intercept_unary_unary(
@@ -90,24 +96,32 @@ class LeaderlessMember(
         task.add_done_callback(self._reading.discard)
 
     async def _read(self, call: grpc.aio.Call) -> None:
-        if await call.code() == grpc.StatusCode.UNAVAILABLE and NO_LEADER in (await call.details() or ""):
-            self.refused = True
+        code = await call.code()
+        if code == grpc.StatusCode.UNAVAILABLE and NO_LEADER in (await call.details() or ""):
+            self.no_leader = True
+        elif code == grpc.StatusCode.UNAUTHENTICATED:
+            self.token_rejected = True
 
 
 class EtcdClient(aetcd.Client):
     """An aetcd client of the first of `endpoints` (client URLs) that moves to the next one when its channel fails or
-    its member has no leader. `failed_over(endpoint)` is called after each move."""
+    its member has no leader, authenticated as `auth` if given. `failed_over(endpoint)` is called after each move."""
 
     def __init__(
         self,
         endpoints: Sequence[str],
         tls: EtcdTls | None = None,
         failed_over: Callable[[str], None] = lambda endpoint: None,
+        *,
+        auth: EtcdAuth | None = None,
     ) -> None:
         self.endpoints = tuple(endpoints)
         self._addresses = [etcd_endpoint(url) for url in self.endpoints]
         super().__init__(*self._addresses[0])
         self._credentials = None if tls is None else credentials(tls)
+        self._auth = auth
+        self._authenticating = asyncio.Lock()
+        self._token_channel: grpc.aio.Channel | None = None  # the channel whose member issued the token in use
         self._current = 0
         self._failed_over = failed_over
         self._closing: set[asyncio.Task[None]] = set()
@@ -118,33 +132,64 @@ class EtcdClient(aetcd.Client):
         return self.endpoints[self._current]
 
     async def connect(self) -> None:
-        """Opens the channel, or replaces it with one to the next endpoint when it fails (every call comes here
-        first)."""
+        """Opens the channel, or replaces it with one to the next endpoint when it fails, or with a new one to the
+        same endpoint when its token was rejected; authenticates a new channel (every call comes here first)."""
         if not self._connected.is_set():
             self._open()
+        elif self._refusals.token_rejected:
+            LOGGER.info("etcd: %s rejected the token, authenticating again", self.endpoint)
+            self._reopen(self._current)
         elif len(self._addresses) > 1:
-            if self._leaderless.refused:
+            if self._refusals.no_leader:
                 self.fail_over("has no leader")
             elif self.channel.get_state() == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
                 self.fail_over("is unreachable")
+        if self._auth is not None and self._token_channel is not self.channel:
+            await self._authenticate(self._auth)
 
     def fail_over(self, why: str) -> None:
-        """Moves to the next endpoint now; the old channel is closed in the background."""
-        old_channel, old_watcher = self.channel, self._watcher
+        """Moves to the next endpoint now."""
         failed = self.endpoint
-        self._current = (self._current + 1) % len(self._addresses)
-        self._open()
+        self._reopen((self._current + 1) % len(self._addresses))
         LOGGER.warning("etcd: %s %s, using %s", failed, why, self.endpoint)
+        self._failed_over(self.endpoint)
+
+    def _reopen(self, index: int) -> None:
+        """A new channel to endpoint `index`; the old one is closed in the background."""
+        old_channel, old_watcher = self.channel, self._watcher
+        self._current = index
+        self._open()
         task = asyncio.get_running_loop().create_task(self._close(old_channel, old_watcher))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-        self._failed_over(self.endpoint)
+
+    async def _authenticate(self, auth: EtcdAuth) -> None:
+        """Gets a token from the channel's member for every later call and watch on the channel (once, whoever
+        asks first); raises aetcd.ClientError naming the user and the member's answer."""
+        async with self._authenticating:
+            channel = self.channel
+            if self._token_channel is channel:
+                return
+            request = rpc.AuthenticateRequest(name=auth.user, password=auth.password)
+            try:
+                answer = await rpc.AuthStub(channel).Authenticate(
+                    request, timeout=CALL_TIMEOUT_S, metadata=REQUIRE_LEADER
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise aetcd.ClientError(
+                    f"{self.endpoint}: cannot authenticate as {auth.user}: {exc.details()}"
+                ) from exc
+            if channel is not self.channel:
+                return  # moved on meanwhile: the new channel asks for its own token
+            self.metadata = (*REQUIRE_LEADER, ("token", answer.token))
+            self._watcher = watcher.Watcher(rpc.WatchStub(channel), timeout=self._timeout, metadata=self.metadata)
+            self._token_channel = channel
 
     def _open(self) -> None:
         host, port = self._addresses[self._current]
         target = f"{host}:{port}"
-        self._leaderless = LeaderlessMember()
-        interceptors = [self._leaderless]
+        self._refusals = MemberRefusals()
+        interceptors = [self._refusals]
         if self._credentials is None:
             self.channel = grpc.aio.insecure_channel(target, interceptors=interceptors)
         else:
@@ -189,10 +234,15 @@ class EtcdClient(aetcd.Client):
 
 
 async def connect(
-    endpoints: Sequence[str], tls: EtcdTls | None = None, failed_over: Callable[[str], None] = lambda endpoint: None
+    endpoints: Sequence[str],
+    tls: EtcdTls | None = None,
+    failed_over: Callable[[str], None] = lambda endpoint: None,
+    *,
+    auth: EtcdAuth | None = None,
 ) -> EtcdClient:
-    """A client of the first endpoint that answers; raises EtcdError naming each endpoint's error."""
-    client = EtcdClient(endpoints, tls, failed_over)
+    """A client of the first endpoint that answers (and accepts `auth`); raises EtcdError naming each endpoint's
+    error."""
+    client = EtcdClient(endpoints, tls, failed_over, auth=auth)
     errors = []
     for _ in endpoints:
         try:

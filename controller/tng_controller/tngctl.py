@@ -117,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     cluster.add_argument("--etcd-ca", type=Path, help="with https:// endpoints: the CA of etcd's certificates")
     cluster.add_argument("--etcd-cert", type=Path, help="with https:// endpoints: a client certificate for etcd")
     cluster.add_argument("--etcd-key", type=Path, help="its key")
+    cluster.add_argument("--etcd-user", help="etcd user, with --etcd-password-file ([store] etcd_user)")
+    cluster.add_argument(
+        "--etcd-password-file",
+        type=Path,
+        help="file whose first line is the user's password ([store] etcd_password_file)",
+    )
     return parser
 
 
@@ -166,6 +172,18 @@ def _etcd_tls(
     return config_file.EtcdTls(ca, cert, key)
 
 
+def _etcd_auth(user: str | None, password_file: Path | None) -> config_file.EtcdAuth | None:
+    """User authentication towards etcd as `[store]` has it: the user and the password file together."""
+    if user is None and password_file is None:
+        return None
+    if user is None or password_file is None:
+        raise UsageError("--etcd-user and --etcd-password-file go together")
+    try:
+        return config_file.EtcdAuth(user, config_file.etcd_password(password_file))
+    except ValueError as exc:
+        raise UsageError(f"--etcd-password-file: {exc}") from exc
+
+
 def _cluster(args: argparse.Namespace, out: TextIO) -> int:
     endpoints = tuple(args.etcd or [DEFAULT_ETCD])
     for url in endpoints:
@@ -174,8 +192,9 @@ def _cluster(args: argparse.Namespace, out: TextIO) -> int:
         except ValueError as exc:
             raise UsageError(f"--etcd: {exc}") from exc
     tls = _etcd_tls(endpoints, args.etcd_ca, args.etcd_cert, args.etcd_key)
+    auth = _etcd_auth(args.etcd_user, args.etcd_password_file)
     try:
-        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout, tls))
+        status = asyncio.run(cluster_status(endpoints, args.prefix, args.timeout, tls, auth))
     except EtcdError as exc:
         _complain(str(exc))
         return API_ERROR

@@ -1,0 +1,83 @@
+"""The etcd client against real etcd (Debian's etcd-server; skipped without it): user and password authentication,
+a token that expires, and `tngctl cluster` with credentials."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aetcd
+import pytest
+from tng_controller.cluster_testbed import ROOT, EtcdProcess, skip_reason
+from tng_controller.config import EtcdAuth, etcd_password
+from tng_controller.etcd_client import EtcdError, connect
+
+SKIP_REASON = skip_reason()
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+TOKEN_TTL_S = 1
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
+    """One member requiring authentication, whose tokens live TOKEN_TTL_S unused."""
+    process = EtcdProcess(tmp_path, auth=True, token_ttl_s=TOKEN_TTL_S)
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+
+
+def _root(etcd: EtcdProcess) -> EtcdAuth:
+    return EtcdAuth(ROOT, etcd_password(etcd.password_file))
+
+
+async def test_a_client_with_the_password_reads_and_writes_and_one_without_is_refused(etcd: EtcdProcess) -> None:
+    client = await connect(etcd.urls, auth=_root(etcd))
+    try:
+        await client.put(b"/tng/k", b"v")
+        assert (await client.get(b"/tng/k")).value == b"v"
+    finally:
+        await client.close()
+    with pytest.raises(EtcdError, match=f"cannot authenticate as {ROOT}: etcdserver: authentication failed"):
+        await connect(etcd.urls, auth=EtcdAuth(ROOT, "not the password"))
+    anonymous = await connect(etcd.urls)
+    try:
+        with pytest.raises(aetcd.ClientError, match="user name is empty"):
+            await anonymous.put(b"/tng/k", b"w")
+    finally:
+        await anonymous.close()
+
+
+async def test_an_expired_token_costs_one_call_and_the_client_authenticates_again(etcd: EtcdProcess) -> None:
+    client = await connect(etcd.urls, auth=_root(etcd))
+    try:
+        await client.put(b"/tng/k", b"1")
+        time.sleep(TOKEN_TTL_S + 2)  # etcd drops unused simple tokens once a second
+        failures = []
+        for attempt in range(3):
+            try:
+                await client.put(b"/tng/k", f"{attempt + 2}".encode())
+                break
+            except aetcd.ClientError as exc:
+                failures.append(str(exc))
+        assert failures == ["etcdserver: invalid auth token"]
+        assert (await client.get(b"/tng/k")).value == b"3"
+    finally:
+        await client.close()
+
+
+def test_tngctl_cluster_reads_an_etcd_that_requires_authentication(etcd: EtcdProcess) -> None:
+    def cluster(*flags: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tng_controller.tngctl", "cluster", "--etcd", etcd.url, *flags]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    authenticated = cluster("--etcd-user", ROOT, "--etcd-password-file", str(etcd.password_file))
+    assert authenticated.returncode == 0, authenticated.stderr
+    assert authenticated.stdout.startswith("etcd revision ")
+    anonymous = cluster()
+    assert anonymous.returncode == 1
+    assert "user name is empty" in anonymous.stderr
