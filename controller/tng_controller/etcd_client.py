@@ -75,19 +75,16 @@ class MemberRefusals(
         await self._read(call)
         return call
 
-    async def intercept_unary_stream(
+    async def _read_when_ended(
         self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: object
     ) -> Any:
         call = await continuation(details, request)
         call.add_done_callback(self._ended)
         return call
 
-    async def intercept_stream_stream(
-        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request_iterator: object
-    ) -> Any:
-        call = await continuation(details, request_iterator)
-        call.add_done_callback(self._ended)
-        return call
+    # A stream's caller reads it as it goes, so it is looked at once it ended (gRPC passes the request, or the
+    # iterator of requests, as the third argument).
+    intercept_unary_stream = intercept_stream_stream = _read_when_ended
 
     def _ended(self, call: grpc.aio.Call) -> None:
         # A stream's status is read by awaiting, which a done callback cannot do.
