@@ -16,6 +16,7 @@ import grpc
 import pytest
 from host_keys import Host
 from tng_controller.bench import bench_policy
+from tng_controller.bench_takeover import run_member_cut_off
 from tng_controller.cluster_testbed import EtcdProcess, EtcdServerTls, Replicas, partition_skip_reason, skip_reason
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.pb import policy_pb2_grpc as pb_grpc
@@ -320,6 +321,15 @@ def test_replicas_go_on_with_the_other_etcd_members_when_one_is_cut_off_from_the
 def test_replicas_authenticate_to_etcd_and_again_on_the_member_they_move_to(tmp_path: Path) -> None:
     """etcd requires a user and password: replicas authenticate, and again on the member they move to."""
     _go_on_without_the_first_member(Replicas(tmp_path, etcd_members=3, etcd_auth=True), lambda etcd: etcd.kill(0))
+
+
+@pytest.mark.needs_root
+@pytest.mark.skipif(PARTITION_SKIP_REASON is not None, reason=PARTITION_SKIP_REASON or "")
+def test_the_takeover_bench_times_a_change_through_each_replica_after_a_member_is_cut_off(tmp_path: Path) -> None:
+    result = run_member_cut_off(tmp_path, replicas=2, rounds=1)
+    (round_seconds,) = result["change_lands_s"]
+    assert len(round_seconds) == 2
+    assert 0 < result["every_replica_median_s"] == max(round_seconds) < TAKEOVER_BOUND_S * 3
 
 
 def _go_on_without_the_first_member(replicas: Replicas, lose: Callable[[EtcdProcess], None]) -> None:

@@ -28,8 +28,9 @@ import grpc
 from tng_p4 import toolchain
 from tng_p4.bmv2 import Bmv2, nanomsg_config
 
-from tng_controller.bench_takeover import run_takeover
+from tng_controller.bench_takeover import run_member_cut_off, run_takeover
 from tng_controller.bench_watch import run_fanout
+from tng_controller.cluster_testbed import partition_skip_reason
 from tng_controller.cluster_testbed import skip_reason as etcd_skip_reason
 from tng_controller.compile import FLOW_POLICY, STEERING_MODES
 from tng_controller.metrics import PREFIX
@@ -50,6 +51,7 @@ RPC_TIMEOUT_S = 10.0
 INSTALL_TIMEOUT_S = 10.0
 LATENCY_SAMPLES = 100  # policies updated one at a time while the switch is polled
 FANOUT_STORED = 20  # policies the subscribers' snapshots hold
+CUT_OFF_ROUNDS = 3  # fresh clusters whose first etcd member is cut off (about 15 s each)
 
 
 def bench_policy(index: int, lte_weight: int) -> pb.Policy:
@@ -562,6 +564,11 @@ def _takeover(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         policies = [bench_policy(i, 1) for i in range(args.switch_policies)]
         with tempfile.TemporaryDirectory(prefix="tng-ctl-takeover-") as directory:
             result["takeover"] = run_takeover(Path(directory), args.replicas, args.kills, policies, binary)
+            cut_off_reason = partition_skip_reason()
+            if cut_off_reason is not None:
+                result["member_cut_off_skipped"] = cut_off_reason
+            else:
+                result["member_cut_off"] = run_member_cut_off(Path(directory), args.replicas, CUT_OFF_ROUNDS)
     return _print_result(result, load_before)
 
 

@@ -1,12 +1,15 @@
 """The replicated controller's takeover time (`python -m tng_controller.bench --replicas 3`): replicas on one etcd
 writing a BMv2 switch with stored policies (without BMv2: no switch, leadership alone); kill -9 of the leader, the
 seconds until a follower leads with the switch in sync (lease expiry, arbitration won, tables reconciled), then the
-killed replica is started again; the median over several kills."""
+killed replica is started again; the median over several kills. Then the etcd member every replica uses is cut off
+from the other two (up, reachable, without a leader): the seconds until a change through each replica lands again."""
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +67,55 @@ def run_takeover(
             reader.close()
         for bmv2 in switches:
             bmv2.stop()
+
+
+def run_member_cut_off(directory: Path, replicas: int, rounds: int, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Each round on a fresh cluster (3 etcd members, the first apart): its first member is cut off from the others,
+    and every replica at once is sent a change, again every 0.2 s while it is refused, until it lands."""
+    seconds: list[list[float]] = []
+    for number in range(rounds):
+        cluster = Replicas(directory / f"cut-{number}", replicas, etcd_members=3, etcd_apart=True)
+        try:
+            cluster.start()
+            cluster.wait_for_leader()
+            cut = time.monotonic()
+            cluster.etcd.partition()
+            with ThreadPoolExecutor(replicas) as pool:
+                changes = [(address, _cut_off_policy(i)) for i, address in enumerate(cluster.addresses())]
+                landed = list(pool.map(lambda change: _set_until_landed(*change, timeout_s), changes))
+            seconds.append([round(t - cut, 3) for t in landed])
+        finally:
+            cluster.stop()
+    slowest = [max(round_seconds) for round_seconds in seconds]
+    return {
+        "replicas": replicas,
+        "etcd_members": 3,
+        "rounds": rounds,
+        "change_lands_s": seconds,
+        "every_replica_median_s": round(statistics.median(slowest), 3),
+    }
+
+
+def _set_until_landed(address: str, policy: pb.Policy, timeout_s: float) -> float:
+    """When a SetPolicy through `address` first succeeded, retrying those refused as UNAVAILABLE."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.PolicyServiceStub(channel)
+        while True:
+            try:
+                stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=timeout_s)
+                return time.monotonic()
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def _cut_off_policy(index: int) -> pb.Policy:
+    """A host-only policy of its own per replica (a priority of its own), so that the replicas' changes do not
+    conflict."""
+    return pb.Policy(
+        name=f"cut-off-{index}",
+        match=pb.Match(priority=50 + index, dst_prefix="10.8.0.0/16"),
+        host_policy=pb.HostPolicy(congestion_control="cubic"),
+    )
