@@ -64,7 +64,6 @@ class MemberNamespace:
     outside: str = field(init=False)
     inside: str = field(init=False)
     _veth: str = field(init=False)
-    _rules: list[list[str]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         subnet = os.getpid() % 250
@@ -84,15 +83,9 @@ class MemberNamespace:
         return ["ip", "netns", "exec", self.name, *argv]
 
     def cut(self, own_peer_port: int, peer_ports: Sequence[int]) -> None:
-        self._rules = [["ipproto", "tcp", "sport", str(own_peer_port)]]
-        self._rules += [["ipproto", "tcp", "dport", str(port)] for port in peer_ports]
-        for rule in self._rules:
-            _ip("-n", self.name, "rule", "add", *rule, "blackhole")
-
-    def join(self) -> None:
-        for rule in self._rules:
-            _ip("-n", self.name, "rule", "del", *rule, "blackhole")
-        self._rules = []
+        rules = [["sport", str(own_peer_port)]] + [["dport", str(port)] for port in peer_ports]
+        for rule in rules:
+            _ip("-n", self.name, "rule", "add", "ipproto", "tcp", *rule, "blackhole")
 
     def delete(self) -> None:
         subprocess.run(["ip", "link", "del", self._veth], capture_output=True, timeout=10)
@@ -256,10 +249,6 @@ class EtcdProcess:
         if self._namespace is None:
             raise ValueError("only a member started apart can be cut off")
         self._namespace.cut(self._peer_ports[0], self._peer_ports[1:])
-
-    def heal(self) -> None:
-        if self._namespace is not None:
-            self._namespace.join()
 
     def stop(self) -> None:
         for process in self._processes:
