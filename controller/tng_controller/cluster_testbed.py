@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,10 +93,14 @@ class MemberNamespace:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: all probes are bound at once, so the kernel cannot hand one out twice (a
+    cluster's members once got the same port as client and peer port, and one of them failed to bind)."""
+    with ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +149,8 @@ class EtcdProcess:
         if binary is None:
             raise RuntimeError(skip_reason())
         scheme = "http" if self.tls is None else "https"
-        ports = [(_free_port(), _free_port()) for _ in range(self.members)]
+        free = _free_ports(2 * self.members)
+        ports = list(zip(free[::2], free[1::2], strict=True))
         hosts = ["127.0.0.1"] * self.members
         if self.apart:
             if self.tls is not None:
