@@ -24,6 +24,10 @@ from tng_controller.pb import policy_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 5.0
+# How long after a restarted switch listens again the controller may take to find it: finsy retries a lost switch
+# with gRPC's reconnect backoff (1 s, x1.6 per attempt, at most 15 s), each delay drawn +-20 % around its value, so
+# a switch that was down long waits up to 18 s for the next attempt.
+SWITCH_FOUND_WITHIN_S = 15.0 * 1.2
 
 
 class TestbedError(RuntimeError):
