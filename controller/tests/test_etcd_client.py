@@ -1,5 +1,5 @@
 """The etcd client against real etcd (Debian's etcd-server; skipped without it): user and password authentication,
-a token that expires, and `tngctl cluster` with credentials."""
+a token that expires, `tngctl cluster` with credentials, and a call waiting on a member cut off from its quorum."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aetcd
 import pytest
-from tng_controller.cluster_testbed import ROOT, EtcdProcess, skip_reason
+from tng_controller.cluster_testbed import ROOT, EtcdProcess, partition_skip_reason, skip_reason
 from tng_controller.config import EtcdAuth, etcd_password
 from tng_controller.etcd_client import EtcdError, connect
 
@@ -68,6 +68,30 @@ async def test_an_expired_token_costs_one_call_and_the_client_authenticates_agai
         assert (await client.get(b"/tng/k")).value == b"3"
     finally:
         await client.close()
+
+
+@pytest.mark.skipif(partition_skip_reason() is not None, reason=partition_skip_reason() or "")
+async def test_a_call_waiting_on_a_member_that_loses_its_quorum_is_given_up_and_the_next_goes_on(
+    tmp_path: Path,
+) -> None:
+    etcd = EtcdProcess(tmp_path, members=3, apart=True)
+    try:
+        etcd.start()
+        client = await connect(etcd.urls)  # on the first member, the one apart
+        try:
+            await client.answer(client.put(b"/tng/k", b"before"))
+            etcd.partition()
+            # The member still has its leader when the call comes, so it takes the call and waits for a quorum it
+            # no longer reaches; etcd alone would hold it past the client's 5 s bound (TimeoutError).
+            with pytest.raises(aetcd.ClientError, match="lost its leader while the call waited"):
+                await client.answer(client.put(b"/tng/k", b"cut"))
+            await client.answer(client.put(b"/tng/k", b"after"))
+            assert client.endpoint != etcd.urls[0]
+            assert (await client.answer(client.get(b"/tng/k"))).value == b"after"
+        finally:
+            await client.close()
+    finally:
+        etcd.stop()
 
 
 def test_tngctl_cluster_reads_an_etcd_that_requires_authentication(etcd: EtcdProcess) -> None:

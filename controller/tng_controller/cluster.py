@@ -11,7 +11,7 @@ import aetcd
 import grpc
 
 from tng_controller.config import EtcdAuth, EtcdTls
-from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdError, connect
+from tng_controller.etcd_client import EtcdClient, EtcdError, connect
 from tng_controller.leadership import replicas, replicas_prefix
 from tng_controller.metrics import PREFIX
 from tng_controller.pb import policy_pb2 as pb
@@ -51,7 +51,7 @@ async def cluster_status(
 ) -> ClusterStatus:
     client = await connect(endpoints, tls, auth=auth)
     try:
-        registered = await asyncio.wait_for(client.get_prefix(replicas_prefix(prefix)), CALL_TIMEOUT_S)
+        registered = await client.answer(client.get_prefix(replicas_prefix(prefix)))
         live = await replicas(client, prefix)
         ttls = [await _ttl(client, r.lease) for r in live]
     except (aetcd.ClientError, TimeoutError) as exc:
@@ -70,8 +70,8 @@ async def cluster_status(
     )
 
 
-async def _ttl(client: aetcd.Client, lease: int) -> int:
-    info = await asyncio.wait_for(client.get_lease_info(lease, keys=False), CALL_TIMEOUT_S)
+async def _ttl(client: EtcdClient, lease: int) -> int:
+    info = await client.answer(client.get_lease_info(lease, keys=False))
     return int(info.TTL)
 
 

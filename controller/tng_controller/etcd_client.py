@@ -5,7 +5,9 @@ reports it failing (TRANSIENT_FAILURE: the member is down or unreachable, seen a
 member refused a call because it has no leader (it is up but cut off from the quorum), the client opens a channel to
 the next endpoint and later calls go there; the old channel's streams end (watches end, lease keep-alive streams fail)
 and their owners open them again on the new one. So a replica goes on with the members that are left; the one call
-that found the member gone or leaderless fails and is retried by its caller.
+that found the member gone or leaderless fails and is retried by its caller. A call made through `answer` that waits
+on a member which loses its leader meanwhile (etcd would hold it until its own request timeout) is given up as soon
+as the member says so.
 
 With a user and password, every new channel first asks its member for a token; a channel whose token the member
 rejected (etcd's simple tokens expire when unused, and a restarted member forgets them) is replaced by a new one to
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aetcd
 import grpc
@@ -29,11 +31,16 @@ from tng_controller.store import StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
+# A call unanswered this long has its member asked, again each time as long, whether it still has a leader. A member
+# cut off notices after its election timeout (1-2 s by default, randomised); etcd answers a healthy call in
+# milliseconds, so only a call already in trouble costs these checks.
+LEADER_CHECK_S = 0.5
 # etcd's "require leader" metadata (clientv3.WithRequireLeader): a member without a leader refuses the call at once
 # with NO_LEADER, and ends such a watch or keep-alive stream after a few election timeouts without one, instead of
 # letting calls wait for a quorum it cannot reach. That refusal is what moves the client on.
 REQUIRE_LEADER = (("hasleader", "true"),)
 NO_LEADER = "etcdserver: no leader"
+T = TypeVar("T")
 
 
 class EtcdError(StoreUnavailable):
@@ -54,6 +61,10 @@ def credentials(tls: EtcdTls) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(
         root_certificates=read(tls.ca), private_key=read(tls.key), certificate_chain=read(tls.cert)
     )
+
+
+def _refused_for_no_leader(code: grpc.StatusCode, details: str | None) -> bool:
+    return code == grpc.StatusCode.UNAVAILABLE and NO_LEADER in (details or "")
 
 
 class MemberRefusals(
@@ -94,7 +105,7 @@ class MemberRefusals(
 
     async def _read(self, call: grpc.aio.Call) -> None:
         code = await call.code()
-        if code == grpc.StatusCode.UNAVAILABLE and NO_LEADER in (await call.details() or ""):
+        if _refused_for_no_leader(code, await call.details()):
             self.no_leader = True
         elif code == grpc.StatusCode.UNAUTHENTICATED:
             self.token_rejected = True
@@ -143,6 +154,26 @@ class EtcdClient(aetcd.Client):
                 self.fail_over("is unreachable")
         if self._auth is not None and self._token_channel is not self.channel:
             await self._authenticate(self._auth)
+
+    async def answer(self, call: Awaitable[T]) -> T:
+        """The call's answer within CALL_TIMEOUT_S (else TimeoutError). While it waits, its member is asked each
+        LEADER_CHECK_S whether it still has a leader; once it has none, the call is given up with aetcd.ClientError
+        and the next call goes to the next endpoint. A member that answers slowly is waited for."""
+        pending = asyncio.ensure_future(call)
+        try:
+            await self.connect()
+            maintenance, endpoint = self.maintenancestub, self.endpoint
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                while not (await asyncio.wait({pending}, timeout=LEADER_CHECK_S))[0]:
+                    try:
+                        await maintenance.Status(rpc.StatusRequest(), timeout=LEADER_CHECK_S, metadata=self.metadata)
+                    except grpc.aio.AioRpcError as exc:
+                        # On the call's channel, so its interceptor saw a refusal too and the next call moves on.
+                        if _refused_for_no_leader(exc.code(), exc.details()):
+                            raise aetcd.ClientError(f"{endpoint} lost its leader while the call waited") from exc
+                return pending.result()
+        finally:
+            pending.cancel()
 
     def fail_over(self, why: str) -> None:
         """Moves to the next endpoint now."""

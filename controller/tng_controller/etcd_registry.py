@@ -19,7 +19,7 @@ from typing import TypeVar
 import aetcd
 from aetcd import rtypes
 
-from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
+from tng_controller.etcd_client import EtcdClient, EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.registry import (
     DEFAULT_TTL_S,
@@ -51,7 +51,7 @@ class EtcdHostRegistry(RegistryView):
     async def load(self) -> None:
         """Reads every registration into the mirror."""
         try:
-            rows = await asyncio.wait_for(self.client.get_prefix(self._hosts_key), CALL_TIMEOUT_S)
+            rows = await self.client.answer(self.client.get_prefix(self._hosts_key))
         except (aetcd.ClientError, TimeoutError) as exc:
             raise EtcdError(f"cannot read the host registry: {type(exc).__name__} {exc}") from exc
         for kv in rows:
@@ -109,9 +109,8 @@ class EtcdHostRegistry(RegistryView):
                 except EtcdError as exc:
                     LOGGER.warning("%s", exc)
 
-    @staticmethod
-    async def _call(call: Awaitable[_T], what: str) -> _T:
+    async def _call(self, call: Awaitable[_T], what: str) -> _T:
         try:
-            return await asyncio.wait_for(call, CALL_TIMEOUT_S)
+            return await self.client.answer(call)
         except (aetcd.ClientError, TimeoutError, OSError) as exc:
             raise EtcdError(f"cannot {what}: {type(exc).__name__} {exc}") from exc

@@ -19,7 +19,7 @@ import aetcd
 import aetcd.utils
 from aetcd import rtypes
 
-from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient, EtcdError
+from tng_controller.etcd_client import EtcdClient, EtcdError
 from tng_controller.pb import policy_pb2 as pb
 from tng_controller.store import Committed, CommittedView, StoredPolicy, Transaction
 
@@ -72,7 +72,7 @@ class EtcdPolicyStore(CommittedView):
             self.client.transactions.get(self._revision_key),
         ]
         try:
-            _, (rows, marker) = await asyncio.wait_for(self.client.transaction([], reads, []), CALL_TIMEOUT_S)
+            _, (rows, marker) = await self.client.answer(self.client.transaction([], reads, []))
         except (aetcd.ClientError, TimeoutError) as exc:
             raise EtcdError(f"cannot read the policies: {type(exc).__name__} {exc}") from exc
         committed = Committed([], marker[0][1].mod_revision if marker else 0)
@@ -97,8 +97,8 @@ class EtcdPolicyStore(CommittedView):
         compare = [self.client.transactions.mod(self._revision_key) == self.revision()]
         read = [self.client.transactions.get(self._revision_key)]
         try:
-            done, responses = await asyncio.wait_for(
-                self.client.transaction(compare=compare, success=ops, failure=read), CALL_TIMEOUT_S
+            done, responses = await self.client.answer(
+                self.client.transaction(compare=compare, success=ops, failure=read)
             )
         except (aetcd.ClientError, TimeoutError) as exc:
             raise EtcdError(f"cannot commit to etcd: {type(exc).__name__} {exc}") from exc

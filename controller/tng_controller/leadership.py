@@ -22,7 +22,7 @@ import aetcd
 import grpc
 from aetcd import rpc, rtypes
 
-from tng_controller.etcd_client import CALL_TIMEOUT_S, EtcdClient
+from tng_controller.etcd_client import EtcdClient
 from tng_controller.metrics import Metric, ReplicaMetrics, gauge
 
 LOGGER = logging.getLogger(__name__)
@@ -44,9 +44,9 @@ def replicas_prefix(prefix: str) -> bytes:
     return f"{prefix.rstrip('/')}/replicas/".encode()
 
 
-async def replicas(client: aetcd.Client, prefix: str) -> list[Replica]:
+async def replicas(client: EtcdClient, prefix: str) -> list[Replica]:
     """The live replicas, the leader first."""
-    rows = await asyncio.wait_for(client.get_prefix(replicas_prefix(prefix)), CALL_TIMEOUT_S)
+    rows = await client.answer(client.get_prefix(replicas_prefix(prefix)))
     found = []
     for kv in rows:
         value = json.loads(kv.value)
@@ -88,10 +88,10 @@ class Leadership:
         while True:
             try:
                 sent = time.monotonic()
-                lease = await asyncio.wait_for(self._client.lease(self._ttl_s), CALL_TIMEOUT_S)
+                lease = await self._client.answer(self._client.lease(self._ttl_s))
                 granted = sent
                 # A key left by this replica's former process (same name) goes with its lease; this one replaces it.
-                await asyncio.wait_for(self._client.put(self._key, self._value, lease=lease.id), CALL_TIMEOUT_S)
+                await self._client.answer(self._client.put(self._key, self._value, lease=lease.id))
                 try:
                     async with asyncio.TaskGroup() as group:
                         group.create_task(self._renew(lease.id, granted))
@@ -99,7 +99,7 @@ class Leadership:
                 except asyncio.CancelledError:
                     # Stopping: hand leadership over now rather than when the lease runs out.
                     with suppress(aetcd.ClientError, TimeoutError, OSError):
-                        await asyncio.wait_for(self._client.revoke_lease(lease.id), CALL_TIMEOUT_S)
+                        await self._client.answer(self._client.revoke_lease(lease.id))
                     raise
             except* (LeaseLost, aetcd.ClientError, TimeoutError, OSError) as group_error:
                 LOGGER.warning("leadership: %s", "; ".join(str(e) or type(e).__name__ for e in group_error.exceptions))
