@@ -41,20 +41,34 @@ class _KeepAliveStream:
 
 
 class _Client:
-    def __init__(self, stream: _KeepAliveStream) -> None:
+    """Endpoints whose keep-alive streams are `streams`, in order; `fail_over` moves to the next."""
+
+    def __init__(self, *streams: _KeepAliveStream) -> None:
         self.metadata = None
         self.leasestub = self
-        self._stream = stream
+        self._streams = streams
+        self.failovers = 0
 
     async def connect(self) -> None:
         pass
 
+    def fail_over(self, why: str) -> None:
+        self.failovers += 1
+
     def LeaseKeepAlive(self, metadata: object) -> _KeepAliveStream:
-        return self._stream
+        return self._streams[min(self.failovers, len(self._streams) - 1)]
 
 
 def _leadership(stream: _KeepAliveStream, ttl_s: float = TTL_S) -> Leadership:
     return Leadership(_Client(stream), "/tng", "r0", "127.0.0.1:1", ttl_s)  # type: ignore[arg-type]
+
+
+class _SilentStream(_KeepAliveStream):
+    """A member cut off from its leader: it takes renewals and never answers."""
+
+    async def read(self) -> _Reply:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
 
 async def test_a_replica_cut_off_from_etcd_gives_up_its_lease_before_etcd_would() -> None:
@@ -78,6 +92,22 @@ async def test_granted_renewals_keep_the_lease_past_its_ttl() -> None:
     assert not renewing.done()
     assert stream.renewals >= 4  # one every third of the TTL: 7 on time, fewer when the loop's timers run late
     assert leadership.lease_deadline > granted + 2.5  # counted from the latest renewal
+    renewing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await renewing
+
+
+async def test_a_renewal_left_unanswered_is_made_again_on_the_next_member_before_the_lease_runs_out() -> None:
+    silent, answering = _SilentStream(delay_s=0.0, ttl=1), _KeepAliveStream(delay_s=0.01, ttl=2)
+    client = _Client(silent, answering)
+    leadership = Leadership(client, "/tng", "r0", "127.0.0.1:1", TTL_S)  # type: ignore[arg-type]
+    granted = time.monotonic()
+    renewing = asyncio.create_task(leadership._renew(0x1, granted))
+    await asyncio.sleep(TTL_S * 1.5)
+    assert not renewing.done()  # without the move the lease is lost at 0.9 TTL_S
+    assert client.failovers == 1
+    assert answering.renewals >= 1
+    assert leadership.lease_deadline > granted + TTL_S
     renewing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await renewing

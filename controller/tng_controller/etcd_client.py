@@ -7,7 +7,7 @@ the next endpoint and later calls go there; the old channel's streams end (watch
 and their owners open them again on the new one. So a replica goes on with the members that are left; the one call
 that found the member gone or leaderless fails and is retried by its caller. A call made through `answer` that waits
 on a member which loses its leader meanwhile (etcd would hold it until its own request timeout) is given up as soon
-as the member says so.
+as the member says so, or as soon as the client moved on from that member for another reason.
 
 With a user and password, every new channel first asks its member for a token; a channel whose token the member
 rejected (etcd's simple tokens expire when unused, and a restarted member forgets them) is replaced by a new one to
@@ -156,21 +156,33 @@ class EtcdClient(aetcd.Client):
             await self._authenticate(self._auth)
 
     async def answer(self, call: Awaitable[T]) -> T:
-        """The call's answer within CALL_TIMEOUT_S (else TimeoutError). While it waits, its member is asked each
-        LEADER_CHECK_S whether it still has a leader; once it has none, the call is given up with aetcd.ClientError
-        and the next call goes to the next endpoint. A member that answers slowly is waited for."""
+        """The call's answer within CALL_TIMEOUT_S (else TimeoutError). While it waits, each LEADER_CHECK_S: if the
+        client moved to another member meanwhile (another call found this one gone, leaderless or not renewing a
+        lease), the call is given up with aetcd.ClientError; else its member is asked for its leader. The call is
+        given up the same way once the member has none, or once a new leader was elected since the first check
+        (a proposal the member had forwarded to the old leader is lost, and etcd would hold the call until its own
+        request timeout). A member that answers slowly under the same leader is waited for."""
         pending = asyncio.ensure_future(call)
         try:
             await self.connect()
-            maintenance, endpoint = self.maintenancestub, self.endpoint
+            channel, maintenance, endpoint = self.channel, self.maintenancestub, self.endpoint
+            first_term = 0
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 while not (await asyncio.wait({pending}, timeout=LEADER_CHECK_S))[0]:
+                    if self.channel is not channel:
+                        raise aetcd.ClientError(f"{endpoint} was left for another member while the call waited")
                     try:
-                        await maintenance.Status(rpc.StatusRequest(), timeout=LEADER_CHECK_S, metadata=self.metadata)
+                        status = await maintenance.Status(
+                            rpc.StatusRequest(), timeout=LEADER_CHECK_S, metadata=self.metadata
+                        )
                     except grpc.aio.AioRpcError as exc:
                         # On the call's channel, so its interceptor saw a refusal too and the next call moves on.
                         if _refused_for_no_leader(exc.code(), exc.details()):
                             raise aetcd.ClientError(f"{endpoint} lost its leader while the call waited") from exc
+                        continue
+                    first_term = first_term or status.raftTerm
+                    if status.raftTerm > first_term:
+                        raise aetcd.ClientError(f"{endpoint} elected a new leader while the call waited")
                 return pending.result()
         finally:
             pending.cancel()

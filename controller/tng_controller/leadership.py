@@ -112,13 +112,19 @@ class Leadership:
 
     async def _renew(self, lease: int, granted: float) -> None:
         """Renews the lease every third of its TTL on one keep-alive stream (opened again after an error); raises
-        LeaseLost at the deadline if no renewal was granted by then, whatever the attempt under way waits for."""
+        LeaseLost at the deadline if no renewal was granted by then, whatever the attempt under way waits for.
+
+        etcd answers a renewal in milliseconds. One left unanswered for a third of the TTL means a member cut off
+        from its leader (it holds the renewal and only notices after its election timeout, by when the lease would
+        be gone) or one too loaded to serve: the client moves to the next member and renews there at once."""
         deadline = self.lease_deadline = self._deadline(granted, self._ttl_s)
         stream = None
         failure = "no renewal granted"
+        pause = self._ttl_s / 3
         try:
             while True:
-                await asyncio.sleep(min(self._ttl_s / 3, deadline - time.monotonic()))
+                await asyncio.sleep(min(pause, deadline - time.monotonic()))
+                pause = self._ttl_s / 3
                 sent = time.monotonic()
                 if sent >= deadline:
                     raise LeaseLost(f"lease {lease:x} not renewed in time ({failure})")
@@ -126,12 +132,16 @@ class Leadership:
                     if stream is None:
                         await self._client.connect()  # on another endpoint if this one failed
                         stream = self._client.leasestub.LeaseKeepAlive(metadata=self._client.metadata)
-                    reply = await asyncio.wait_for(self._keep_alive(stream, lease), deadline - sent)
+                    answer_by = min(deadline - sent, self._ttl_s / 3)
+                    reply = await asyncio.wait_for(self._keep_alive(stream, lease), answer_by)
                 except (grpc.RpcError, asyncio.InvalidStateError, TimeoutError, OSError) as exc:  # finished: broken
                     if stream is not None:
                         stream.cancel()
                         stream = None
                     failure = type(exc).__name__
+                    if isinstance(exc, TimeoutError):
+                        self._client.fail_over("left a lease renewal unanswered")
+                        pause = 0.0
                     continue
                 if reply is grpc.aio.EOF or reply.TTL <= 0:
                     raise LeaseLost(f"etcd no longer knows lease {lease:x}")
