@@ -44,6 +44,7 @@ class _Client:
     """Endpoints whose keep-alive streams are `streams`, in order; `fail_over` moves to the next."""
 
     def __init__(self, *streams: _KeepAliveStream) -> None:
+        self.endpoints = [f"http://127.0.0.1:{2379 + i}" for i in range(len(streams))]
         self.metadata = None
         self.leasestub = self
         self._streams = streams

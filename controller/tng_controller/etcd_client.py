@@ -31,9 +31,9 @@ from tng_controller.store import StoreUnavailable
 
 LOGGER = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 5.0
-# A call unanswered this long has its member asked, again each time as long, whether it still has a leader. A member
-# cut off notices after its election timeout (1-2 s by default, randomised); etcd answers a healthy call in
-# milliseconds, so only a call already in trouble costs these checks.
+# A call unanswered this long is looked at, again each time as long (EtcdClient.answer): has the client left its
+# member, has the member a leader, the same one? A member cut off notices after its election timeout (1-2 s by
+# default, randomised); etcd answers a healthy call in milliseconds, so only a call already in trouble costs looks.
 LEADER_CHECK_S = 0.5
 # etcd's "require leader" metadata (clientv3.WithRequireLeader): a member without a leader refuses the call at once
 # with NO_LEADER, and ends such a watch or keep-alive stream after a few election timeouts without one, instead of

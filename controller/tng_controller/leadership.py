@@ -116,7 +116,8 @@ class Leadership:
 
         etcd answers a renewal in milliseconds. One left unanswered for a third of the TTL means a member cut off
         from its leader (it holds the renewal and only notices after its election timeout, by when the lease would
-        be gone) or one too loaded to serve: the client moves to the next member and renews there at once."""
+        be gone) or one too loaded to serve: the client moves to the next member, if there is one, and renews there
+        at once."""
         deadline = self.lease_deadline = self._deadline(granted, self._ttl_s)
         stream = None
         failure = "no renewal granted"
@@ -139,7 +140,7 @@ class Leadership:
                         stream.cancel()
                         stream = None
                     failure = type(exc).__name__
-                    if isinstance(exc, TimeoutError):
+                    if isinstance(exc, TimeoutError) and len(self._client.endpoints) > 1:
                         self._client.fail_over("left a lease renewal unanswered")
                         pause = 0.0
                     continue
