@@ -1,5 +1,5 @@
-"""Benchmark the tng agent on real sockets: one connection over one and over two tbf-shaped paths (multipath at
-rate), and the helpers the loopback benchmark (bench_loopback: tng against quinn and kernel TCP) shares.
+"""Benchmark the tng agent on real sockets: one connection over one and over two paths (multipath at rate), tbf-shaped
+and unshaped, and the helpers the loopback benchmark (bench_loopback: tng against quinn and kernel TCP) shares.
 
 The comparison is repeated `--runs` times, alternating its sides so that a change in the machine's load hits both
 alike; the summary is the median, and every run records the 1-minute load average it started at.
@@ -66,8 +66,8 @@ def ip(*args: str) -> None:
 
 
 @contextmanager
-def two_shaped_paths(rate: str) -> Iterator[tuple[str, str]]:
-    """Client and server namespaces joined by two veth pairs, each direction shaped by tbf to `rate`."""
+def two_paths_between_namespaces(rate: str | None) -> Iterator[tuple[str, str]]:
+    """Client and server namespaces joined by two veth pairs, each direction shaped by tbf to `rate` (None: none)."""
     tag = os.getpid() % 100000
     client, server = f"tngbc{tag}", f"tngbs{tag}"
     try:
@@ -80,6 +80,8 @@ def two_shaped_paths(rate: str) -> Iterator[tuple[str, str]]:
             ip("-n", server, "addr", "add", f"10.78.{path}.2/24", "dev", f"s{path}")
             for ns, dev in ((client, f"c{path}"), (server, f"s{path}")):
                 ip("-n", ns, "link", "set", dev, "up")
+                if rate is None:
+                    continue
                 tbf = ["tbf", "rate", rate, "burst", "256kb", "latency", "50ms"]
                 subprocess.run(
                     ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf],
@@ -102,11 +104,11 @@ def two_shaped_paths(rate: str) -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
-def shaped_paths(seconds: float, rate: str, runs: int) -> dict | None:
+def one_and_two_paths(seconds: float, rate: str | None, runs: int) -> dict | None:
     if os.geteuid() != 0:
         return None
     one_path, two_paths = [], []
-    with two_shaped_paths(rate) as (client, server):
+    with two_paths_between_namespaces(rate) as (client, server):
         server_cmd = ["ip", "netns", "exec", server, str(TNG), "--log-level", "error", "perf", "server"]
         with background([*server_cmd, "--listen", "0.0.0.0:5383"]) as server_proc:
             base = ["ip", "netns", "exec", client, str(TNG), "--log-level", "error", "perf", "client"]
@@ -120,7 +122,8 @@ def shaped_paths(seconds: float, rate: str, runs: int) -> dict | None:
                 return {
                     "load_average": load,
                     "goodput_mbps": round(report["goodput_mbps"], 1),
-                    # Neither agent should be near a full core (100), or the ratio measures the CPU, not the paths.
+                    # Shaped, neither agent should be near a full core (100), or the ratio measures the CPU, not the
+                    # paths; unshaped, the CPU is the limit and the ratio says what a second path costs in it.
                     "cpu_percent": {"client": round(report["cpu_percent"], 1), "server": round(server_percent, 1)},
                     "bytes_per_path": [path["bytes"] for path in report["paths"]],
                 }
@@ -130,7 +133,7 @@ def shaped_paths(seconds: float, rate: str, runs: int) -> dict | None:
                 two_paths.append(run(["--local", "10.78.0.1:0", "--local", "10.78.1.1:0"]))
     one, two = median_of(one_path, "goodput_mbps"), median_of(two_paths, "goodput_mbps")
     return {
-        "rate_per_path": rate,
+        "rate_per_path": rate or "unshaped",
         "one_path_mbps": one,
         "two_paths_mbps": two,
         "ratio": round(two / one, 3) if one and two else None,
@@ -147,11 +150,15 @@ def main() -> int:
     if not TNG.exists():
         print(f"{TNG} is missing: run 'cargo build --release -p tng-agent'", file=sys.stderr)
         return 1
+    skipped = "skipped: needs root for network namespaces"
     print("bench: two tbf-shaped paths ...", file=sys.stderr, flush=True)
-    paths = shaped_paths(args.seconds, args.rate, args.runs)
+    shaped = one_and_two_paths(args.seconds, args.rate, args.runs)
+    print("bench: two unshaped paths ...", file=sys.stderr, flush=True)
+    unshaped = one_and_two_paths(args.seconds, None, args.runs)
     result = {
         "benchmark": "agent",
-        "two_paths": paths if paths else "skipped: needs root for network namespaces",
+        "two_paths": shaped or skipped,
+        "two_paths_unshaped": unshaped or skipped,
         "load_average": load_average(),
     }
     print(json.dumps(result, indent=2))

@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::closed::ClosedReasons;
 use super::command::{Command, Reply, Status};
+use super::send_batches::{Batch, SendBatches};
 use super::READ_CHUNK;
 use crate::netlink::{AddressEvent, Renumbering};
 use crate::resolver::{LocalPolicies, PolicyResolver};
@@ -21,8 +22,6 @@ use crate::udp::{self, Socket};
 
 /// Error code of a stream reset because its application end went away.
 const ABANDONED: u64 = 1;
-/// Most bytes one GSO send may carry: a UDP payload is at most 65,507 bytes over IPv4 (65,527 over IPv6).
-const MAX_GSO_BYTES: usize = 65_507;
 /// Receives (each up to 64 KiB with GRO) handled per socket before the driver sends what they caused (ACKs) and
 /// looks at its other work again.
 const RECEIVES_PER_WAKEUP: usize = 16;
@@ -57,8 +56,8 @@ pub(super) struct Driver {
     sockets: HashMap<SocketAddr, Arc<Socket>>,
     /// Where received datagrams land while the endpoint handles them.
     recv_buffer: Vec<u8>,
-    /// Where the datagrams of one GSO send are put together: reused, so that a batch neither allocates nor grows.
-    send_batch: Vec<u8>,
+    /// Where the datagrams of each GSO send are put together; their buffers are reused.
+    send_batches: SendBatches,
     renumbering: Renumbering,
     inbox: mpsc::UnboundedReceiver<Command>,
     connecting: HashMap<ConnectionHandle, Reply<ConnectionHandle>>,
@@ -94,7 +93,7 @@ impl Driver {
             epoch: Instant::now(),
             sockets: HashMap::new(),
             recv_buffer: udp::recv_buffer(),
-            send_batch: Vec::with_capacity(MAX_GSO_BYTES),
+            send_batches: SendBatches::default(),
             renumbering: Renumbering::default(),
             inbox,
             connecting: HashMap::new(),
@@ -229,54 +228,26 @@ impl Driver {
         }
     }
 
-    /// Sends everything the endpoint has queued, batching equal-sized datagrams to one destination (GSO): the
-    /// endpoint writes each datagram straight after the previous one in the batch buffer.
+    /// Sends everything the endpoint has queued, datagrams to one destination together (GSO).
     async fn flush(&mut self) {
         let now = self.now();
-        let mut batch = std::mem::take(&mut self.send_batch);
-        batch.clear();
-        let mut pending = self.sections.poll_transmit(&mut self.endpoint, now, &mut batch);
-        while let Some(first) = pending.take() {
-            // `batch` holds `first` alone here.
-            let Some(socket) = self.socket_for(first.local) else {
-                tracing::debug!("no socket for local address {}; dropping a datagram", first.local);
-                batch.clear();
-                pending = self.sections.poll_transmit(&mut self.endpoint, now, &mut batch);
+        let mut batches = std::mem::take(&mut self.send_batches);
+        while let Some(transmit) = self.sections.poll_transmit(&mut self.endpoint, now, batches.landing()) {
+            let Some(socket) = self.socket_for(transmit.local) else {
+                tracing::debug!("no socket for local address {}; dropping a datagram", transmit.local);
+                batches.discard_last(transmit.size);
                 continue;
             };
-            let segment = first.size;
-            let mut segments = 1;
-            // Only the last datagram of a GSO send may be shorter than the segment size.
-            let mut full = true;
-            let batched = loop {
-                let before = batch.len();
-                match self.sections.poll_transmit(&mut self.endpoint, now, &mut batch) {
-                    Some(t)
-                        if full
-                            && segments < socket.max_segments()
-                            && t.local == first.local
-                            && t.remote == first.remote
-                            && t.ecn == first.ecn
-                            && t.size <= segment
-                            && batch.len() <= MAX_GSO_BYTES =>
-                    {
-                        full = t.size == segment;
-                        segments += 1;
-                    }
-                    other => {
-                        pending = other;
-                        break before;
-                    }
-                }
-            };
-            if let Err(err) = socket.send(first.local, first.remote, first.ecn, &batch[..batched], segment).await {
-                // A lost datagram is the flow layer's business; say why once in a while.
-                tracing::debug!("send from {} to {}: {err}", first.local, first.remote);
+            if let Some(batch) = batches.file(&transmit, socket.max_segments()) {
+                let socket = self.socket_for(batch.to.local);
+                batches.recycle(send(socket, batch).await);
             }
-            // The datagram that did not fit starts the next batch.
-            batch.drain(..batched);
         }
-        self.send_batch = batch;
+        while let Some(batch) = batches.pop_oldest() {
+            let socket = self.socket_for(batch.to.local);
+            batches.recycle(send(socket, batch).await);
+        }
+        self.send_batches = batches;
     }
 
     /// A connection about to open to a server without a relay route takes the relay its policy names, if any; the
@@ -611,4 +582,16 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// The endpoint's time: how long ago the driver started.
 fn since(epoch: Instant) -> Time {
     Time::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Sends one batch from its socket; returns the batch's buffer.
+async fn send(socket: Option<Arc<Socket>>, batch: Batch) -> Vec<u8> {
+    let to = batch.to;
+    if let Some(socket) = socket {
+        if let Err(err) = socket.send(to.local, to.remote, to.ecn, &batch.bytes, batch.segment).await {
+            // A lost datagram is the flow layer's business; say why once in a while.
+            tracing::debug!("send from {} to {}: {err}", to.local, to.remote);
+        }
+    }
+    batch.bytes
 }

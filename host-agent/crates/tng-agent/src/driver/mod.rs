@@ -8,6 +8,7 @@ mod closed;
 mod command;
 mod event_loop;
 mod handle;
+mod send_batches;
 mod stream_io;
 
 use std::net::SocketAddr;
