@@ -45,9 +45,10 @@ impl Batch {
     }
 }
 
-/// The open batches of one or more flushes. The endpoint writes each datagram at the end of
-/// [`SendBatches::landing`], the buffer of the batch the previous datagram joined; [`SendBatches::file`] moves it to
-/// its own batch when that is another: a single destination is batched without copying a byte.
+/// The open batches of one flush. The endpoint writes each datagram at the end of [`SendBatches::landing`]: the
+/// buffer of the batch the previous datagram joined, or a scratch buffer after a datagram that started a batch.
+/// [`SendBatches::file`] moves it to its own batch when it landed elsewhere, so a single destination has one datagram
+/// per batch copied and many destinations have none.
 #[derive(Debug, Default)]
 pub(super) struct SendBatches {
     /// Open batches, oldest first.
@@ -107,7 +108,9 @@ impl SendBatches {
         };
         let ready = leaving.map(|index| self.batches.remove(index));
         self.batches.push(Batch { to, segment: size, segments: 1, open: true, bytes });
-        self.landing = Some(self.batches.len() - 1);
+        // The next datagram lands apart: when it goes elsewhere too (a server answering many peers), it starts its
+        // batch without a copy; when it goes here, it is the only one of the batch copied.
+        self.landing = None;
         ready
     }
 
