@@ -187,6 +187,14 @@ class EtcdClient(aetcd.Client):
         finally:
             pending.cancel()
 
+    async def call(self, call: Awaitable[T], what: str) -> T:
+        """`answer`, with its failures (the call given up, timed out, or its channel broken) as EtcdError naming
+        `what` the call was for."""
+        try:
+            return await self.answer(call)
+        except (aetcd.ClientError, TimeoutError, OSError) as exc:
+            raise EtcdError(f"cannot {what}: {type(exc).__name__} {exc}") from exc
+
     def fail_over(self, why: str) -> None:
         """Moves to the next endpoint now."""
         failed = self.endpoint

@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable
 
 import aetcd
 from aetcd import rtypes
@@ -34,7 +33,6 @@ LOGGER = logging.getLogger(__name__)
 RESUME_DELAY_S = 0.5  # between attempts to watch again after etcd went away
 # A registration checked against a record that another replica replaced meanwhile is checked again.
 REGISTER_ATTEMPTS = 3
-_T = TypeVar("_T")
 
 
 class EtcdHostRegistry(RegistryView):
@@ -50,10 +48,7 @@ class EtcdHostRegistry(RegistryView):
 
     async def load(self) -> None:
         """Reads every registration into the mirror."""
-        try:
-            rows = await self.client.answer(self.client.get_prefix(self._hosts_key))
-        except (aetcd.ClientError, TimeoutError) as exc:
-            raise EtcdError(f"cannot read the host registry: {type(exc).__name__} {exc}") from exc
+        rows = await self.client.call(self.client.get_prefix(self._hosts_key), "read the host registry")
         for kv in rows:
             self._publish(pb.HostRecord.FromString(kv.value))
         self._revision = rows.header.revision
@@ -65,12 +60,14 @@ class EtcdHostRegistry(RegistryView):
         identity = identity_of(request.public_key)
         key = self._hosts_key + identity.encode()
         for _ in range(REGISTER_ATTEMPTS):
-            stored = await self._call(self.client.get(key), "read the host registry")
+            stored = await self.client.call(self.client.get(key), "read the host registry")
             current = pb.HostRecord.FromString(stored.value) if stored is not None else None
             record = self.new_record(request, addresses, current)
             compare = [self.client.transactions.mod(key) == (stored.mod_revision if stored is not None else 0)]
             put = [self.client.transactions.put(key, record.SerializeToString(deterministic=True))]
-            written, _ = await self._call(self.client.transaction(compare=compare, success=put, failure=[]), "register")
+            written, _ = await self.client.call(
+                self.client.transaction(compare=compare, success=put, failure=[]), "register"
+            )
             if written:
                 self._publish(record)
                 return record
@@ -80,7 +77,7 @@ class EtcdHostRegistry(RegistryView):
         """The identity's record as etcd has it now (this replica's copy while etcd is away)."""
         identity = check_identity(identity)
         try:
-            stored = await self._call(self.client.get(self._hosts_key + identity.encode()), "resolve")
+            stored = await self.client.call(self.client.get(self._hosts_key + identity.encode()), "resolve")
         except EtcdError as exc:
             LOGGER.warning("%s: answering from this replica's copy", exc)
             return await super().resolve(identity)
@@ -108,9 +105,3 @@ class EtcdHostRegistry(RegistryView):
                     break
                 except EtcdError as exc:
                     LOGGER.warning("%s", exc)
-
-    async def _call(self, call: Awaitable[_T], what: str) -> _T:
-        try:
-            return await self.client.answer(call)
-        except (aetcd.ClientError, TimeoutError, OSError) as exc:
-            raise EtcdError(f"cannot {what}: {type(exc).__name__} {exc}") from exc

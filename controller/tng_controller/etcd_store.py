@@ -71,10 +71,7 @@ class EtcdPolicyStore(CommittedView):
             self.client.transactions.get(self._policies, aetcd.utils.prefix_range_end(self._policies)),
             self.client.transactions.get(self._revision_key),
         ]
-        try:
-            _, (rows, marker) = await self.client.answer(self.client.transaction([], reads, []))
-        except (aetcd.ClientError, TimeoutError) as exc:
-            raise EtcdError(f"cannot read the policies: {type(exc).__name__} {exc}") from exc
+        _, (rows, marker) = await self.client.call(self.client.transaction([], reads, []), "read the policies")
         committed = Committed([], marker[0][1].mod_revision if marker else 0)
         for _, kv in rows:
             committed.set(_decode(kv, kv.key[len(self._policies) :].decode()))
@@ -96,12 +93,9 @@ class EtcdPolicyStore(CommittedView):
         ops.append(self.client.transactions.put(self._revision_key, b""))
         compare = [self.client.transactions.mod(self._revision_key) == self.revision()]
         read = [self.client.transactions.get(self._revision_key)]
-        try:
-            done, responses = await self.client.answer(
-                self.client.transaction(compare=compare, success=ops, failure=read)
-            )
-        except (aetcd.ClientError, TimeoutError) as exc:
-            raise EtcdError(f"cannot commit to etcd: {type(exc).__name__} {exc}") from exc
+        done, responses = await self.client.call(
+            self.client.transaction(compare=compare, success=ops, failure=read), "commit to etcd"
+        )
         if not done:
             latest = responses[0][0][1].mod_revision if responses and responses[0] else 0
             await self.caught_up(latest)
