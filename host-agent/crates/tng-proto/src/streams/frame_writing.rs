@@ -124,7 +124,7 @@ impl Streams {
                         }
                         sent.push(SentChunk::StreamAck { id });
                     }
-                    stream.recv.ack_pending = false;
+                    stream.recv.on_ack_written();
                 }
                 stream.in_ack_queue = false;
             }

@@ -73,6 +73,7 @@ impl Streams {
             self.ack_closed(id, end.saturating_add(u64::from(fin)));
             return Ok(());
         }
+        let ack_every = self.config.ack_every();
         let Some(stream) = self.streams.get_mut(&id) else { return Ok(()) };
         let received = self.data_received.saturating_add(stream.recv.credit_growth(end));
         if received > self.max_data {
@@ -90,10 +91,11 @@ impl Streams {
         if probe && self.max_data > self.data_received {
             self.max_data_pending = true;
         }
+        let ack_now = stream.recv.bytes_since_ack() >= ack_every;
         if stream.recv.credit_pending {
             self.schedule_control(id);
         }
-        self.schedule_ack(id, false);
+        self.schedule_ack(id, ack_now);
         self.consume(credit.discarded);
         self.signal_readable(id);
         self.maybe_free(id);

@@ -34,6 +34,8 @@ pub(super) struct RecvStream {
     stop_pending: bool,
     /// A STREAM_ACK must go out: something arrived since the last one, or the last one was lost.
     pub ack_pending: bool,
+    /// `highest` when our last STREAM_ACK was written.
+    highest_acknowledged: u64,
     /// A MAX_STREAM_DATA must go out.
     pub credit_pending: bool,
     /// A Readable event was emitted and the application has not yet drained the stream.
@@ -101,6 +103,7 @@ impl RecvStream {
             stopped: None,
             stop_pending: false,
             ack_pending: false,
+            highest_acknowledged: 0,
             credit_pending: false,
             readable_signalled: false,
         }
@@ -347,6 +350,17 @@ impl RecvStream {
             RecvState::Reset { .. } => false,
             RecvState::Receiving => self.stopped.is_some() && self.is_complete(),
         }
+    }
+
+    /// Bytes that arrived beyond what our last STREAM_ACK covered.
+    pub fn bytes_since_ack(&self) -> u64 {
+        self.highest.saturating_sub(self.highest_acknowledged)
+    }
+
+    /// Our STREAM_ACK of everything received so far was written.
+    pub fn on_ack_written(&mut self) {
+        self.ack_pending = false;
+        self.highest_acknowledged = self.highest;
     }
 
     /// The ranges to acknowledge, lowest first, at most `max_ranges`. The FIN (or a reset) is acknowledged as the

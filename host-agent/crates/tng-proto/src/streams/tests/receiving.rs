@@ -74,6 +74,40 @@ fn stream_acks_ride_along_or_wait_for_their_delay() {
 }
 
 #[test]
+fn a_fast_stream_is_acknowledged_every_eighth_of_its_initial_window() {
+    // The sender frees its buffer only on STREAM_ACKs; they must not wait for credit updates, which come only every
+    // half of a window that may have grown far beyond the sender's buffer.
+    let server = StreamConfig { stream_receive_window: 64_000, ..StreamConfig::default() };
+    let every = server.ack_every();
+    let delay = server.ack_delay;
+    let mut pair = Pair::new(StreamConfig::default(), server);
+    let id = pair.client.open().unwrap();
+    pair.client.write(pair.now, id, &[7; 30_000]).unwrap();
+    let (mut received, mut acknowledged, mut acks) = (0u64, 0u64, 0);
+    while let Some(packet) = pair.transmit(Side::Client, MTU) {
+        pair.deliver(&packet).unwrap();
+        received += packet
+            .chunks
+            .iter()
+            .map(|c| match c {
+                SentChunk::Stream { range, .. } => range.end - range.start,
+                _ => 0,
+            })
+            .sum::<u64>();
+        if received - acknowledged >= every {
+            assert_eq!(pair.server.stream_ack_deadline(), Some(pair.now), "{received} bytes: due at once");
+            let ack = pair.transmit(Side::Server, MTU).unwrap();
+            assert_eq!(ack.chunks, [SentChunk::StreamAck { id }]);
+            (acknowledged, acks) = (received, acks + 1);
+        } else {
+            assert_eq!(pair.server.stream_ack_deadline(), Some(pair.now + delay), "{received} bytes: waits");
+        }
+    }
+    assert_eq!(received, 30_000);
+    assert_eq!(acks, 3, "one STREAM_ACK per {every} bytes");
+}
+
+#[test]
 fn reset_reaches_the_reader_and_is_acknowledged() {
     let mut pair = Pair::default_configs();
     let id = pair.client.open().unwrap();
