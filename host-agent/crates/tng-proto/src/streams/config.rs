@@ -57,11 +57,13 @@ impl Default for StreamConfig {
 
 impl StreamConfig {
     /// Bytes of a stream received beyond our last STREAM_ACK that make the next one due at once rather than
-    /// [`StreamConfig::ack_delay`] later. The peer's sender frees its buffer only on STREAM_ACKs, and a fast stream's
-    /// credit updates (on which they would otherwise ride) come only every half of a window that may have grown to
-    /// `receive_window`: without this a sender whose buffer is smaller than that waits for the delayed ack.
+    /// [`StreamConfig::ack_delay`] later: an eighth of the stream's initial window, or of our own stream send buffer
+    /// (the peer's is likely alike) if that is smaller. The peer's sender frees its buffer only on STREAM_ACKs, and a
+    /// fast stream's credit updates (on which they would otherwise ride) come only every half of a window that may
+    /// have grown to `receive_window`: without this a sender whose buffer is smaller than that waits for the delayed
+    /// ack.
     pub(super) fn ack_every(&self) -> u64 {
-        (self.stream_receive_window / 8).max(1)
+        (self.stream_receive_window.min(self.stream_send_buffer) / 8).max(1)
     }
 
     /// The initial limits we grant the peer: what the handshake's transport parameters carry.

@@ -30,9 +30,9 @@
 //! - A STREAM_ACK lists every byte range received so far (not only new ones), lowest first, so losing one costs
 //!   nothing. It rides in any packet that leaves anyway, and goes out on its own (an ack-eliciting DATA packet
 //!   the peer must acknowledge) only [`StreamConfig::ack_delay`] after the data arrived, or at once when a stream's
-//!   receiving half is complete or reset or an eighth of its initial window arrived since the last one (the peer
-//!   frees its send buffer only on STREAM_ACKs): one per received packet made the peer piggyback an ACK on almost
-//!   every data packet it sent.
+//!   receiving half is complete or reset or an eighth of its initial window arrived since the last one
+//!   (`StreamConfig::ack_every`: the peer frees its send buffer only on STREAM_ACKs). One per received packet made
+//!   the peer piggyback an ACK on almost every data packet it sent.
 //! - The FIN occupies one offset at the final size in acknowledgement space, as in TCP: a range containing the final
 //!   size acknowledges the FIN. A receiver acknowledges a RESET_STREAM with the range `0..final_size + 1`.
 //! - A zero-length STREAM frame without FIN is a credit probe: a sender blocked by credit sends one each timeout, and

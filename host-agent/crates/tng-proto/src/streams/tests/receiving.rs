@@ -108,6 +108,14 @@ fn a_fast_stream_is_acknowledged_every_eighth_of_its_initial_window() {
 }
 
 #[test]
+fn stream_acks_keep_pace_with_a_send_buffer_smaller_than_the_window() {
+    let defaults = StreamConfig::default();
+    assert_eq!(defaults.ack_every(), defaults.stream_receive_window / 8);
+    let large_window = StreamConfig { stream_receive_window: 8 * defaults.stream_send_buffer, ..defaults.clone() };
+    assert_eq!(large_window.ack_every(), defaults.stream_send_buffer / 8, "the peer's buffer is likely ours");
+}
+
+#[test]
 fn reset_reaches_the_reader_and_is_acknowledged() {
     let mut pair = Pair::default_configs();
     let id = pair.client.open().unwrap();
